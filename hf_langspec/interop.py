@@ -1,0 +1,163 @@
+"""Weight conversion between the baseline and transformers' reference translation models.
+
+* `MarianMTModel`: post-norm, Marian sinusoids (positions from 0), no final layer norms.
+  Matches a baseline built with `normalize_before=False, position_embedding_type="sinusoidal_marian"`.
+* `M2M100ForConditionalGeneration`: pre-norm with a final layer norm per stack, fairseq
+  sinusoids (positions from `pad_token_id + 1`, padding-aware). Matches `normalize_before=True,
+  position_embedding_type="sinusoidal"`.
+
+Parameter names of the backbone are those of Marian/M2M100, so a conversion copies tensors by
+name; every other difference is checked and reported, never approximated. Logit equality with
+both reference models is the correctness proof of the backbone (tests/test_interop.py).
+
+Language tags stay ordinary vocabulary entries; the language contract (`languages`, tag ids,
+tag style) is not part of Marian/M2M100 configs, so pass it to the `from_*` functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import M2M100Config, M2M100ForConditionalGeneration, MarianConfig, MarianMTModel, PreTrainedModel
+
+from .modeling import LangSpecConfig, LangSpecForConditionalGeneration
+
+_SHARED_FIELDS = (
+    "vocab_size",
+    "d_model",
+    "encoder_layers",
+    "decoder_layers",
+    "encoder_attention_heads",
+    "decoder_attention_heads",
+    "encoder_ffn_dim",
+    "decoder_ffn_dim",
+    "max_position_embeddings",
+    "dropout",
+    "attention_dropout",
+    "activation_dropout",
+    "activation_function",
+    "scale_embedding",
+    "pad_token_id",
+    "bos_token_id",
+    "eos_token_id",
+    "decoder_start_token_id",
+)
+
+_TARGETS: dict[str, dict[str, Any]] = {
+    "marian": {"normalize_before": False, "position_embedding_type": "sinusoidal_marian"},
+    "m2m100": {"normalize_before": True, "position_embedding_type": "sinusoidal"},
+}
+
+
+def _check_convertible(model: LangSpecForConditionalGeneration, target: str) -> None:
+    config = model.config
+    problems = [
+        f"{field}={getattr(config, field)!r} (needs {value!r})"
+        for field, value in _TARGETS[target].items()
+        if getattr(config, field) != value
+    ]
+    if config.layernorm_embedding:
+        problems.append("layernorm_embedding=True (the reference model has no embedding layer norm)")
+    modules = {
+        f"{stack}.{point}": type(module).__name__
+        for stack in ("encoder", "decoder")
+        for point, module in getattr(model.model, stack).insertions.items()
+    }
+    if modules:
+        problems.append(f"language-specific modules {modules} (the reference model has none)")
+    if problems:
+        raise ValueError(
+            f"Cannot convert {type(model).__name__} to {target}: " + "; ".join(problems) + ". Build the baseline "
+            f"with normalize_before={_TARGETS[target]['normalize_before']} and position_embedding_type="
+            f"{_TARGETS[target]['position_embedding_type']!r}, no layer norm on embeddings and no language modules."
+        )
+
+
+def _copy_weights(source: PreTrainedModel, target: PreTrainedModel, ignore: tuple[str, ...] = ()) -> None:
+    """Copy every tensor by name; missing or unexpected names (except `ignore`) are an error."""
+    source_state = {k: v for k, v in source.state_dict().items() if not k.endswith(ignore)}
+    target_keys = {k for k in target.state_dict() if not k.endswith(ignore)}
+    missing, unexpected = target_keys - set(source_state), set(source_state) - target_keys
+    if missing or unexpected:
+        raise ValueError(
+            f"Weight names do not line up between {type(source).__name__} and {type(target).__name__}: "
+            f"missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}."
+        )
+    with torch.no_grad():
+        target_state = target.state_dict()
+        for name, tensor in source_state.items():
+            target_state[name].copy_(tensor)
+    target.tie_weights()
+
+
+def _backbone_kwargs(config) -> dict[str, Any]:
+    return {field: getattr(config, field) for field in _SHARED_FIELDS}
+
+
+def _reference_kwargs(config: LangSpecConfig) -> dict[str, Any]:
+    return _backbone_kwargs(config) | {"tie_word_embeddings": True, "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0}
+
+
+def to_marian(model: LangSpecForConditionalGeneration) -> MarianMTModel:
+    """The same network as a `MarianMTModel` (post-norm, `position_embedding_type="sinusoidal_marian"`)."""
+    _check_convertible(model, "marian")
+    config = MarianConfig(
+        **_reference_kwargs(model.config),
+        decoder_vocab_size=model.config.vocab_size,
+        share_encoder_decoder_embeddings=True,
+        forced_eos_token_id=None,
+    )
+    marian = MarianMTModel(config)
+    _copy_weights(model, marian, ignore=("final_logits_bias", "embed_positions.weight"))
+    return marian.train(model.training)
+
+
+def to_m2m100(model: LangSpecForConditionalGeneration) -> M2M100ForConditionalGeneration:
+    """The same network as an `M2M100ForConditionalGeneration` (pre-norm, fairseq sinusoids)."""
+    _check_convertible(model, "m2m100")
+    m2m = M2M100ForConditionalGeneration(M2M100Config(**_reference_kwargs(model.config)))
+    _copy_weights(model, m2m)
+    return m2m.train(model.training)
+
+
+def _check_reference(model: PreTrainedModel, extra_problems: list[str]) -> None:
+    config = model.config
+    problems = list(extra_problems)
+    if not config.tie_word_embeddings:
+        problems.append("tie_word_embeddings=False (the baseline ties the output projection to the embeddings)")
+    for field in ("encoder_layerdrop", "decoder_layerdrop"):
+        if getattr(config, field, 0.0):
+            problems.append(
+                f"{field}={getattr(config, field)} (the baseline has no LayerDrop, which only acts in training; "
+                f"set model.config.{field} = 0.0 before converting)"
+            )
+    if problems:
+        raise ValueError(f"Cannot convert {type(model).__name__}: " + "; ".join(problems) + ".")
+
+
+def from_marian(marian: MarianMTModel, **language_contract: Any) -> LangSpecForConditionalGeneration:
+    """A baseline holding the weights of `marian`; `language_contract` are extra `LangSpecConfig` fields
+    (`languages`, `lang_tag_token_ids`, `lang_tag_style`, ...)."""
+    problems = []
+    if not marian.config.share_encoder_decoder_embeddings:
+        problems.append("share_encoder_decoder_embeddings=False (the baseline shares one embedding matrix)")
+    if bool(marian.final_logits_bias.any()):
+        problems.append("a non-zero final_logits_bias (the baseline's output projection has no bias)")
+    _check_reference(marian, problems)
+    config = LangSpecConfig(**_backbone_kwargs(marian.config), **_TARGETS["marian"], **language_contract)
+    model = LangSpecForConditionalGeneration(config)
+    _copy_weights(marian, model, ignore=("final_logits_bias", "embed_positions.weight"))
+    return model.train(marian.training)
+
+
+def from_m2m100(m2m: M2M100ForConditionalGeneration, **language_contract: Any) -> LangSpecForConditionalGeneration:
+    """A baseline holding the weights of `m2m`; see :func:`from_marian` for `language_contract`."""
+    _check_reference(m2m, [])
+    config = LangSpecConfig(**_backbone_kwargs(m2m.config), **_TARGETS["m2m100"], **language_contract)
+    model = LangSpecForConditionalGeneration(config)
+    _copy_weights(m2m, model)
+    return model.train(m2m.training)
+
+
+__all__ = ["from_m2m100", "from_marian", "to_m2m100", "to_marian"]

@@ -1,0 +1,507 @@
+"""The shared encoder-decoder Transformer and its named insertion points.
+
+One backbone serves every method: fairseq's `transformer` (Vaswani et al. 2017) as the papers
+trained it, post-norm by default or pre-norm (`normalize_before`), with PyTorch SDPA attention
+and an `EncoderDecoderCache`. Parameter names follow Marian/M2M100 so weights convert by name.
+
+Language-specific modules plug into named insertion points. They live at the stack level
+(`LangSpecEncoder.insertions` / `LangSpecDecoder.insertions`, an `nn.ModuleDict` keyed by point),
+so a module can share parameters across layers (LAA, CLM's maps) or keep per-layer ones (CLL,
+CLM's gates) and is told the `layer_idx` it is called from. Call protocols:
+
+=================================================  =============================================
+point                                              call and meaning
+=================================================  =============================================
+``embed``                                          ``h = m(h, lang, None)`` on scaled token embeddings, before positions
+``enc_self_in`` ``enc_ffn_in`` ``dec_self_in``     ``h = m(h, lang, i)`` before the sublayer's residual branch point,
+``dec_cross_in`` ``dec_ffn_in``                    so the change stays in the residual stream (LEE)
+``enc_self_attn`` ``dec_self_attn``                ``delta = m(x, lang, i, p)`` added to projection ``p`` in
+``dec_cross_attn``                                 ``q k v o`` (for ``o``, ``x`` is the attention output) (LAA)
+``sublayer_out``                                   ``h = m(h, lang, i)`` after every sublayer (CLM)
+``ffn_out``                                        ``h = m(h, lang, i)`` after FFN sublayers only (CLM-top, adapters)
+``dec_ffn``                                        ``delta = m(x, lang, i)`` added to the FFN output; ``x`` is the FFN input (CLL)
+``enc_out``                                        ``h = m(h, lang, None)`` once on the encoder output (LEE)
+``dec_top``                                        ``h = m(h, lang, None)`` after the last decoder layer (HLT-MT's SLP)
+=================================================  =============================================
+
+`lang` is the forward's :class:`~.routing.LanguageContext`. An empty `insertions` dict is the
+plain multilingual Transformer (Johnson et al. 2017).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPastAndCrossAttentions
+
+from .configuration_langspec import LangSpecConfig
+from .routing import LanguageContext
+
+INSERTION_POINTS: dict[str, tuple[str, ...]] = {
+    "encoder": ("embed", "enc_self_in", "enc_self_attn", "enc_ffn_in", "sublayer_out", "ffn_out", "enc_out"),
+    "decoder": (
+        "embed",
+        "dec_self_in",
+        "dec_self_attn",
+        "dec_cross_in",
+        "dec_cross_attn",
+        "dec_ffn_in",
+        "dec_ffn",
+        "sublayer_out",
+        "ffn_out",
+        "dec_top",
+    ),
+}
+
+Slots = dict[str, nn.Module]
+
+
+def _insert(slots: Slots, point: str, hidden: torch.Tensor, lang: LanguageContext, layer_idx: int | None):
+    module = slots.get(point)
+    return hidden if module is None else module(hidden, lang, layer_idx)
+
+
+# ---------------------------------------------------------------------------- positions
+def fairseq_sinusoidal_table(num_rows: int, dim: int, padding_idx: int) -> torch.Tensor:
+    """fairseq's `SinusoidalPositionalEmbedding.get_embedding` (also M2M100's): sin | cos halves."""
+    half = dim // 2
+    freq = torch.exp(torch.arange(half, dtype=torch.float) * -(math.log(10000) / (half - 1)))
+    angles = torch.arange(num_rows, dtype=torch.float).unsqueeze(1) * freq.unsqueeze(0)
+    table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+    if dim % 2:
+        table = torch.cat([table, torch.zeros(num_rows, 1)], dim=1)
+    table[padding_idx] = 0
+    return table
+
+
+def marian_sinusoidal_table(num_rows: int, dim: int) -> torch.Tensor:
+    """Marian's table: angle pos / 10000^(2i/d); sin features in the first half, cos in the second."""
+    pos = torch.arange(num_rows, dtype=torch.float64).unsqueeze(1)
+    j = torch.arange(dim, dtype=torch.float64)
+    angles = pos / torch.pow(10000.0, 2 * torch.div(j, 2, rounding_mode="floor") / dim)
+    sentinel = (dim + 1) // 2
+    table = torch.empty(num_rows, dim, dtype=torch.float64)
+    table[:, :sentinel] = torch.sin(angles[:, 0::2])
+    table[:, sentinel:] = torch.cos(angles[:, 1::2])
+    return table.float()
+
+
+class LangSpecPositionalEmbedding(nn.Module):
+    """Absolute positions: fairseq sinusoidal (default), Marian sinusoidal, or fairseq learned.
+
+    fairseq numbering (`sinusoidal`, `learned`): position of a token = padding_idx + 1 + number of
+    non-padding tokens before it; padding tokens read row padding_idx (zero). Marian numbering:
+    0, 1, 2, ... regardless of padding. Sequences longer than `max_position_embeddings` raise.
+    """
+
+    def __init__(self, config: LangSpecConfig):
+        super().__init__()
+        self.kind = config.position_embedding_type
+        self.padding_idx = config.pad_token_id
+        self.max_positions = config.max_position_embeddings
+        self.dim = config.d_model
+        if self.kind == "sinusoidal_marian":
+            self.offset = 0
+            self.register_buffer("weight", self.sinusoidal_table(), persistent=False)
+        else:
+            self.offset = self.padding_idx + 1
+            if self.kind == "learned":
+                self.embedding = nn.Embedding(self.num_rows, self.dim, padding_idx=self.padding_idx)
+            else:
+                self.register_buffer("weight", self.sinusoidal_table(), persistent=False)
+
+    @property
+    def num_rows(self) -> int:
+        return self.max_positions + self.offset
+
+    def sinusoidal_table(self) -> torch.Tensor:
+        if self.kind == "sinusoidal_marian":
+            return marian_sinusoidal_table(self.num_rows, self.dim)
+        return fairseq_sinusoidal_table(self.num_rows, self.dim, self.padding_idx)
+
+    def forward(self, input_ids: torch.Tensor | None, shape: torch.Size, past_length: int = 0) -> torch.Tensor:
+        """Position vectors for tokens `[B, T]` following `past_length` cached ones: `[B or 1, T, d]`."""
+        length = shape[1]
+        if past_length + length > self.max_positions:
+            raise ValueError(
+                f"Sequence of {past_length + length} tokens exceeds max_position_embeddings="
+                f"{self.max_positions}; truncate the input (tokenizer `max_length`) or build the model "
+                "with a larger max_position_embeddings."
+            )
+        if self.kind == "sinusoidal_marian":
+            return self.weight[past_length : past_length + length].unsqueeze(0)
+        if input_ids is not None:
+            mask = input_ids.ne(self.padding_idx).int()
+            positions = (torch.cumsum(mask, dim=1) + past_length) * mask + self.padding_idx
+        else:
+            start = self.offset + past_length
+            positions = torch.arange(start, start + length, device=self._device()).unsqueeze(0)
+        table = self.embedding.weight if self.kind == "learned" else self.weight
+        return F.embedding(positions, table)
+
+    def _device(self) -> torch.device:
+        return self.embedding.weight.device if self.kind == "learned" else self.weight.device
+
+
+# ---------------------------------------------------------------------------- attention
+class LangSpecAttention(nn.Module):
+    """Multi-head attention (Vaswani et al. 2017) on PyTorch SDPA, with an optional language hook.
+
+    The hook (an attention insertion-point module) returns a term added to each of the q, k, v
+    projections and to the output projection; query scaling happens inside SDPA, after the sum.
+    """
+
+    def __init__(self, config: LangSpecConfig, num_heads: int, layer_idx: int | None = None):
+        super().__init__()
+        self.embed_dim = config.d_model
+        self.num_heads = num_heads
+        self.head_dim = self.embed_dim // num_heads
+        self.dropout = config.attention_dropout
+        self.layer_idx = layer_idx
+        self.q_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.k_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.v_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.out_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        for proj in (self.q_proj, self.k_proj, self.v_proj):
+            proj.init_gain = 1 / math.sqrt(2)  # fairseq MultiheadAttention.reset_parameters
+
+    def _project(self, linear: nn.Linear, x, hook, lang, name):
+        out = linear(x)
+        if hook is not None:
+            out = out + hook(x, lang, self.layer_idx, name)
+        return out
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(*x.shape[:2], self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        lang: LanguageContext,
+        key_value_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        past_key_values: Cache | None = None,
+        hook: nn.Module | None = None,
+    ) -> torch.Tensor:
+        is_cross = key_value_states is not None
+        query = self._heads(self._project(self.q_proj, hidden_states, hook, lang, "q"))
+
+        cache = None
+        if past_key_values is not None:
+            if isinstance(past_key_values, EncoderDecoderCache):
+                cache = past_key_values.cross_attention_cache if is_cross else past_key_values.self_attention_cache
+            else:
+                cache = past_key_values
+        if is_cross and cache is not None and past_key_values.is_updated.get(self.layer_idx):
+            # encoder keys/values were computed at the first decoding step
+            key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
+        else:
+            source = key_value_states if is_cross else hidden_states
+            key = self._heads(self._project(self.k_proj, source, hook, lang, "k"))
+            value = self._heads(self._project(self.v_proj, source, hook, lang, "v"))
+            if cache is not None:
+                key, value = cache.update(key, value, self.layer_idx)
+                if is_cross:
+                    past_key_values.is_updated[self.layer_idx] = True
+
+        out = F.scaled_dot_product_attention(
+            query,
+            key,
+            value,
+            attn_mask=attention_mask,
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=is_causal,
+        )
+        out = out.transpose(1, 2).reshape(*hidden_states.shape[:2], self.embed_dim)
+        return self._project(self.out_proj, out, hook, lang, "o")
+
+
+# ---------------------------------------------------------------------------- layers
+class _Sublayers(GradientCheckpointingLayer):
+    """Shared residual plumbing: `x -> [LN] -> f -> dropout -> (+ parallel) -> + residual -> [LN]`."""
+
+    def _init_ffn(self, config: LangSpecConfig, inner_dim: int) -> None:
+        self.fc1 = nn.Linear(config.d_model, inner_dim)
+        self.fc2 = nn.Linear(inner_dim, config.d_model)
+        self.activation_fn = ACT2FN[config.activation_function]
+        self.activation_dropout = config.activation_dropout
+        self.final_layer_norm = nn.LayerNorm(config.d_model)
+
+    def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        """fc1 -> activation -> dropout -> fc2: the FFN sublayer body."""
+        x = F.dropout(self.activation_fn(self.fc1(x)), p=self.activation_dropout, training=self.training)
+        return self.fc2(x)
+
+    def _residual_block(self, hidden, norm: nn.LayerNorm, body, parallel=None):
+        residual = hidden
+        if self.normalize_before:
+            hidden = norm(hidden)
+        out = F.dropout(body(hidden), p=self.dropout, training=self.training)
+        if parallel is not None:
+            # a parallel branch (CLL) sees the sublayer's own input and applies its own dropout
+            out = out + parallel(hidden)
+        hidden = residual + out
+        return hidden if self.normalize_before else norm(hidden)
+
+    def _ffn_block(self, hidden, slots: Slots, lang, parallel_point: str | None = None):
+        module = slots.get(parallel_point) if parallel_point else None
+        parallel = None if module is None else (lambda x: module(x, lang, self.layer_idx))
+        hidden = self._residual_block(hidden, self.final_layer_norm, self.feed_forward, parallel)
+        hidden = _insert(slots, "sublayer_out", hidden, lang, self.layer_idx)
+        return _insert(slots, "ffn_out", hidden, lang, self.layer_idx)
+
+
+class LangSpecEncoderLayer(_Sublayers):
+    def __init__(self, config: LangSpecConfig, layer_idx: int):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.normalize_before = config.normalize_before
+        self.dropout = config.dropout
+        self.self_attn = LangSpecAttention(config, config.encoder_attention_heads, layer_idx)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
+        self._init_ffn(config, config.encoder_ffn_dim)
+
+    def forward(self, hidden_states, attention_mask, lang: LanguageContext, slots: Slots):
+        i = self.layer_idx
+        hidden_states = _insert(slots, "enc_self_in", hidden_states, lang, i)
+        hook = slots.get("enc_self_attn")
+        hidden_states = self._residual_block(
+            hidden_states,
+            self.self_attn_layer_norm,
+            lambda x: self.self_attn(x, lang, attention_mask=attention_mask, hook=hook),
+        )
+        hidden_states = _insert(slots, "sublayer_out", hidden_states, lang, i)
+        hidden_states = _insert(slots, "enc_ffn_in", hidden_states, lang, i)
+        return self._ffn_block(hidden_states, slots, lang)
+
+
+class LangSpecDecoderLayer(_Sublayers):
+    def __init__(self, config: LangSpecConfig, layer_idx: int):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.normalize_before = config.normalize_before
+        self.dropout = config.dropout
+        self.self_attn = LangSpecAttention(config, config.decoder_attention_heads, layer_idx)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
+        self.encoder_attn = LangSpecAttention(config, config.decoder_attention_heads, layer_idx)
+        self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model)
+        self._init_ffn(config, config.decoder_ffn_dim)
+
+    def forward(
+        self,
+        hidden_states,
+        self_attn_mask,
+        is_causal: bool,
+        encoder_hidden_states,
+        encoder_attention_mask,
+        past_key_values,
+        lang: LanguageContext,
+        slots: Slots,
+    ):
+        i = self.layer_idx
+        hidden_states = _insert(slots, "dec_self_in", hidden_states, lang, i)
+        self_hook = slots.get("dec_self_attn")
+        hidden_states = self._residual_block(
+            hidden_states,
+            self.self_attn_layer_norm,
+            lambda x: self.self_attn(
+                x, lang, attention_mask=self_attn_mask, is_causal=is_causal,
+                past_key_values=past_key_values, hook=self_hook,
+            ),
+        )
+        hidden_states = _insert(slots, "sublayer_out", hidden_states, lang, i)
+        hidden_states = _insert(slots, "dec_cross_in", hidden_states, lang, i)
+        cross_hook = slots.get("dec_cross_attn")
+        hidden_states = self._residual_block(
+            hidden_states,
+            self.encoder_attn_layer_norm,
+            lambda x: self.encoder_attn(
+                x, lang, key_value_states=encoder_hidden_states, attention_mask=encoder_attention_mask,
+                past_key_values=past_key_values, hook=cross_hook,
+            ),
+        )
+        hidden_states = _insert(slots, "sublayer_out", hidden_states, lang, i)
+        hidden_states = _insert(slots, "dec_ffn_in", hidden_states, lang, i)
+        return self._ffn_block(hidden_states, slots, lang, parallel_point="dec_ffn")
+
+
+# ---------------------------------------------------------------------------- stacks
+def _padding_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """`[B, S]` 1/0 mask -> additive `[B, 1, 1, S]` SDPA mask, or None when nothing is padded."""
+    if mask is None or bool(mask.all()):
+        return None
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
+        ~mask.bool(), torch.finfo(dtype).min
+    )[:, None, None, :]
+
+
+def _decoder_self_mask(
+    mask: torch.Tensor | None, query_length: int, past_length: int, dtype: torch.dtype, device: torch.device
+) -> tuple[torch.Tensor | None, bool]:
+    """Self-attention mask of the decoder: `(additive mask, is_causal)`.
+
+    Fast paths: no padding and no cache -> SDPA's own causal kernel; one new token with a cache and
+    no padding -> no mask at all. Otherwise an explicit `[B, 1, T, past + T]` additive mask.
+    """
+    padded = mask is not None and not bool(mask.all())
+    if not padded:
+        if past_length == 0:
+            return None, query_length > 1
+        if query_length == 1:
+            return None, False
+    total = past_length + query_length
+    keys = torch.arange(total, device=device)
+    queries = torch.arange(past_length, total, device=device)
+    allowed = (keys[None, :] <= queries[:, None])[None, None]
+    if padded:
+        allowed = allowed & mask[:, None, None, -total:].bool()
+    return torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min), False
+
+
+def _check_no_attentions(output_attentions: bool | None) -> None:
+    if output_attentions:
+        raise ValueError(
+            "output_attentions=True is not supported: attention runs in PyTorch SDPA, which does not return "
+            "attention weights. Use a forward hook on the attention modules' inputs to inspect them."
+        )
+
+
+class _Stack(nn.Module):
+    """Embedding front-end shared by the encoder and the decoder."""
+
+    side: str
+
+    def __init__(self, config: LangSpecConfig, embed_tokens: nn.Embedding, insertions: dict[str, nn.Module] | None):
+        super().__init__()
+        self.config = config
+        self.embed_tokens = embed_tokens
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_positions = LangSpecPositionalEmbedding(config)
+        self.layernorm_embedding = nn.LayerNorm(config.d_model) if config.layernorm_embedding else None
+        self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
+        self.dropout = config.dropout
+        unknown = set(insertions or {}) - set(INSERTION_POINTS[self.side])
+        if unknown:
+            raise ValueError(
+                f"Insertion points {sorted(unknown)} do not exist in the {self.side}; "
+                f"its points are {list(INSERTION_POINTS[self.side])}."
+            )
+        self.insertions = nn.ModuleDict(insertions or {})
+
+    def _language_context(self, batch_size, src_lang_ids, tgt_lang_ids) -> LanguageContext:
+        return LanguageContext(
+            src_lang_ids, tgt_lang_ids, self.config.num_languages, batch_size, self.config.routing_strategy
+        )
+
+    def _embed(self, input_ids, inputs_embeds, lang: LanguageContext, slots: Slots, past_length: int = 0):
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError(f"Pass exactly one of input_ids or inputs_embeds to the {self.side}.")
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        hidden = inputs_embeds * self.embed_scale
+        hidden = _insert(slots, "embed", hidden, lang, None)
+        hidden = hidden + self.embed_positions(input_ids, hidden.shape, past_length)
+        if self.layernorm_embedding is not None:
+            hidden = self.layernorm_embedding(hidden)
+        return F.dropout(hidden, p=self.dropout, training=self.training)
+
+
+class LangSpecEncoder(_Stack):
+    """Transformer encoder of `config.encoder_layers` [`LangSpecEncoderLayer`]s."""
+
+    side = "encoder"
+    main_input_name = "input_ids"
+
+    def __init__(self, config, embed_tokens, insertions=None):
+        super().__init__(config, embed_tokens, insertions)
+        self.layers = nn.ModuleList([LangSpecEncoderLayer(config, i) for i in range(config.encoder_layers)])
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        src_lang_ids: torch.LongTensor | None = None,
+        tgt_lang_ids: torch.LongTensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> BaseModelOutput:
+        _check_no_attentions(output_attentions)
+        batch = (input_ids if input_ids is not None else inputs_embeds).shape[0]
+        lang = self._language_context(batch, src_lang_ids, tgt_lang_ids)
+        slots = dict(self.insertions.items())
+        hidden = self._embed(input_ids, inputs_embeds, lang, slots)
+        mask = _padding_mask(attention_mask, hidden.dtype)
+        states = [hidden] if output_hidden_states else None
+        for layer in self.layers:
+            hidden = layer(hidden, mask, lang, slots)
+            if states is not None:
+                states.append(hidden)
+        if self.layer_norm is not None:
+            hidden = self.layer_norm(hidden)
+        hidden = _insert(slots, "enc_out", hidden, lang, None)
+        return BaseModelOutput(last_hidden_state=hidden, hidden_states=tuple(states) if states else None)
+
+
+class LangSpecDecoder(_Stack):
+    """Transformer decoder of `config.decoder_layers` [`LangSpecDecoderLayer`]s with an `EncoderDecoderCache`."""
+
+    side = "decoder"
+
+    def __init__(self, config, embed_tokens, insertions=None):
+        super().__init__(config, embed_tokens, insertions)
+        self.layers = nn.ModuleList([LangSpecDecoderLayer(config, i) for i in range(config.decoder_layers)])
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        src_lang_ids: torch.LongTensor | None = None,
+        tgt_lang_ids: torch.LongTensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        _check_no_attentions(output_attentions)
+        if encoder_hidden_states is None:
+            raise ValueError("The decoder needs encoder_hidden_states (the encoder's last_hidden_state).")
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        if not use_cache:
+            past_key_values = None
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        reference = input_ids if input_ids is not None else inputs_embeds
+        batch, length = reference.shape[:2]
+        lang = self._language_context(batch, src_lang_ids, tgt_lang_ids)
+        slots = dict(self.insertions.items())
+        hidden = self._embed(input_ids, inputs_embeds, lang, slots, past_length)
+        self_mask, is_causal = _decoder_self_mask(attention_mask, length, past_length, hidden.dtype, hidden.device)
+        cross_mask = _padding_mask(encoder_attention_mask, hidden.dtype)
+        states = [hidden] if output_hidden_states else None
+        for layer in self.layers:
+            hidden = layer(
+                hidden, self_mask, is_causal, encoder_hidden_states, cross_mask, past_key_values, lang, slots
+            )
+            if states is not None:
+                states.append(hidden)
+        if self.layer_norm is not None:
+            hidden = self.layer_norm(hidden)
+        hidden = _insert(slots, "dec_top", hidden, lang, None)
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden,
+            past_key_values=past_key_values,
+            hidden_states=tuple(states) if states else None,
+        )

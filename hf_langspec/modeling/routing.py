@@ -1,0 +1,166 @@
+"""Language routing: the one place where per-language parameters meet a mixed-language batch.
+
+Every language-specific module (XLP's projections, LAA's matrices, CLL's LSLs, adapters, ...)
+stores its parameters stacked along a leading language axis, ``[L, ...]``, and applies them
+through :class:`LanguageRouter`. The router takes the ``[B]`` tensor of language ids once per
+forward and offers two ways to apply a ``[L, d_in, d_out]`` weight to ``[B, T, d_in]`` rows:
+
+* ``gather``: index the ``B`` weights and run one batched matmul. No host synchronisation and
+  one kernel, but it copies ``B * d_in * d_out`` weight values: good for small batches.
+* ``group``: sort rows by language and run one matmul per language present. It reads each
+  weight once, so a batch that mixes many languages costs about what a one-language batch costs;
+  it needs the per-language row counts on the host (one synchronisation per router, cached).
+
+``auto`` picks ``group`` when the batch holds fewer distinct languages than half its examples or
+when the gathered weights would exceed :data:`GATHER_BUDGET_ELEMENTS`; otherwise ``gather``.
+Modules never loop over examples in Python.
+"""
+
+from __future__ import annotations
+
+import torch
+
+GATHER_BUDGET_ELEMENTS = 1 << 22  # 16 MiB of float32 gathered weights per call
+SIDES = ("source", "target")
+
+
+class LanguageRouter:
+    """Applies per-language parameters to a batch whose examples carry language ids ``[B]``."""
+
+    def __init__(self, lang_ids: torch.LongTensor, num_languages: int, strategy: str = "auto"):
+        self.lang_ids = lang_ids
+        self.num_languages = num_languages
+        self.strategy = strategy
+        self._groups: tuple[torch.Tensor, torch.Tensor, list[int]] | None = None
+
+    def lookup(self, table: torch.Tensor) -> torch.Tensor:
+        """Rows of a ``[L, ...]`` table for every example: ``[B, ...]``."""
+        return table.index_select(0, self.lang_ids)
+
+    def _group_index(self) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+        if self._groups is None:
+            order = torch.argsort(self.lang_ids, stable=True)
+            inverse = torch.empty_like(order)
+            inverse[order] = torch.arange(order.numel(), device=order.device)
+            counts = torch.bincount(self.lang_ids, minlength=self.num_languages).tolist()
+            self._groups = (order, inverse, counts)
+        return self._groups
+
+    def languages_present(self) -> int:
+        return sum(1 for c in self._group_index()[2] if c)
+
+    def choose(self, d_in: int, d_out: int) -> str:
+        if self.strategy != "auto":
+            return self.strategy
+        batch = self.lang_ids.numel()
+        if batch == 1:
+            return "gather"
+        if batch * d_in * d_out > GATHER_BUDGET_ELEMENTS:
+            return "group"
+        return "group" if 2 * self.languages_present() <= batch else "gather"
+
+    def matmul(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``y[b] = x[b] @ weight[lang[b]] (+ bias[lang[b]])`` for ``x`` of shape ``[B, ..., d_in]``.
+
+        ``weight`` is ``[L, d_in, d_out]``; ``bias`` is ``[L, d_out]`` or None.
+        """
+        d_in, d_out = weight.shape[-2:]
+        batch = x.shape[0]
+        if batch != self.lang_ids.numel():
+            raise ValueError(
+                f"Language routing got {batch} examples but {self.lang_ids.numel()} language ids; "
+                "src_lang_ids / tgt_lang_ids must have one id per example ([B])."
+            )
+        rows = x.reshape(batch, -1, d_in)
+        if self.choose(d_in, d_out) == "gather":
+            out = torch.bmm(rows, weight.index_select(0, self.lang_ids))
+            if bias is not None:
+                out = out + bias.index_select(0, self.lang_ids).unsqueeze(1)
+        else:
+            order, inverse, counts = self._group_index()
+            pieces = []
+            for lang, chunk in enumerate(rows.index_select(0, order).split(counts)):
+                if chunk.shape[0] == 0:
+                    continue
+                piece = chunk @ weight[lang]
+                pieces.append(piece if bias is None else piece + bias[lang])
+            out = torch.cat(pieces).index_select(0, inverse)
+        return out.reshape(*x.shape[:-1], d_out)
+
+
+class LanguageContext:
+    """The language ids of one forward pass, handed to every insertion-point module.
+
+    Holds the validated ``src_lang_ids`` / ``tgt_lang_ids`` ([B] LongTensors), one router per
+    side (so grouping is computed once and shared by all layers), and ``scratch``, a per-forward
+    cache modules use for work that must happen once per forward (for example LAA gathering its
+    ``[B, d, d]`` matrices once for all layers).
+    """
+
+    def __init__(
+        self,
+        src_lang_ids: torch.Tensor | None,
+        tgt_lang_ids: torch.Tensor | None,
+        num_languages: int,
+        batch_size: int,
+        routing_strategy: str = "auto",
+    ):
+        self.num_languages = num_languages
+        self.routing_strategy = routing_strategy
+        self._ids = {
+            "source": check_language_ids(src_lang_ids, "src_lang_ids", num_languages, batch_size),
+            "target": check_language_ids(tgt_lang_ids, "tgt_lang_ids", num_languages, batch_size),
+        }
+        self._routers: dict[str, LanguageRouter] = {}
+        self.scratch: dict[object, object] = {}
+
+    def has(self, side: str) -> bool:
+        return self._ids[side] is not None
+
+    def ids(self, side: str, needed_by: str = "this model") -> torch.LongTensor:
+        """The ids of ``side`` ("source" or "target"); a ValueError explains how to pass them."""
+        ids = self._ids[side]
+        if ids is None:
+            name = "src_lang_ids" if side == "source" else "tgt_lang_ids"
+            raise ValueError(
+                f"{needed_by} needs `{name}`, a LongTensor of shape [batch] with indexes into "
+                f"config.languages, and none was passed. LangSpecTokenizer returns it with every batch; "
+                f"to build it by hand use torch.tensor(config.language_ids([...]))."
+            )
+        return ids
+
+    def router(self, side: str, needed_by: str = "this model") -> LanguageRouter:
+        if side not in self._routers:
+            self._routers[side] = LanguageRouter(self.ids(side, needed_by), self.num_languages, self.routing_strategy)
+        return self._routers[side]
+
+
+def check_language_ids(
+    ids: torch.Tensor | None, name: str, num_languages: int, batch_size: int
+) -> torch.LongTensor | None:
+    """Validate a ``[B]`` tensor of language ids: shape, integer dtype, range. Never clamps."""
+    if ids is None:
+        return None
+    if not isinstance(ids, torch.Tensor):
+        raise ValueError(f"{name} must be a LongTensor of shape [batch], got {type(ids).__name__}.")
+    if ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        raise ValueError(f"{name} must hold integer language ids, got dtype {ids.dtype}.")
+    if ids.dim() != 1 or ids.numel() != batch_size:
+        raise ValueError(
+            f"{name} must have shape [batch]=[{batch_size}] (one id per example), got {tuple(ids.shape)}."
+        )
+    if num_languages == 0:
+        raise ValueError(
+            f"{name} was passed but config.languages is empty: set `languages` in the config to use language ids."
+        )
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= num_languages:
+        bad = low if low < 0 else high
+        raise ValueError(
+            f"{name} contains {bad}, outside [0, {num_languages}) = range(len(config.languages)); "
+            "ids index config.languages. Map codes with config.language_ids([...])."
+        )
+    return ids.long()
+
+
+__all__ = ["LanguageContext", "LanguageRouter", "check_language_ids"]
