@@ -6,6 +6,7 @@ Importing the package registers every config and model with the Auto classes.
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from .modeling import LangSpecConfig, LangSpecForConditionalGeneration, LangSpecModel, LangSpecPreTrainedModel
+from .pipelines import LangSpecTranslationPipeline, register_pipeline
 
 __version__ = "0.1.0"
 
@@ -18,6 +19,7 @@ def _register() -> None:
     LangSpecConfig.register_for_auto_class()
     LangSpecModel.register_for_auto_class("AutoModel")
     LangSpecForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
+    register_pipeline()
 
 
 _register()
@@ -27,4 +29,5 @@ __all__ = [
     "LangSpecForConditionalGeneration",
     "LangSpecModel",
     "LangSpecPreTrainedModel",
+    "LangSpecTranslationPipeline",
 ]

@@ -1,0 +1,74 @@
+"""`pipeline("langspec-translation", ...)`: multilingual translation with language ids.
+
+transformers 5 removed the `translation` task (`pipeline("translation")` raises a KeyError in
+5.23). This pipeline restores it for hf_langspec models and does what the old one could not:
+each input names its own direction, and the pipeline hands `src_lang_ids` / `tgt_lang_ids` to
+`generate()` and applies the model's tag style.
+
+    >>> translate = pipeline("langspec-translation", model=model, tokenizer=tokenizer)
+    >>> translate("Hello world", src_lang="en", tgt_lang="de", num_beams=4)
+    >>> translate([{"text": "Hallo", "src_lang": "de", "tgt_lang": "fr"}, ...])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import AutoModelForSeq2SeqLM, Pipeline
+from transformers.pipelines import PIPELINE_REGISTRY
+
+TASK = "langspec-translation"
+
+
+class LangSpecTranslationPipeline(Pipeline):
+    """Translate text with a hf_langspec model; `src_lang` / `tgt_lang` are codes of `config.languages`."""
+
+    _load_processor = False
+    _load_image_processor = False
+    _load_feature_extractor = False
+    _load_tokenizer = True
+
+    def _sanitize_parameters(self, src_lang: str | None = None, tgt_lang: str | None = None, **generate_kwargs):
+        preprocess = {k: v for k, v in (("src_lang", src_lang), ("tgt_lang", tgt_lang)) if v is not None}
+        return preprocess, generate_kwargs, {}
+
+    def preprocess(self, inputs: str | dict[str, str], src_lang: str | None = None, tgt_lang: str | None = None):
+        if isinstance(inputs, dict):
+            text = inputs["text"]
+            src_lang, tgt_lang = inputs.get("src_lang", src_lang), inputs.get("tgt_lang", tgt_lang)
+        else:
+            text = inputs
+        config = self.model.config
+        encoded = self.tokenizer(text, return_tensors="pt")
+        if config.languages:
+            if tgt_lang is None:
+                raise ValueError(
+                    f"Pass tgt_lang=<code> (one of {config.languages}) to translate with this multilingual model."
+                )
+            tgt_id = config.language_id(tgt_lang)
+            encoded["tgt_lang_ids"] = torch.tensor([tgt_id])
+            if src_lang is not None:
+                encoded["src_lang_ids"] = torch.tensor([config.language_id(src_lang)])
+            if config.lang_tag_style == "source" and config.lang_tag_token_ids is not None:
+                tag = torch.tensor([[config.lang_tag_token_ids[tgt_id]]])
+                encoded["input_ids"] = torch.cat([tag, encoded["input_ids"]], dim=1)
+                encoded["attention_mask"] = torch.cat([torch.ones_like(tag), encoded["attention_mask"]], dim=1)
+        return encoded
+
+    def _forward(self, model_inputs: dict[str, torch.Tensor], **generate_kwargs: Any) -> dict[str, torch.Tensor]:
+        return {"output_ids": self.model.generate(**model_inputs, **generate_kwargs)}
+
+    def postprocess(self, model_outputs: dict[str, torch.Tensor]) -> list[dict[str, str]]:
+        return [
+            {"translation_text": self.tokenizer.decode(ids, skip_special_tokens=True)}
+            for ids in model_outputs["output_ids"]
+        ]
+
+
+def register_pipeline() -> None:
+    if TASK not in PIPELINE_REGISTRY.get_supported_tasks():
+        PIPELINE_REGISTRY.register_pipeline(TASK, pipeline_class=LangSpecTranslationPipeline, pt_model=AutoModelForSeq2SeqLM)
+
+
+__all__ = ["TASK", "LangSpecTranslationPipeline", "register_pipeline"]

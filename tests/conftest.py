@@ -1,0 +1,62 @@
+"""Shared helpers: tiny configs and random batches (d_model 32, 1-3 layers, vocab 120)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import hf_langspec  # noqa: F401  (registers the Auto classes)
+from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration
+
+LANGUAGES = ["en", "de", "fr", "es"]
+TAG_IDS = [4, 5, 6, 7]
+VOCAB = 120
+PAD = 1
+
+
+def tiny_config(**overrides) -> LangSpecConfig:
+    kwargs = dict(
+        vocab_size=VOCAB,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=3,
+        encoder_attention_heads=4,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=48,
+        max_position_embeddings=64,
+        dropout=0.0,
+        languages=LANGUAGES,
+        lang_tag_token_ids=TAG_IDS,
+    )
+    kwargs.update(overrides)
+    return LangSpecConfig(**kwargs)
+
+
+def tiny_model(seed: int = 0, **overrides) -> LangSpecForConditionalGeneration:
+    torch.manual_seed(seed)
+    return LangSpecForConditionalGeneration(tiny_config(**overrides)).eval()
+
+
+def random_batch(batch: int = 3, src_len: int = 9, tgt_len: int = 6, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Right-padded source and decoder inputs with different lengths per example, and language ids."""
+    g = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(8, VOCAB, (batch, src_len), generator=g)
+    decoder_input_ids = torch.randint(8, VOCAB, (batch, tgt_len), generator=g)
+    decoder_input_ids[:, 0] = 2
+    for b in range(1, batch):
+        input_ids[b, src_len - (b * 2) % (src_len - 2) - 1 :] = PAD
+        decoder_input_ids[b, tgt_len - b % (tgt_len - 2) :] = PAD
+    return {
+        "input_ids": input_ids,
+        "attention_mask": input_ids.ne(PAD).long(),
+        "decoder_input_ids": decoder_input_ids,
+        "decoder_attention_mask": decoder_input_ids.ne(PAD).long(),
+        "src_lang_ids": torch.randint(0, len(LANGUAGES), (batch,), generator=g),
+        "tgt_lang_ids": torch.randint(0, len(LANGUAGES), (batch,), generator=g),
+    }
+
+
+@pytest.fixture
+def batch() -> dict[str, torch.Tensor]:
+    return random_batch()

@@ -1,0 +1,65 @@
+"""The language contract and the configuration's error messages."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import tiny_config
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hf_langspec import LangSpecConfig
+
+
+def test_language_contract_round_trips_through_save(tmp_path):
+    config = tiny_config(
+        central_language="en", high_resource_languages=["de"], language_pairs=["en-de", ["de", "fr"]],
+        lang_tag_style="target",
+    )
+    config.save_pretrained(tmp_path)
+    loaded = LangSpecConfig.from_pretrained(tmp_path)
+    assert loaded.languages == ["en", "de", "fr", "es"]
+    assert loaded.language_pairs == [["en", "de"], ["de", "fr"]]
+    assert (loaded.central_language, loaded.high_resource_languages) == ("en", ["de"])
+    assert loaded.lang_tag_token_ids == [4, 5, 6, 7] and loaded.lang_tag_style == "target"
+    assert loaded.language_ids(["fr", "en"]) == [2, 0] and loaded.pair_id("de", "fr") == 1
+
+
+@given(d_model=st.integers(1, 96), heads=st.integers(1, 16))
+def test_heads_must_divide_d_model(d_model, heads):
+    if d_model % heads == 0:
+        assert LangSpecConfig(d_model=d_model, encoder_attention_heads=heads, decoder_attention_heads=heads).d_model == d_model
+    else:
+        with pytest.raises(ValueError, match=f"encoder_attention_heads={heads} does not divide d_model={d_model}"):
+            LangSpecConfig(d_model=d_model, encoder_attention_heads=heads, decoder_attention_heads=heads)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (dict(lang_tag_style="prefix"), r"lang_tag_style='prefix' is not supported; use one of \['source', 'target', 'none'\]"),
+        (dict(position_embedding_type="rope"), "position_embedding_type='rope' is not supported"),
+        (dict(languages=["en", "de", "en"], lang_tag_token_ids=None), r"languages lists \['en'\] more than once"),
+        (dict(lang_tag_token_ids=[4, 5]), "lang_tag_token_ids has 2 ids for 4 languages"),
+        (dict(lang_tag_token_ids=[4, 5, 6, 500]), r"lang_tag_token_ids \[500\] are outside the vocabulary"),
+        (dict(lang_tag_style="target", lang_tag_token_ids=None), "lang_tag_style='target' needs lang_tag_token_ids"),
+        (dict(central_language="zh"), r"central_language='zh' is not in languages"),
+        (dict(high_resource_languages=["en", "xx"]), r"high_resource_languages \['xx'\]"),
+        (dict(language_pairs=[["en", "xx"]]), "language_pairs"),
+        (dict(language_pairs=["zh-Hans-en"]), "ambiguous"),
+        (dict(languages=[], lang_tag_token_ids=None, language_embedding="additive"), "needs the `languages` list"),
+        (dict(tie_word_embeddings=False), "tie_word_embeddings=False is not supported"),
+        (dict(activation_function="swishy"), "activation_function='swishy' is unknown"),
+        (dict(dropout=1.0), r"dropout=1.0 must be in \[0, 1\)"),
+        (dict(pad_token_id=500), r"pad_token_id=500 must be an id in \[0, vocab_size=120\)"),
+    ],
+)
+def test_impossible_configs_name_the_field(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**overrides)
+
+
+def test_unknown_language_code_names_the_known_ones():
+    with pytest.raises(ValueError, match=r"Unknown language code 'zh': config.languages is \['en', 'de', 'fr', 'es'\]"):
+        tiny_config().language_id("zh")
+    with pytest.raises(ValueError, match="Direction en->zh is not in config.language_pairs"):
+        tiny_config().pair_id("en", "zh")

@@ -1,0 +1,74 @@
+"""The routing primitive: every strategy equals a per-example loop, in values and gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hf_langspec.modeling.routing import LanguageContext, LanguageRouter
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    batch=st.integers(1, 9),
+    tokens=st.integers(1, 5),
+    num_languages=st.integers(1, 6),
+    d_in=st.integers(1, 7),
+    d_out=st.integers(1, 7),
+    with_bias=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_strategies_equal_a_per_example_loop(batch, tokens, num_languages, d_in, d_out, with_bias, seed):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, num_languages, (batch,), generator=g)
+    x = torch.randn(batch, tokens, d_in, generator=g, dtype=torch.float64)
+    weight = torch.randn(num_languages, d_in, d_out, generator=g, dtype=torch.float64)
+    bias = torch.randn(num_languages, d_out, generator=g, dtype=torch.float64) if with_bias else None
+    upstream = torch.randn(batch, tokens, d_out, generator=g, dtype=torch.float64)
+
+    def run(strategy):
+        xs, ws = x.clone().requires_grad_(), weight.clone().requires_grad_()
+        bs = bias.clone().requires_grad_() if bias is not None else None
+        if strategy == "loop":
+            out = torch.stack([xs[b] @ ws[ids[b]] + (bs[ids[b]] if bs is not None else 0) for b in range(batch)])
+        else:
+            out = LanguageRouter(ids, num_languages, strategy).matmul(xs, ws, bs)
+        (out * upstream).sum().backward()
+        return [out, xs.grad, ws.grad] + ([bs.grad] if bs is not None else [])
+
+    expected = run("loop")
+    for strategy in ("gather", "group", "auto"):
+        for got, want in zip(run(strategy), expected, strict=True):
+            torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
+
+
+def test_auto_groups_when_few_languages_and_gathers_when_many():
+    same = LanguageRouter(torch.zeros(8, dtype=torch.long), 4)
+    assert same.choose(16, 16) == "group"
+    mixed = LanguageRouter(torch.arange(8) % 8, 8)
+    assert mixed.choose(16, 16) == "gather"
+    assert mixed.choose(4096, 4096) == "group"  # gathered weights would exceed the budget
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        (torch.tensor([0, 4, 1]), r"tgt_lang_ids contains 4, outside \[0, 4\)"),
+        (torch.tensor([0, -1, 1]), r"contains -1"),
+        (torch.tensor([0, 1]), r"shape \[batch\]=\[3\]"),
+        (torch.tensor([0.0, 1.0, 2.0]), "integer language ids"),
+        ([0, 1, 2], "must be a LongTensor"),
+    ],
+)
+def test_bad_language_ids_are_rejected_never_clamped(ids, message):
+    with pytest.raises(ValueError, match=message):
+        LanguageContext(None, ids, num_languages=4, batch_size=3)
+
+
+def test_missing_ids_error_says_how_to_get_them():
+    context = LanguageContext(torch.tensor([0, 1]), None, num_languages=2, batch_size=2)
+    assert context.has("source") and not context.has("target")
+    with pytest.raises(ValueError, match="LAA needs `tgt_lang_ids`.*LangSpecTokenizer returns it"):
+        context.ids("target", needed_by="LAA")
