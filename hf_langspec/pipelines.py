@@ -68,7 +68,9 @@ class LangSpecTranslationPipeline(Pipeline):
 
 def register_pipeline() -> None:
     if TASK not in PIPELINE_REGISTRY.get_supported_tasks():
-        PIPELINE_REGISTRY.register_pipeline(TASK, pipeline_class=LangSpecTranslationPipeline, pt_model=AutoModelForSeq2SeqLM)
+        PIPELINE_REGISTRY.register_pipeline(
+            TASK, pipeline_class=LangSpecTranslationPipeline, pt_model=AutoModelForSeq2SeqLM
+        )
 
 
 __all__ = ["TASK", "LangSpecTranslationPipeline", "register_pipeline"]

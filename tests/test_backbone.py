@@ -28,16 +28,22 @@ def test_incremental_decoding_equals_full_forward(overrides):
     del batch["decoder_attention_mask"]
     full = model(**batch).logits
     encoder_outputs = model.get_encoder()(
-        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-        src_lang_ids=batch["src_lang_ids"], tgt_lang_ids=batch["tgt_lang_ids"],
+        input_ids=batch["input_ids"],
+        attention_mask=batch["attention_mask"],
+        src_lang_ids=batch["src_lang_ids"],
+        tgt_lang_ids=batch["tgt_lang_ids"],
     )
     cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
     steps = []
     for t in range(batch["decoder_input_ids"].shape[1]):
         out = model(
-            attention_mask=batch["attention_mask"], encoder_outputs=encoder_outputs,
-            decoder_input_ids=batch["decoder_input_ids"][:, t : t + 1], past_key_values=cache, use_cache=True,
-            src_lang_ids=batch["src_lang_ids"], tgt_lang_ids=batch["tgt_lang_ids"],
+            attention_mask=batch["attention_mask"],
+            encoder_outputs=encoder_outputs,
+            decoder_input_ids=batch["decoder_input_ids"][:, t : t + 1],
+            past_key_values=cache,
+            use_cache=True,
+            src_lang_ids=batch["src_lang_ids"],
+            tgt_lang_ids=batch["tgt_lang_ids"],
         )
         cache = out.past_key_values
         steps.append(out.logits)
@@ -128,7 +134,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         if checkpointing:
             model.activation_checkpointing_enable()
         calls = []
-        model.model.decoder.layers[1].fc1.register_forward_hook(lambda *_: calls.append(1))
+        model.model.decoder.layers[1].fc1.register_forward_hook(lambda *_, calls=calls: calls.append(1))
         model(**batch, labels=labels).loss.backward()
         grads.append(model.model.encoder.layers[0].fc1.weight.grad.clone())
         forwards.append(len(calls))

@@ -57,8 +57,18 @@ def test_checkpoint_loads_as_remote_code_in_a_fresh_process(tmp_path):
     (tmp_path / "batch.json").write_text(json.dumps({k: v.tolist() for k, v in batch.items()}))
     env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1", PYTHONPATH="")
     subprocess.run(
-        [sys.executable, "-c", FRESH_PROCESS, str(tmp_path / "ckpt"), str(tmp_path / "batch.json"), str(tmp_path / "out.json")],
-        cwd=tmp_path, env=env, check=True, timeout=300,
+        [
+            sys.executable,
+            "-c",
+            FRESH_PROCESS,
+            str(tmp_path / "ckpt"),
+            str(tmp_path / "batch.json"),
+            str(tmp_path / "out.json"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        timeout=300,
     )
     result = json.loads((tmp_path / "out.json").read_text())
     assert result["class"].startswith("transformers_modules.")  # the checkpoint's own code ran

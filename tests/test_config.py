@@ -12,7 +12,9 @@ from hf_langspec import LangSpecConfig
 
 def test_language_contract_round_trips_through_save(tmp_path):
     config = tiny_config(
-        central_language="en", high_resource_languages=["de"], language_pairs=["en-de", ["de", "fr"]],
+        central_language="en",
+        high_resource_languages=["de"],
+        language_pairs=["en-de", ["de", "fr"]],
         lang_tag_style="target",
     )
     config.save_pretrained(tmp_path)
@@ -27,7 +29,10 @@ def test_language_contract_round_trips_through_save(tmp_path):
 @given(d_model=st.integers(1, 96), heads=st.integers(1, 16))
 def test_heads_must_divide_d_model(d_model, heads):
     if d_model % heads == 0:
-        assert LangSpecConfig(d_model=d_model, encoder_attention_heads=heads, decoder_attention_heads=heads).d_model == d_model
+        assert (
+            LangSpecConfig(d_model=d_model, encoder_attention_heads=heads, decoder_attention_heads=heads).d_model
+            == d_model
+        )
     else:
         with pytest.raises(ValueError, match=f"encoder_attention_heads={heads} does not divide d_model={d_model}"):
             LangSpecConfig(d_model=d_model, encoder_attention_heads=heads, decoder_attention_heads=heads)
@@ -36,7 +41,10 @@ def test_heads_must_divide_d_model(d_model, heads):
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (dict(lang_tag_style="prefix"), r"lang_tag_style='prefix' is not supported; use one of \['source', 'target', 'none'\]"),
+        (
+            dict(lang_tag_style="prefix"),
+            r"lang_tag_style='prefix' is not supported; use one of \['source', 'target', 'none'\]",
+        ),
         (dict(position_embedding_type="rope"), "position_embedding_type='rope' is not supported"),
         (dict(languages=["en", "de", "en"], lang_tag_token_ids=None), r"languages lists \['en'\] more than once"),
         (dict(lang_tag_token_ids=[4, 5]), "lang_tag_token_ids has 2 ids for 4 languages"),
@@ -59,7 +67,9 @@ def test_impossible_configs_name_the_field(overrides, message):
 
 
 def test_unknown_language_code_names_the_known_ones():
-    with pytest.raises(ValueError, match=r"Unknown language code 'zh': config.languages is \['en', 'de', 'fr', 'es'\]"):
+    with pytest.raises(
+        ValueError, match=r"Unknown language code 'zh': config.languages is \['en', 'de', 'fr', 'es'\]"
+    ):
         tiny_config().language_id("zh")
-    with pytest.raises(ValueError, match="Direction en->zh is not in config.language_pairs"):
+    with pytest.raises(ValueError, match=r"Direction en->zh is not in config.language_pairs"):
         tiny_config().pair_id("en", "zh")

@@ -66,7 +66,7 @@ def test_target_tag_style_starts_each_hypothesis_with_its_tag():
     out = model.generate(**_encoder_inputs(batch), num_beams=2, max_new_tokens=4)
     assert out[:, 0].tolist() == [model.config.decoder_start_token_id] * 3
     assert out[:, 1].tolist() == [TAG_IDS[3], TAG_IDS[1], TAG_IDS[2]]
-    with pytest.raises(ValueError, match="lang_tag_style='target'.*needs `tgt_lang_ids`"):
+    with pytest.raises(ValueError, match=r"lang_tag_style='target'.*needs `tgt_lang_ids`"):
         model.generate(input_ids=batch["input_ids"], max_new_tokens=2)
 
 
@@ -74,7 +74,9 @@ def test_missing_language_ids_name_the_module_that_needs_them():
     model = tiny_model(language_embedding="additive")
     batch = random_batch()
     del batch["tgt_lang_ids"]
-    with pytest.raises(ValueError, match=r"additive language embedding \(language_embedding='additive'\) needs `tgt_lang_ids`"):
+    with pytest.raises(
+        ValueError, match=r"additive language embedding \(language_embedding='additive'\) needs `tgt_lang_ids`"
+    ):
         model(**batch)
     batch["tgt_lang_ids"] = torch.tensor([0, 1, 9])
     with pytest.raises(ValueError, match=r"tgt_lang_ids contains 9, outside \[0, 4\)"):
@@ -88,7 +90,11 @@ def _word_tokenizer() -> PreTrainedTokenizerFast:
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return PreTrainedTokenizerFast(
-        tokenizer_object=backend, bos_token="<s>", pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
+        tokenizer_object=backend,
+        bos_token="<s>",
+        pad_token="<pad>",
+        eos_token="</s>",
+        unk_token="<unk>",
         additional_special_tokens=specials[4:],
     )
 
@@ -99,14 +105,23 @@ def test_translation_pipeline_applies_tags_and_language_ids():
     model = tiny_model(language_embedding="additive")
     translate = pipeline("langspec-translation", model=model, tokenizer=tokenizer)
     results = translate(
-        [{"text": "w10 w11 w12", "src_lang": "en", "tgt_lang": "de"}, {"text": "w40 w41", "src_lang": "es", "tgt_lang": "fr"}],
-        max_new_tokens=6, min_new_tokens=6, num_beams=2,
+        [
+            {"text": "w10 w11 w12", "src_lang": "en", "tgt_lang": "de"},
+            {"text": "w40 w41", "src_lang": "es", "tgt_lang": "fr"},
+        ],
+        max_new_tokens=6,
+        min_new_tokens=6,
+        num_beams=2,
     )
     for text, (src, tgt), result in zip(["w10 w11 w12", "w40 w41"], [(0, 1), (3, 2)], results, strict=True):
         tagged = tokenizer(f"<2{model.config.languages[tgt]}> {text}", return_tensors="pt")
         direct = model.generate(
-            **tagged, src_lang_ids=torch.tensor([src]), tgt_lang_ids=torch.tensor([tgt]),
-            max_new_tokens=6, min_new_tokens=6, num_beams=2,
+            **tagged,
+            src_lang_ids=torch.tensor([src]),
+            tgt_lang_ids=torch.tensor([tgt]),
+            max_new_tokens=6,
+            min_new_tokens=6,
+            num_beams=2,
         )
         assert result[0]["translation_text"] == tokenizer.decode(direct[0], skip_special_tokens=True)
         assert result[0]["translation_text"].strip()

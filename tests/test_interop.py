@@ -9,8 +9,12 @@ from conftest import random_batch, tiny_model
 from hf_langspec.interop import from_m2m100, from_marian, to_m2m100, to_marian
 
 CASES = [
-    pytest.param(dict(normalize_before=False, position_embedding_type="sinusoidal_marian"), to_marian, from_marian, id="marian"),
-    pytest.param(dict(normalize_before=True, position_embedding_type="sinusoidal"), to_m2m100, from_m2m100, id="m2m100"),
+    pytest.param(
+        dict(normalize_before=False, position_embedding_type="sinusoidal_marian"), to_marian, from_marian, id="marian"
+    ),
+    pytest.param(
+        dict(normalize_before=True, position_embedding_type="sinusoidal"), to_m2m100, from_m2m100, id="m2m100"
+    ),
 ]
 REFERENCE_INPUTS = ("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask")
 
@@ -43,7 +47,7 @@ def test_beam_search_matches_reference_model(shape, to_reference, from_reference
 
 
 def test_conversion_refuses_what_the_reference_cannot_represent():
-    with pytest.raises(ValueError, match="normalize_before=True.*needs False"):
+    with pytest.raises(ValueError, match=r"normalize_before=True.*needs False"):
         to_marian(tiny_model(normalize_before=True, position_embedding_type="sinusoidal_marian"))
     with pytest.raises(ValueError, match="position_embedding_type='sinusoidal'"):
         to_marian(tiny_model())
@@ -60,5 +64,5 @@ def test_reference_features_the_baseline_lacks_are_reported():
         from_marian(marian)
     m2m = to_m2m100(tiny_model(normalize_before=True))
     m2m.config.encoder_layerdrop = 0.05
-    with pytest.raises(ValueError, match="encoder_layerdrop=0.05.*set model.config.encoder_layerdrop = 0.0"):
+    with pytest.raises(ValueError, match=r"encoder_layerdrop=0.05.*set model.config.encoder_layerdrop = 0.0"):
         from_m2m100(m2m)

@@ -70,5 +70,5 @@ def test_bad_language_ids_are_rejected_never_clamped(ids, message):
 def test_missing_ids_error_says_how_to_get_them():
     context = LanguageContext(torch.tensor([0, 1]), None, num_languages=2, batch_size=2)
     assert context.has("source") and not context.has("target")
-    with pytest.raises(ValueError, match="LAA needs `tgt_lang_ids`.*LangSpecTokenizer returns it"):
+    with pytest.raises(ValueError, match=r"LAA needs `tgt_lang_ids`.*LangSpecTokenizer returns it"):
         context.ids("target", needed_by="LAA")

@@ -312,8 +312,12 @@ class LangSpecDecoderLayer(_Sublayers):
             hidden_states,
             self.self_attn_layer_norm,
             lambda x: self.self_attn(
-                x, lang, attention_mask=self_attn_mask, is_causal=is_causal,
-                past_key_values=past_key_values, hook=self_hook,
+                x,
+                lang,
+                attention_mask=self_attn_mask,
+                is_causal=is_causal,
+                past_key_values=past_key_values,
+                hook=self_hook,
             ),
         )
         hidden_states = _insert(slots, "sublayer_out", hidden_states, lang, i)
@@ -323,8 +327,12 @@ class LangSpecDecoderLayer(_Sublayers):
             hidden_states,
             self.encoder_attn_layer_norm,
             lambda x: self.encoder_attn(
-                x, lang, key_value_states=encoder_hidden_states, attention_mask=encoder_attention_mask,
-                past_key_values=past_key_values, hook=cross_hook,
+                x,
+                lang,
+                key_value_states=encoder_hidden_states,
+                attention_mask=encoder_attention_mask,
+                past_key_values=past_key_values,
+                hook=cross_hook,
             ),
         )
         hidden_states = _insert(slots, "sublayer_out", hidden_states, lang, i)
@@ -337,9 +345,9 @@ def _padding_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor
     """`[B, S]` 1/0 mask -> additive `[B, 1, 1, S]` SDPA mask, or None when nothing is padded."""
     if mask is None or bool(mask.all()):
         return None
-    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
-        ~mask.bool(), torch.finfo(dtype).min
-    )[:, None, None, :]
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask.bool(), torch.finfo(dtype).min)[
+        :, None, None, :
+    ]
 
 
 def _decoder_self_mask(

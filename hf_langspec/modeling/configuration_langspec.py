@@ -282,9 +282,7 @@ def _split_pair(pair: Sequence[str] | str) -> list[str]:
     if isinstance(pair, str):
         parts = pair.split("-")
         if len(parts) != 2:
-            raise ValueError(
-                f"language pair {pair!r} is ambiguous: write it as [src, tgt] (codes may contain '-')."
-            )
+            raise ValueError(f"language pair {pair!r} is ambiguous: write it as [src, tgt] (codes may contain '-').")
         return parts
     src, tgt = pair
     return [src, tgt]

@@ -79,8 +79,12 @@ class LangSpecModel(LangSpecPreTrainedModel):
         super().__init__(config)
         self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
         encoder_insertions, decoder_insertions = self.build_insertions(config)
-        self.encoder = LangSpecEncoder(config, nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id), encoder_insertions)
-        self.decoder = LangSpecDecoder(config, nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id), decoder_insertions)
+        self.encoder = LangSpecEncoder(
+            config, nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id), encoder_insertions
+        )
+        self.decoder = LangSpecDecoder(
+            config, nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id), decoder_insertions
+        )
         self.post_init()
 
     @staticmethod
