@@ -227,6 +227,15 @@ class LangSpecAttention(nn.Module):
 class _Sublayers(GradientCheckpointingLayer):
     """Shared residual plumbing: `x -> [LN] -> f -> dropout -> (+ parallel) -> + residual -> [LN]`."""
 
+    def __init__(self, config: LangSpecConfig, layer_idx: int, num_heads: int, ffn_dim: int):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.normalize_before = config.normalize_before
+        self.dropout = config.dropout
+        self.self_attn = LangSpecAttention(config, num_heads, layer_idx)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
+        self._init_ffn(config, ffn_dim)
+
     def _init_ffn(self, config: LangSpecConfig, inner_dim: int) -> None:
         self.fc1 = nn.Linear(config.d_model, inner_dim)
         self.fc2 = nn.Linear(inner_dim, config.d_model)
@@ -250,7 +259,15 @@ class _Sublayers(GradientCheckpointingLayer):
         hidden = residual + out
         return hidden if self.normalize_before else norm(hidden)
 
-    def _ffn_block(self, hidden, slots: Slots, lang, parallel_point: str | None = None):
+    def _attention_block(self, hidden, slots: Slots, lang, points: tuple[str, str], norm, attention, **kwargs):
+        """`points` = (point before the block, attention point); `kwargs` go to the attention."""
+        hidden = _insert(slots, points[0], hidden, lang, self.layer_idx)
+        hook = slots.get(points[1])
+        hidden = self._residual_block(hidden, norm, lambda x: attention(x, lang, hook=hook, **kwargs))
+        return _insert(slots, "sublayer_out", hidden, lang, self.layer_idx)
+
+    def _ffn_block(self, hidden, slots: Slots, lang, in_point: str, parallel_point: str | None = None):
+        hidden = _insert(slots, in_point, hidden, lang, self.layer_idx)
         module = slots.get(parallel_point) if parallel_point else None
         parallel = None if module is None else (lambda x: module(x, lang, self.layer_idx))
         hidden = self._residual_block(hidden, self.final_layer_norm, self.feed_forward, parallel)
@@ -260,39 +277,26 @@ class _Sublayers(GradientCheckpointingLayer):
 
 class LangSpecEncoderLayer(_Sublayers):
     def __init__(self, config: LangSpecConfig, layer_idx: int):
-        super().__init__()
-        self.layer_idx = layer_idx
-        self.normalize_before = config.normalize_before
-        self.dropout = config.dropout
-        self.self_attn = LangSpecAttention(config, config.encoder_attention_heads, layer_idx)
-        self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
-        self._init_ffn(config, config.encoder_ffn_dim)
+        super().__init__(config, layer_idx, config.encoder_attention_heads, config.encoder_ffn_dim)
 
     def forward(self, hidden_states, attention_mask, lang: LanguageContext, slots: Slots):
-        i = self.layer_idx
-        hidden_states = _insert(slots, "enc_self_in", hidden_states, lang, i)
-        hook = slots.get("enc_self_attn")
-        hidden_states = self._residual_block(
+        hidden_states = self._attention_block(
             hidden_states,
+            slots,
+            lang,
+            ("enc_self_in", "enc_self_attn"),
             self.self_attn_layer_norm,
-            lambda x: self.self_attn(x, lang, attention_mask=attention_mask, hook=hook),
+            self.self_attn,
+            attention_mask=attention_mask,
         )
-        hidden_states = _insert(slots, "sublayer_out", hidden_states, lang, i)
-        hidden_states = _insert(slots, "enc_ffn_in", hidden_states, lang, i)
-        return self._ffn_block(hidden_states, slots, lang)
+        return self._ffn_block(hidden_states, slots, lang, "enc_ffn_in")
 
 
 class LangSpecDecoderLayer(_Sublayers):
     def __init__(self, config: LangSpecConfig, layer_idx: int):
-        super().__init__()
-        self.layer_idx = layer_idx
-        self.normalize_before = config.normalize_before
-        self.dropout = config.dropout
-        self.self_attn = LangSpecAttention(config, config.decoder_attention_heads, layer_idx)
-        self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
+        super().__init__(config, layer_idx, config.decoder_attention_heads, config.decoder_ffn_dim)
         self.encoder_attn = LangSpecAttention(config, config.decoder_attention_heads, layer_idx)
         self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model)
-        self._init_ffn(config, config.decoder_ffn_dim)
 
     def forward(
         self,
@@ -305,39 +309,29 @@ class LangSpecDecoderLayer(_Sublayers):
         lang: LanguageContext,
         slots: Slots,
     ):
-        i = self.layer_idx
-        hidden_states = _insert(slots, "dec_self_in", hidden_states, lang, i)
-        self_hook = slots.get("dec_self_attn")
-        hidden_states = self._residual_block(
+        hidden_states = self._attention_block(
             hidden_states,
+            slots,
+            lang,
+            ("dec_self_in", "dec_self_attn"),
             self.self_attn_layer_norm,
-            lambda x: self.self_attn(
-                x,
-                lang,
-                attention_mask=self_attn_mask,
-                is_causal=is_causal,
-                past_key_values=past_key_values,
-                hook=self_hook,
-            ),
+            self.self_attn,
+            attention_mask=self_attn_mask,
+            is_causal=is_causal,
+            past_key_values=past_key_values,
         )
-        hidden_states = _insert(slots, "sublayer_out", hidden_states, lang, i)
-        hidden_states = _insert(slots, "dec_cross_in", hidden_states, lang, i)
-        cross_hook = slots.get("dec_cross_attn")
-        hidden_states = self._residual_block(
+        hidden_states = self._attention_block(
             hidden_states,
+            slots,
+            lang,
+            ("dec_cross_in", "dec_cross_attn"),
             self.encoder_attn_layer_norm,
-            lambda x: self.encoder_attn(
-                x,
-                lang,
-                key_value_states=encoder_hidden_states,
-                attention_mask=encoder_attention_mask,
-                past_key_values=past_key_values,
-                hook=cross_hook,
-            ),
+            self.encoder_attn,
+            key_value_states=encoder_hidden_states,
+            attention_mask=encoder_attention_mask,
+            past_key_values=past_key_values,
         )
-        hidden_states = _insert(slots, "sublayer_out", hidden_states, lang, i)
-        hidden_states = _insert(slots, "dec_ffn_in", hidden_states, lang, i)
-        return self._ffn_block(hidden_states, slots, lang, parallel_point="dec_ffn")
+        return self._ffn_block(hidden_states, slots, lang, "dec_ffn_in", parallel_point="dec_ffn")
 
 
 # ---------------------------------------------------------------------------- stacks
