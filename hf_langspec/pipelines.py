@@ -40,6 +40,8 @@ class LangSpecTranslationPipeline(Pipeline):
         else:
             text = inputs
         config = self.model.config
+        if hasattr(self.tokenizer, "lang_tag_style"):  # a LangSpecTokenizer applies tags and ids itself
+            return self.tokenizer(text, src_lang=src_lang, tgt_lang=tgt_lang, return_tensors="pt")
         encoded = self.tokenizer(text, return_tensors="pt")
         if config.languages:
             if tgt_lang is None:

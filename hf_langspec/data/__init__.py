@@ -1,0 +1,26 @@
+"""Data: the canonical schema, local files, the papers' Hub corpora, the offline Bible corpus, the sampler."""
+
+from .bible import BibleCorpusConfig, build_bible_corpus
+from .hub import CORPORA, load_corpus
+from .local import load_local
+from .processing import FilterReport, both_directions, filter_pairs, hold_out_directions, multiway_pairs
+from .sampler import TemperatureSampler
+from .schema import CANONICAL_COLUMNS, canonical_dataset, read_jsonl, write_jsonl
+
+__all__ = [
+    "CANONICAL_COLUMNS",
+    "CORPORA",
+    "BibleCorpusConfig",
+    "FilterReport",
+    "TemperatureSampler",
+    "both_directions",
+    "build_bible_corpus",
+    "canonical_dataset",
+    "filter_pairs",
+    "hold_out_directions",
+    "load_corpus",
+    "load_local",
+    "multiway_pairs",
+    "read_jsonl",
+    "write_jsonl",
+]

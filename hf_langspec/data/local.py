@@ -1,0 +1,115 @@
+"""Local parallel data in the canonical schema: JSONL, TSV, and Moses-style pairs of plain-text files.
+
+Every malformed line raises a ValueError naming the file and the line number; nothing is skipped.
+
+* JSONL: one object per line with string fields `src_lang`, `tgt_lang`, `src`, `tgt` (extra fields ignored).
+* TSV: `src_lang<TAB>tgt_lang<TAB>src<TAB>tgt`, or `src<TAB>tgt` with `src_lang`/`tgt_lang` given.
+* Moses: `corpus.de` + `corpus.en`, line i of one translating line i of the other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from datasets import Dataset
+
+from .schema import CANONICAL_COLUMNS, canonical_dataset
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    try:
+        with path.open(encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                yield number, line.rstrip("\n").rstrip("\r")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text ({err}).") from None
+
+
+def _check_row(row: dict, where: str) -> dict[str, str]:
+    missing = [c for c in CANONICAL_COLUMNS if c not in row]
+    if missing:
+        raise ValueError(f"{where}: missing fields {missing}; each line needs {list(CANONICAL_COLUMNS)}.")
+    bad = [c for c in CANONICAL_COLUMNS if not isinstance(row[c], str) or not row[c].strip()]
+    if bad:
+        raise ValueError(f"{where}: fields {bad} must be non-empty strings.")
+    return {c: row[c] for c in CANONICAL_COLUMNS}
+
+
+def read_jsonl_pairs(path: str | os.PathLike) -> Iterator[dict[str, str]]:
+    path = Path(path)
+    for number, line in _lines(path):
+        if not line.strip():
+            raise ValueError(f"{path}:{number}: empty line; remove it (each line must be one example).")
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{number}: not valid JSON ({err.msg} at column {err.colno}).") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}.")
+        yield _check_row(row, f"{path}:{number}")
+
+
+def read_tsv_pairs(
+    path: str | os.PathLike, src_lang: str | None = None, tgt_lang: str | None = None
+) -> Iterator[dict[str, str]]:
+    path = Path(path)
+    expected = 2 if src_lang and tgt_lang else 4
+    for number, line in _lines(path):
+        fields = line.split("\t")
+        if len(fields) != expected:
+            layout = "src<TAB>tgt" if expected == 2 else "src_lang<TAB>tgt_lang<TAB>src<TAB>tgt"
+            raise ValueError(f"{path}:{number}: {len(fields)} tab-separated fields, expected {expected} ({layout}).")
+        values = [src_lang, tgt_lang, *fields] if expected == 2 else fields
+        yield _check_row(dict(zip(CANONICAL_COLUMNS, values, strict=True)), f"{path}:{number}")
+
+
+def read_moses_pairs(
+    src_path: str | os.PathLike, tgt_path: str | os.PathLike, src_lang: str, tgt_lang: str
+) -> Iterator[dict[str, str]]:
+    src_path, tgt_path = Path(src_path), Path(tgt_path)
+    sources, targets = list(_lines(src_path)), list(_lines(tgt_path))
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"{src_path} has {len(sources)} lines but {tgt_path} has {len(targets)}; Moses-style files must align line by line."
+        )
+    for (number, src), (_, tgt) in zip(sources, targets, strict=True):
+        where = f"{src_path}:{number} / {tgt_path}:{number}"
+        yield _check_row({"src_lang": src_lang, "tgt_lang": tgt_lang, "src": src, "tgt": tgt}, where)
+
+
+def load_local(
+    path: str | os.PathLike,
+    format: str | None = None,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+    tgt_path: str | os.PathLike | None = None,
+) -> Dataset:
+    """Load one local file (or a Moses pair) as a canonical `datasets.Dataset`.
+
+    `format` is `"jsonl"`, `"tsv"` or `"moses"`; by default it comes from the extension (`.jsonl`/`.json`,
+    `.tsv`), and a Moses pair is given as `path` (source side) plus `tgt_path`.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist.")
+    if format is None:
+        format = (
+            "moses" if tgt_path is not None else {".jsonl": "jsonl", ".json": "jsonl", ".tsv": "tsv"}.get(path.suffix)
+        )
+    if format == "jsonl":
+        rows = read_jsonl_pairs(path)
+    elif format == "tsv":
+        rows = read_tsv_pairs(path, src_lang, tgt_lang)
+    elif format == "moses":
+        if tgt_path is None or not src_lang or not tgt_lang:
+            raise ValueError("Moses-style data needs tgt_path, src_lang and tgt_lang.")
+        rows = read_moses_pairs(path, tgt_path, src_lang, tgt_lang)
+    else:
+        raise ValueError(f"Cannot tell the format of {path}: pass format='jsonl', 'tsv' or 'moses'.")
+    return canonical_dataset(rows)
+
+
+__all__ = ["load_local", "read_jsonl_pairs", "read_moses_pairs", "read_tsv_pairs"]

@@ -1,0 +1,92 @@
+"""Temperature-based sampling over translation directions (Arivazhagan et al. 2019).
+
+Direction d with n_d training examples out of N is drawn with probability
+`p_d = (n_d / N) ** (1 / T) / sum_e (n_e / N) ** (1 / T)`: T=1 samples proportionally to size,
+T -> inf uniformly over directions; the papers use T=5. HLT-MT raises T linearly from 1 to its
+final value over the first epochs (`warmup_epochs`).
+
+The sampler draws a direction per example, then the next example of that direction from a
+per-epoch permutation (cycled when a small direction is oversampled). It depends only on `seed`
+and the epoch, so every process of a distributed run draws the same sequence; accelerate then
+gives each process its share of the batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator, Sequence
+
+import torch
+from torch.utils.data import Sampler
+
+
+class TemperatureSampler(Sampler[int]):
+    """Indices of a dataset whose example i belongs to direction `directions[i]`.
+
+    Args:
+        directions: the direction (any hashable, e.g. `"en-de"` or `(0, 1)`) of every example.
+        temperature: the sampling temperature T (5 in the papers).
+        num_samples: indices per epoch; defaults to the dataset size.
+        seed: base seed; epoch e uses `seed + e`.
+        warmup_epochs: raise T linearly from 1 to `temperature` over this many epochs (0: no warm-up).
+    """
+
+    def __init__(
+        self,
+        directions: Sequence[Hashable],
+        temperature: float = 5.0,
+        num_samples: int | None = None,
+        seed: int = 0,
+        warmup_epochs: float = 0.0,
+    ):
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}.")
+        if len(directions) == 0:
+            raise ValueError("TemperatureSampler needs a non-empty dataset.")
+        self.temperature = temperature
+        self.seed = seed
+        self.warmup_epochs = warmup_epochs
+        self.num_samples = num_samples if num_samples is not None else len(directions)
+        self.epoch = 0
+        groups: dict[Hashable, list[int]] = {}
+        for index, direction in enumerate(directions):
+            groups.setdefault(direction, []).append(index)
+        self.directions = sorted(groups, key=str)
+        self.groups = [torch.tensor(groups[d]) for d in self.directions]
+        self.sizes = torch.tensor([len(g) for g in self.groups], dtype=torch.float64)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def current_temperature(self, epoch: float | None = None) -> float:
+        epoch = self.epoch if epoch is None else epoch
+        if self.warmup_epochs <= 0:
+            return self.temperature
+        return 1.0 + (self.temperature - 1.0) * min(1.0, epoch / self.warmup_epochs)
+
+    def probabilities(self, epoch: float | None = None) -> dict[Hashable, float]:
+        """Sampling probability of every direction at `epoch` (default: the current one)."""
+        weights = (self.sizes / self.sizes.sum()) ** (1.0 / self.current_temperature(epoch))
+        weights = weights / weights.sum()
+        return dict(zip(self.directions, weights.tolist(), strict=True))
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        probs = torch.tensor(list(self.probabilities().values()), dtype=torch.float64)
+        choices = torch.multinomial(probs, self.num_samples, replacement=True, generator=generator)
+        counts = torch.bincount(choices, minlength=len(self.groups)).tolist()
+        picked: list[torch.Tensor] = []
+        for group, count in zip(self.groups, counts, strict=True):
+            repeats = -(-count // len(group))  # cycle a permutation when the direction is oversampled
+            order = torch.cat([group[torch.randperm(len(group), generator=generator)] for _ in range(max(repeats, 1))])
+            picked.append(order[:count])
+        # put the per-direction draws back in the order the directions were drawn
+        slots = torch.argsort(choices, stable=True)
+        indices = torch.empty(self.num_samples, dtype=torch.long)
+        indices[slots] = torch.cat(picked)
+        return iter(indices.tolist())
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+__all__ = ["TemperatureSampler"]

@@ -1,0 +1,67 @@
+"""The canonical example every loader produces: `{"src_lang", "tgt_lang", "src", "tgt"}`."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset, Features, Value
+
+CANONICAL_COLUMNS = ("src_lang", "tgt_lang", "src", "tgt")
+CANONICAL_FEATURES = Features({name: Value("string") for name in CANONICAL_COLUMNS})
+
+
+def direction(row: dict[str, Any]) -> str:
+    """`"src-tgt"` of a canonical row."""
+    return f"{row['src_lang']}-{row['tgt_lang']}"
+
+
+def split_direction(name: str) -> tuple[str, str]:
+    """`"en-de"` -> `("en", "de")`; codes may not contain `-` here (use a tuple elsewhere)."""
+    parts = name.split("-")
+    if len(parts) != 2 or not all(parts):
+        raise ValueError(f"Direction {name!r} must be written 'src-tgt' with two language codes, e.g. 'en-de'.")
+    return parts[0], parts[1]
+
+
+def canonical_dataset(rows: Iterable[dict[str, str]]) -> Dataset:
+    return Dataset.from_list(list(rows), features=CANONICAL_FEATURES)
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[dict[str, Any]]) -> int:
+    """Write rows as JSON lines atomically (a temporary file renamed into place); returns the count."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    count = 0
+    with tmp.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            count += 1
+    os.replace(tmp, path)
+    return count
+
+
+def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    with Path(path).open(encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{number}: not a JSON object ({err.msg}).") from None
+
+
+__all__ = [
+    "CANONICAL_COLUMNS",
+    "CANONICAL_FEATURES",
+    "canonical_dataset",
+    "direction",
+    "read_jsonl",
+    "split_direction",
+    "write_jsonl",
+]

@@ -1,0 +1,168 @@
+"""Learning the joint subword vocabulary of a multilingual corpus (the papers' SentencePiece setup).
+
+The papers train one SentencePiece model over all languages (BPE or unigram, vocabulary 32k-64k,
+character coverage 1.0 or 0.9995) on a sample balanced across languages. `train_tokenizer` does the
+same with the `tokenizers` library, so the result is a native fast tokenizer:
+
+* the sample: `sample_size` sentences drawn per language with probability proportional to
+  `(n_l / N) ** (1 / temperature)` (T=1 proportional, larger T flatter), each language's sentences
+  deduplicated first, low-resource languages oversampled when their share exceeds their size;
+* character coverage (SentencePiece's `character_coverage`): the most frequent characters that cover
+  that share of all character occurrences form the alphabet; rarer ones become `<unk>`;
+* SentencePiece's pre-tokenization (Metaspace `▁`) and NFKC normalisation;
+* fairseq's special ids `<s>`=0, `<pad>`=1, `</s>`=2, `<unk>`=3, then one tag per language.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from .tokenization_langspec import SPECIAL_TOKENS, LangSpecTokenizer
+
+logger = logging.getLogger(__name__)
+MODEL_TYPES = ("unigram", "bpe")
+
+
+def sentences_by_language(texts: Mapping[str, Iterable[str]] | Any) -> dict[str, list[str]]:
+    """Unique sentences per language, from a `{code: sentences}` mapping or a canonical-schema dataset."""
+    by_language: dict[str, dict[str, None]] = {}
+    if isinstance(texts, Mapping):
+        for code, lines in texts.items():
+            if isinstance(lines, str):
+                raise ValueError(f"texts[{code!r}] is a single string; give an iterable of sentences.")
+            by_language.setdefault(code, {}).update(dict.fromkeys(lines))
+    else:
+        columns = set(getattr(texts, "column_names", []))
+        if not {"src_lang", "tgt_lang", "src", "tgt"} <= columns:
+            raise ValueError(
+                "texts must be a {language: sentences} mapping or a dataset with the canonical columns "
+                f"src_lang, tgt_lang, src, tgt (got columns {sorted(columns)})."
+            )
+        for row in texts:
+            by_language.setdefault(row["src_lang"], {})[row["src"]] = None
+            by_language.setdefault(row["tgt_lang"], {})[row["tgt"]] = None
+    return {code: [s for s in sentences if s] for code, sentences in by_language.items()}
+
+
+def temperature_sample(
+    sentences: Mapping[str, Sequence[str]], sample_size: int, temperature: float, seed: int = 0
+) -> dict[str, list[str]]:
+    """Draw about `sample_size` sentences, language l with share proportional to n_l ** (1/T)."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}.")
+    total = sum(len(s) for s in sentences.values())
+    weights = {code: (len(s) / total) ** (1.0 / temperature) for code, s in sentences.items()}
+    norm = sum(weights.values())
+    budget = min(sample_size, total)
+    rng = random.Random(seed)
+    sample = {}
+    for code in sorted(sentences):
+        pool = sentences[code]
+        k = max(1, round(budget * weights[code] / norm))
+        if k <= len(pool):
+            sample[code] = rng.sample(list(pool), k)
+        else:  # oversample a small language: every sentence, then draws with replacement
+            sample[code] = list(pool) + rng.choices(list(pool), k=k - len(pool))
+    return sample
+
+
+def covered_alphabet(lines: Iterable[str], character_coverage: float) -> tuple[list[str], float]:
+    """The most frequent characters covering `character_coverage` of all occurrences, and the share they cover."""
+    if not 0 < character_coverage <= 1:
+        raise ValueError(f"character_coverage must be in (0, 1], got {character_coverage}.")
+    counts = Counter(ch for line in lines for ch in line if not ch.isspace())
+    total = sum(counts.values())
+    alphabet, covered = [], 0
+    for ch, n in counts.most_common():
+        if alphabet and covered >= character_coverage * total:
+            break
+        alphabet.append(ch)
+        covered += n
+    return alphabet, covered / max(total, 1)
+
+
+def train_tokenizer(
+    texts: Mapping[str, Iterable[str]] | Any,
+    languages: Sequence[str] | None = None,
+    vocab_size: int = 8000,
+    model_type: str = "unigram",
+    character_coverage: float = 1.0,
+    temperature: float = 5.0,
+    sample_size: int = 1_000_000,
+    seed: int = 0,
+    lang_tag_style: str = "source",
+    lang_tag_template: str = "<2{}>",
+    show_progress: bool = True,
+) -> LangSpecTokenizer:
+    """Learn one joint vocabulary over all languages and return a `LangSpecTokenizer`.
+
+    Args:
+        texts: `{language: sentences}` or a dataset with columns src_lang, tgt_lang, src, tgt.
+        languages: tag order (the ids of the language contract); defaults to the sorted codes of `texts`.
+        vocab_size: size of the vocabulary, special and tag tokens included.
+        model_type: `"unigram"` (SentencePiece's default) or `"bpe"`.
+        character_coverage: share of character occurrences the alphabet must cover (1.0, or 0.9995 for
+            scripts with large character sets).
+        temperature: sampling temperature over languages for the training sample (T=1 proportional).
+        sample_size: sentences in the training sample (SentencePiece's `input_sentence_size`).
+    """
+    if model_type not in MODEL_TYPES:
+        raise ValueError(f"model_type={model_type!r} is not supported; use one of {list(MODEL_TYPES)}.")
+    sentences = sentences_by_language(texts)
+    languages = list(languages) if languages is not None else sorted(sentences)
+    unknown = sorted(set(sentences) - set(languages))
+    if unknown:
+        raise ValueError(
+            f"texts has languages {unknown} that are not in languages={languages}; add them or drop those texts."
+        )
+    empty = [code for code in languages if not sentences.get(code)]
+    if empty:
+        raise ValueError(f"No sentences for languages {empty}: every language in `languages` needs training text.")
+    specials = list(SPECIAL_TOKENS.values()) + [lang_tag_template.format(code) for code in languages]
+    if vocab_size <= len(specials):
+        raise ValueError(f"vocab_size={vocab_size} leaves no room beyond the {len(specials)} special and tag tokens.")
+
+    sample = temperature_sample(sentences, sample_size, temperature, seed)
+    lines = [line for code in languages for line in sample[code]]
+    alphabet, covered = covered_alphabet(lines, character_coverage)
+    if character_coverage < 1.0:
+        keep = set(alphabet)
+        lines = ["".join(ch for ch in line if ch in keep or ch.isspace()) for line in lines]
+    logger.info(
+        "Training a %s vocabulary of %d on %d sentences (%s); alphabet of %d characters covers %.4f",
+        model_type, vocab_size, len(lines), ", ".join(f"{c}={len(sample[c])}" for c in languages), len(alphabet), covered,
+    )  # fmt: skip
+
+    alphabet = [*alphabet, "▁"]  # Metaspace's word-boundary symbol is always a character of the vocabulary
+    if model_type == "bpe":
+        backend = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk_token"], fuse_unk=True))
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size, special_tokens=specials, initial_alphabet=alphabet,
+            limit_alphabet=len(alphabet), show_progress=show_progress,
+        )  # fmt: skip
+    else:
+        backend = Tokenizer(models.Unigram())
+        trainer = trainers.UnigramTrainer(
+            vocab_size=vocab_size, special_tokens=specials, unk_token=SPECIAL_TOKENS["unk_token"],
+            initial_alphabet=alphabet, show_progress=show_progress,
+        )  # fmt: skip
+    backend.normalizer = normalizers.NFKC()
+    backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    backend.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    backend.train_from_iterator(lines, trainer=trainer, length=len(lines))
+    return LangSpecTokenizer(
+        tokenizer_object=backend,
+        languages=languages,
+        lang_tag_style=lang_tag_style,
+        lang_tag_template=lang_tag_template,
+        extra_special_tokens=specials[len(SPECIAL_TOKENS) :],
+    )
+
+
+__all__ = ["covered_alphabet", "sentences_by_language", "temperature_sample", "train_tokenizer"]

@@ -1,0 +1,226 @@
+"""LangSpecTokenizer and train_tokenizer."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections import defaultdict
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers import AutoTokenizer
+
+from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, LangSpecTokenizer, train_tokenizer
+from hf_langspec.data.bible import BibleCorpusConfig, build_bible_corpus
+from hf_langspec.data.schema import read_jsonl
+from hf_langspec.tokenization.training import covered_alphabet, temperature_sample
+
+TEXTS = {
+    "en": ["In the beginning God created the heavens and the earth.", "Jesus wept.", "The earth was formless."] * 20,
+    "de": ["Im Anfang schuf Gott die Himmel und die Erde.", "Jesus vergoß Tränen."] * 10,
+    "fr": ["Au commencement, Dieu créa les cieux et la terre.", "Jésus pleura."] * 5,
+}
+
+
+@pytest.fixture(scope="module")
+def tok() -> LangSpecTokenizer:
+    return train_tokenizer(TEXTS, languages=["en", "de", "fr"], vocab_size=90, show_progress=False)
+
+
+@pytest.fixture(scope="module")
+def bible(tmp_path_factory):
+    config = BibleCorpusConfig(languages=["en", "de", "fr"], books=[40, 41, 42, 43], valid_chapters=5, test_chapters=5)
+    return build_bible_corpus(tmp_path_factory.mktemp("bible"), config, show_progress=False)
+
+
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
+def test_round_trip_on_the_bible_corpus(bible, model_type):
+    texts = defaultdict(list)
+    for row in read_jsonl(bible.files["train"]):
+        texts[row["src_lang"]].append(row["src"])
+    tok = train_tokenizer(texts, vocab_size=2000, model_type=model_type, show_progress=False)
+    for code in ("en", "de", "fr"):
+        lines = [r["texts"][code] for r in read_jsonl(bible.files["test.multiway"])]
+        ids = tok(lines, src_lang=code, tgt_lang="en")["input_ids"]
+        decoded = tok.batch_decode(ids, skip_special_tokens=True)
+        rate = sum(d == x for d, x in zip(decoded, lines, strict=True)) / len(lines)
+        assert rate >= 0.99, (code, rate)
+        assert not any("<2" in d for d in tok.batch_decode(ids, skip_special_tokens=False))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("abcdefghijklmnopqrstuvwxyzéäüß<>2 .,")), max_size=40))
+def test_tags_never_leak_into_decoded_text(text):
+    tok = _module_tok()
+    batch = tok([text], text_target=[text], src_lang="en", tgt_lang="fr")
+    for ids in (batch["input_ids"][0], batch["labels"][0]):
+        decoded = tok.decode(ids, skip_special_tokens=False)
+        assert "<2fr>" not in decoded and "<2en>" not in decoded.replace(text, "")
+
+
+@functools.cache
+def _module_tok() -> LangSpecTokenizer:  # hypothesis cannot take function-scoped fixtures
+    return train_tokenizer(TEXTS, languages=["en", "de", "fr"], vocab_size=90, show_progress=False)
+
+
+@pytest.mark.parametrize("style", ["source", "target", "none"])
+def test_mixed_directions_get_the_right_tags_and_ids(tok, style):
+    tok.lang_tag_style = style
+    try:
+        batch = tok(
+            ["Jesus wept.", "Jésus pleura.", "Im Anfang"],
+            text_target=["Jésus pleura.", "Im Anfang", "Jesus wept."],
+            src_lang=["en", "fr", "de"],
+            tgt_lang=["fr", "de", "en"],
+        )
+    finally:
+        tok.lang_tag_style = "source"
+    tags = [tok.convert_tokens_to_ids(t) for t in ("<2fr>", "<2de>", "<2en>")]
+    assert batch["src_lang_ids"] == [0, 2, 1] and batch["tgt_lang_ids"] == [2, 1, 0]
+    for i, tag in enumerate(tags):
+        assert batch["input_ids"][i][-1] == tok.eos_token_id and batch["labels"][i][-1] == tok.eos_token_id
+        assert (batch["input_ids"][i][0] == tag) == (style == "source")
+        assert (batch["labels"][i][0] == tag) == (style == "target")
+        assert tag not in batch["input_ids"][i][1:] and tag not in batch["labels"][i][1:]
+
+
+def test_padding_truncation_and_tensors(tok):
+    batch = tok(["Jesus wept.", "In the beginning God created the heavens and the earth."], text_target=["a", "b c d e"],
+                src_lang="en", tgt_lang="de", return_tensors="pt", truncation=True, max_length=6)  # fmt: skip
+    assert batch["input_ids"].shape[1] <= 6 and batch["input_ids"][1, 0] == tok.convert_tokens_to_ids("<2de>")
+    assert batch["input_ids"][1, -1] == tok.eos_token_id
+    untruncated = len(tok("Jesus wept.", src_lang="en", tgt_lang="de")["input_ids"])
+    assert batch["attention_mask"].sum(1).tolist() == [min(untruncated, 6), 6]
+    assert (batch["labels"] == -100).sum() > 0 and batch["tgt_lang_ids"].tolist() == [1, 1]
+
+
+def test_bad_input_is_refused(tok):
+    with pytest.raises(ValueError, match=r"Unknown language code 'zz': this tokenizer knows \['en', 'de', 'fr'\]"):
+        tok("x", src_lang="zz", tgt_lang="en")
+    with pytest.raises(ValueError, match="pass tgt_lang=<code>"):
+        tok("x")
+    with pytest.raises(ValueError, match="tgt_lang has 1 codes for 2 texts"):
+        tok(["a", "b"], tgt_lang=["en"])
+    with pytest.raises(ValueError, match="Got 2 sources but 1 targets"):
+        tok(["a", "b"], text_target=["a"], tgt_lang="en")
+    with pytest.raises(TypeError, match="unsupported arguments"):
+        tok("a", tgt_lang="en", add_special_tokens=False)
+
+
+def test_tokenizer_refuses_a_model_it_does_not_match(tok):
+    config = LangSpecConfig(**tok.model_config_kwargs(), d_model=16, encoder_layers=1, decoder_layers=1,
+                            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)  # fmt: skip
+    tok.check_model(LangSpecForConditionalGeneration(config))
+    wrong_vocab = LangSpecConfig(**{**tok.model_config_kwargs(), "vocab_size": 200})
+    with pytest.raises(ValueError, match=rf"vocab_size: model has 200, tokenizer has {len(tok)}"):
+        tok.check_model(wrong_vocab)
+    wrong_languages = LangSpecConfig(**{**tok.model_config_kwargs(), "languages": ["en", "fr", "de"]})
+    with pytest.raises(
+        ValueError, match=r"languages: model has \['en', 'fr', 'de'\], tokenizer has \['en', 'de', 'fr'\]"
+    ):
+        tok.check_model(wrong_languages)
+
+
+def test_save_and_reload_through_auto_tokenizer(tok, tmp_path):
+    tok.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert type(loaded) is LangSpecTokenizer and loaded.languages == tok.languages
+    assert loaded.lang_tag_token_ids == tok.lang_tag_token_ids
+    args = dict(
+        text=["Jesus wept.", "Im Anfang"],
+        text_target=["Jésus pleura.", "x"],
+        src_lang=["en", "de"],
+        tgt_lang=["fr", "en"],
+    )
+    assert loaded(**args) == tok(**args)
+
+
+FRESH_PROCESS = textwrap.dedent(
+    """
+    import importlib.abc, json, sys
+
+    class BlockPackage(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "hf_langspec":
+                raise ModuleNotFoundError("hf_langspec is not installed in this process")
+
+    sys.meta_path.insert(0, BlockPackage())
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+    batch = tok(["Jesus wept.", "Im Anfang"], text_target=["Jésus pleura.", "x"], src_lang=["en", "de"], tgt_lang=["fr", "en"])
+    print(json.dumps({"class": type(tok).__module__, "batch": dict(batch), "decoded": tok.decode(batch["input_ids"][0])}))
+    """
+)
+
+
+@pytest.mark.slow
+def test_tokenizer_loads_as_remote_code_in_a_fresh_process(tok, tmp_path):
+    tok.save_pretrained(tmp_path / "tok")
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1", PYTHONPATH="")
+    out = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(tmp_path / "tok")], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, check=True, timeout=300)  # fmt: skip
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["class"].startswith("transformers_modules.")
+    expected = tok(
+        ["Jesus wept.", "Im Anfang"], text_target=["Jésus pleura.", "x"], src_lang=["en", "de"], tgt_lang=["fr", "en"]
+    )
+    assert result["batch"] == dict(expected)
+    assert "<2" not in result["decoded"]
+
+
+def test_temperature_sample_and_character_coverage():
+    sentences = {"a": [f"a{i}" for i in range(900)], "b": [f"b{i}" for i in range(100)]}
+    sample = temperature_sample(sentences, sample_size=1000, temperature=1.0)
+    assert (len(sample["a"]), len(sample["b"])) == (900, 100)
+    flat = temperature_sample(sentences, sample_size=1000, temperature=1e9)
+    assert abs(len(flat["a"]) - 500) <= 1 and abs(len(flat["b"]) - 500) <= 1  # b is oversampled
+    assert set(flat["b"]) == set(sentences["b"])
+    alphabet, covered = covered_alphabet(["aaaa bb c"], 0.8)  # a=4, b=2, c=1 of 7: a+b = 6/7 >= 0.8
+    assert alphabet == ["a", "b"] and covered == pytest.approx(6 / 7)
+    tok = train_tokenizer(
+        {"en": ["aaaa bb c"] * 5, "de": ["aaab"] * 5}, vocab_size=30, character_coverage=0.8, show_progress=False
+    )
+    assert tok.unk_token_id in tok("c", tgt_lang="en")["input_ids"]  # outside the 80% coverage
+    assert tok.unk_token_id not in tok("ab ba", tgt_lang="en")["input_ids"]
+
+
+def test_train_tokenizer_refuses_bad_input():
+    with pytest.raises(ValueError, match=r"texts has languages \['fr'\] that are not in languages"):
+        train_tokenizer({"en": ["a"], "fr": ["b"]}, languages=["en"], show_progress=False)
+    with pytest.raises(ValueError, match=r"No sentences for languages \['de'\]"):
+        train_tokenizer({"en": ["a"], "de": []}, show_progress=False)
+    with pytest.raises(ValueError, match="leaves no room"):
+        train_tokenizer({"en": ["a"]}, vocab_size=5, show_progress=False)
+
+
+def test_labels_feed_the_model_loss_directly(tok):
+    config = LangSpecConfig(**tok.model_config_kwargs(), d_model=16, encoder_layers=1, decoder_layers=1,
+                            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)  # fmt: skip
+    model = LangSpecForConditionalGeneration(config).eval()
+    batch = tok(["Jesus wept.", "Im Anfang schuf Gott"], text_target=["Jésus", "In the beginning God created"],
+                src_lang=["en", "de"], tgt_lang=["fr", "en"], return_tensors="pt")  # fmt: skip
+    loss = model(**batch).loss
+    logits = model(**batch).logits
+    manual = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
+    torch.testing.assert_close(loss, manual)
+
+
+def test_translation_pipeline_with_the_langspec_tokenizer(tok):
+    from transformers import pipeline
+
+    config = LangSpecConfig(**tok.model_config_kwargs(), d_model=16, encoder_layers=1, decoder_layers=1,
+                            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)  # fmt: skip
+    torch.manual_seed(0)
+    model = LangSpecForConditionalGeneration(config).eval()
+    translate = pipeline("langspec-translation", model=model, tokenizer=tok)
+    result = translate("Jesus wept.", src_lang="en", tgt_lang="fr", max_new_tokens=5, min_new_tokens=5)
+    direct = model.generate(**tok(["Jesus wept."], src_lang="en", tgt_lang="fr", return_tensors="pt"),
+                            max_new_tokens=5, min_new_tokens=5)  # fmt: skip
+    assert result[0]["translation_text"] == tok.decode(direct[0], skip_special_tokens=True)
