@@ -182,7 +182,7 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
             data["tgt_lang_ids"] = tgt_ids
         if padding or return_tensors is not None:
             data = self._pad_batch(data, padding, max_length)
-        if single:
+        if single and return_tensors is None:  # as in transformers: tensors keep the batch dimension
             data = {k: v[0] for k, v in data.items()}
         return BatchEncoding(data, tensor_type=return_tensors)
 
