@@ -1,0 +1,231 @@
+"""Loaders (local files, the Hub layouts on local fixtures), filters, directions, the temperature sampler."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hf_langspec.data import (
+    TemperatureSampler,
+    both_directions,
+    canonical_dataset,
+    filter_pairs,
+    hold_out_directions,
+    load_corpus,
+    load_local,
+    multiway_pairs,
+)
+from hf_langspec.data.schema import CANONICAL_COLUMNS
+
+ROWS = [
+    {"src_lang": "de", "tgt_lang": "en", "src": "Im Anfang schuf Gott.", "tgt": "In the beginning God created."},
+    {"src_lang": "de", "tgt_lang": "en", "src": "Jesus vergoß Tränen.", "tgt": "Jesus wept."},
+]
+
+
+def _write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_local_formats_give_identical_canonical_rows(tmp_path):
+    jsonl = _write(tmp_path / "a.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ROWS))
+    tsv4 = _write(tmp_path / "b.tsv", "".join("\t".join(r[c] for c in CANONICAL_COLUMNS) + "\n" for r in ROWS))
+    tsv2 = _write(tmp_path / "c.tsv", "".join(f"{r['src']}\t{r['tgt']}\n" for r in ROWS))
+    src = _write(tmp_path / "corpus.de", "".join(r["src"] + "\n" for r in ROWS))
+    tgt = _write(tmp_path / "corpus.en", "".join(r["tgt"] + "\n" for r in ROWS))
+    loaded = [
+        load_local(jsonl),
+        load_local(tsv4),
+        load_local(tsv2, src_lang="de", tgt_lang="en"),
+        load_local(src, tgt_path=tgt, src_lang="de", tgt_lang="en"),
+    ]
+    for dataset in loaded:
+        assert dataset.to_list() == ROWS and dataset.column_names == list(CANONICAL_COLUMNS)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("bad.jsonl", json.dumps(ROWS[0]) + "\n{not json\n", r"bad.jsonl:2: not valid JSON"),
+        (
+            "missing.jsonl",
+            json.dumps({"src": "a", "tgt": "b"}) + "\n",
+            r"missing.jsonl:1: missing fields \['src_lang', 'tgt_lang'\]",
+        ),
+        ("empty.jsonl", json.dumps(ROWS[0]) + "\n\n", r"empty.jsonl:2: empty line"),
+        (
+            "blank.jsonl",
+            json.dumps({**ROWS[0], "tgt": " "}) + "\n",
+            r"blank.jsonl:1: fields \['tgt'\] must be non-empty",
+        ),
+        ("short.tsv", "de\ten\tonly three\n", r"short.tsv:1: 3 tab-separated fields, expected 4"),
+    ],
+)
+def test_malformed_lines_name_file_and_line(tmp_path, name, content, message):
+    with pytest.raises(ValueError, match=message):
+        load_local(_write(tmp_path / name, content))
+
+
+def test_moses_files_must_align(tmp_path):
+    src = _write(tmp_path / "x.de", "a\nb\n")
+    tgt = _write(tmp_path / "x.en", "a\n")
+    with pytest.raises(ValueError, match=r"has 2 lines but .*x.en has 1"):
+        load_local(src, tgt_path=tgt, src_lang="de", tgt_lang="en")
+
+
+def test_hub_layouts_read_local_fixtures_into_identical_rows(tmp_path):
+    """OPUS-100/WMT/IWSLT/Europarl rows and TED multi-way rows, as the Hub serves them, in local files."""
+    translation = _write(
+        tmp_path / "opus_de_en.jsonl",
+        "".join(
+            json.dumps({"translation": {"de": r["src"], "en": r["tgt"]}}, ensure_ascii=False) + "\n" for r in ROWS
+        ),
+    )
+    ted = _write(
+        tmp_path / "ted.jsonl",
+        "".join(
+            json.dumps(
+                {
+                    "talk_name": f"t{i}",
+                    "translations": {"language": ["en", "fr", "de"], "translation": [r["tgt"], "x", r["src"]]},
+                },
+                ensure_ascii=False,
+            )
+            + "\n"
+            for i, r in enumerate(ROWS)
+        )
+        + json.dumps({"talk_name": "only-fr", "translations": {"language": ["fr"], "translation": ["y"]}})
+        + "\n",
+    )
+    for corpus in ("opus100", "wmt14", "iwslt17", "europarl", "wmt10"):
+        assert load_corpus(corpus, ["de-en"], data_files=str(translation)).to_list() == ROWS
+    assert load_corpus("ted59", ["de-en"], split="test", data_files=[str(ted)]).to_list() == ROWS
+    both = load_corpus(
+        "opus100", ["de-en", "en-de"], data_files={"de-en": str(translation), "en-de": str(translation)}
+    )
+    assert Counter(f"{r['src_lang']}-{r['tgt_lang']}" for r in both) == {"de-en": 2, "en-de": 2}
+
+
+def test_wrong_hub_layout_names_the_expected_fields(tmp_path):
+    wrong = _write(tmp_path / "wrong.jsonl", json.dumps({"de": "a", "en": "b"}) + "\n")
+    with pytest.raises(
+        ValueError,
+        match=r"expected rows like \{'translation': \{'de': \.\.\., 'en': \.\.\.\}\}, found columns \['de', 'en'\]",
+    ):
+        load_corpus("opus100", ["de-en"], data_files=str(wrong))
+    with pytest.raises(ValueError, match=r"expected rows like \{'translations'"):
+        load_corpus("ted59", ["de-en"], data_files=str(wrong))
+    other_pair = _write(tmp_path / "fr.jsonl", json.dumps({"translation": {"fr": "a", "en": "b"}}) + "\n")
+    with pytest.raises(ValueError, match=r"row 0: 'translation' has \['en', 'fr'\], expected the keys 'de' and 'en'"):
+        load_corpus("wmt14", ["de-en"], data_files=str(other_pair))
+
+
+def test_hub_corpus_names_configs_like_the_hub():
+    from hf_langspec.data.hub import CORPORA
+
+    assert CORPORA["opus100"].source("en", "de") == ("Helsinki-NLP/opus-100", "de-en")
+    assert CORPORA["wmt14"].source("en", "hi") == ("wmt/wmt14", "hi-en")
+    assert CORPORA["wmt10"].source("gu", "en") == ("wmt/wmt19", "gu-en")
+    assert CORPORA["iwslt17"].source("it", "ro") == ("IWSLT/iwslt2017", "iwslt2017-it-ro")
+    with pytest.raises(ValueError, match="WMT-10 has"):
+        CORPORA["wmt10"].source("de", "fr")
+    with pytest.raises(ValueError, match="europarl has splits \\['train'\\], not 'test'"):
+        load_corpus("europarl", ["de-en"], split="test")
+    with pytest.raises(ValueError, match="Unknown corpus 'opus'"):
+        load_corpus("opus", ["de-en"])
+
+
+def test_filters_count_what_they_remove():
+    rows = [
+        {"src_lang": "de", "tgt_lang": "en", "src": "a b", "tgt": "a b"},  # kept
+        {"src_lang": "de", "tgt_lang": "en", "src": "a b", "tgt": "a b"},  # duplicate
+        {"src_lang": "de", "tgt_lang": "en", "src": " ".join(["w"] * 11), "tgt": "x"},  # too long
+        {"src_lang": "de", "tgt_lang": "en", "src": "a b c d", "tgt": "x"},  # ratio 4 > 3
+        {"src_lang": "de", "tgt_lang": "en", "src": "held out", "tgt": "new"},  # source in test
+        {"src_lang": "en", "tgt_lang": "de", "src": "fresh", "tgt": "held out"},  # target in test
+        {"src_lang": "de", "tgt_lang": "en", "src": "held out", "tgt": "x y"},  # in test: counted once
+    ]
+    test = [{"src_lang": "de", "tgt_lang": "en", "src": "held out", "tgt": "z"}]
+    kept, report = filter_pairs(rows, max_length=10, max_ratio=3.0, exclude=[test])
+    assert kept.to_list() == rows[:1]
+    assert report.removed == {
+        "empty side": 0,
+        "longer than 10": 1,
+        "shorter than 1": 0,
+        "length ratio above 3.0": 1,
+        "in valid/test": 3,
+        "duplicate": 1,
+    }
+    assert report.total == len(rows) and "| kept | 1 |" in report.table()
+
+
+def test_directions_helpers():
+    dataset = both_directions(ROWS)
+    assert Counter(f"{r['src_lang']}-{r['tgt_lang']}" for r in dataset) == {"de-en": 2, "en-de": 2}
+    pairs = multiway_pairs([{"texts": {"en": "a", "de": "b", "fr": "c"}}, {"texts": {"en": "d", "de": "e"}}])
+    assert len(pairs) == 6 + 2
+    chosen = multiway_pairs([{"texts": {"en": "a", "fr": "c"}}, {"texts": {"en": "d", "de": "e"}}], ["de-fr", "en-de"])
+    assert chosen.to_list() == [{"src_lang": "en", "tgt_lang": "de", "src": "d", "tgt": "e"}]
+    kept, held = hold_out_directions(pairs, ["de-fr", "fr-de"])
+    assert len(held) == 2 and len(kept) == 6
+    with pytest.raises(ValueError, match=r"Directions \['es-fr'\] do not occur"):
+        hold_out_directions(pairs, ["es-fr"])
+
+
+SIZES = {"en-de": 50_000, "en-fr": 5_000, "en-sw": 500, "en-xh": 50}
+
+
+def _sampler(temperature=5.0, **kwargs):
+    directions = [d for d, n in SIZES.items() for _ in range(n)]
+    return TemperatureSampler(directions, temperature=temperature, num_samples=100_000, **kwargs), directions
+
+
+@pytest.mark.parametrize("temperature", [1.0, 5.0, 100.0])
+def test_sampler_frequencies_follow_the_temperature(temperature):
+    sampler, directions = _sampler(temperature, seed=3)
+    counts = Counter(directions[i] for i in sampler)
+    total = sum(SIZES.values())
+    weights = {d: (n / total) ** (1 / temperature) for d, n in SIZES.items()}
+    norm = sum(weights.values())
+    for d in SIZES:
+        assert abs(counts[d] / 100_000 - weights[d] / norm) < 0.02, (d, counts[d])
+
+
+def test_sampler_is_identical_on_every_rank_and_changes_per_epoch():
+    rank0, _ = _sampler(seed=7)
+    rank1, _ = _sampler(seed=7)
+    assert list(rank0) == list(rank1)
+    first = list(rank0)
+    rank0.set_epoch(1)
+    assert list(rank0) != first
+
+
+def test_sampler_draws_every_example_of_a_direction_before_repeating():
+    sampler, directions = _sampler(100.0, seed=1)
+    xh = [i for i in sampler if directions[i] == "en-xh"]
+    assert len(xh) > 50 * 100  # heavily oversampled
+    assert all(len(set(xh[k : k + 50])) == 50 for k in range(0, 50 * 100, 50))  # cycles of full permutations
+
+
+def test_sampler_temperature_warm_up():
+    sampler, _ = _sampler(5.0, warmup_epochs=4)
+    assert [sampler.current_temperature(e) for e in (0, 2, 4, 9)] == [1.0, 3.0, 5.0, 5.0]
+    assert sampler.probabilities(0)["en-de"] == pytest.approx(50_000 / sum(SIZES.values()))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=40), st.integers(0, 99))
+def test_sampler_only_yields_valid_indices(directions, seed):
+    sampler = TemperatureSampler(directions, seed=seed)
+    indices = list(sampler)
+    assert len(indices) == len(directions) and all(0 <= i < len(directions) for i in indices)
+    assert set(directions[i] for i in indices) <= set(directions)
+
+
+def test_canonical_dataset_columns():
+    assert canonical_dataset(ROWS).column_names == list(CANONICAL_COLUMNS)
