@@ -1,0 +1,22 @@
+"""Evaluation: batched translation, sacreBLEU/chrF per direction, off-target rates, the papers' aggregates."""
+
+from .evaluate import copy_baseline, evaluate_model, load_results, results_table, save_results
+from .language_id import language_identifier, off_target_rate
+from .metrics import corpus_scores, direction_groups, group_means, resource_groups, win_ratio
+from .translate import translate
+
+__all__ = [
+    "copy_baseline",
+    "corpus_scores",
+    "direction_groups",
+    "evaluate_model",
+    "group_means",
+    "language_identifier",
+    "load_results",
+    "off_target_rate",
+    "resource_groups",
+    "results_table",
+    "save_results",
+    "translate",
+    "win_ratio",
+]

@@ -1,0 +1,158 @@
+"""Evaluate a model on canonical test sets: per-direction BLEU/chrF, off-target rates, group means,
+and the results as JSON and as a Markdown table like the papers' tables."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .language_id import LanguageIdentifier, language_identifier
+from .metrics import corpus_scores, direction_groups, group_means
+from .translate import translate
+
+
+def evaluate_model(
+    model: Any,
+    tokenizer: Any,
+    test_sets: Mapping[str, Iterable[Mapping[str, str]]],
+    batch_size: int = 32,
+    num_beams: int = 4,
+    max_new_tokens: int = 256,
+    off_target: str | bool = "zero-shot",
+    identifier: LanguageIdentifier | None = None,
+    pivot: str = "en",
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Translate every test set (`{"supervised": rows, "zero-shot": rows}`, canonical rows) and score it.
+
+    Returns `{"directions": {"en-de": {"bleu", "chrf", "bleu_signature", ..., "set"}}, "groups": {...},
+    "hypotheses": {...}}`. The off-target rate is measured for the "zero-shot" set (`off_target="zero-shot"`),
+    every set (`True`) or none (`False`).
+    """
+    rows_by_set = {name: list(rows) for name, rows in test_sets.items()}
+    empty = [name for name, rows in rows_by_set.items() if not rows]
+    if empty:
+        raise ValueError(f"Test sets {empty} are empty; check the test files or the directions you selected.")
+    for _name, rows in rows_by_set.items():
+        for code in {r["src_lang"] for r in rows} | {r["tgt_lang"] for r in rows}:
+            tokenizer.language_id(code)  # unknown languages fail before any translation
+    results: dict[str, Any] = {"directions": {}, "hypotheses": {}}
+    zero_shot = []
+    for set_name, rows in rows_by_set.items():
+        hypotheses = translate(
+            model, tokenizer, [r["src"] for r in rows], [r["src_lang"] for r in rows], [r["tgt_lang"] for r in rows],
+            batch_size=batch_size, num_beams=num_beams, max_new_tokens=max_new_tokens, show_progress=show_progress,
+        )  # fmt: skip
+        by_direction: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for row, hyp in zip(rows, hypotheses, strict=True):
+            by_direction[f"{row['src_lang']}-{row['tgt_lang']}"].append((hyp, row["tgt"]))
+        measure_off_target = off_target is True or off_target == set_name
+        for direction, pairs in sorted(by_direction.items()):
+            hyps, refs = [h for h, _ in pairs], [r for _, r in pairs]
+            scores = corpus_scores(hyps, refs) | {"set": set_name}
+            if measure_off_target:
+                identify = identifier or language_identifier()
+                found = identify(hyps)
+                scores["off_target"] = sum(code != direction.split("-")[1] for code in found) / len(hyps)
+                scores["language_identifier"] = identify.name
+            results["directions"][direction] = scores
+            results["hypotheses"][direction] = hyps
+        if set_name == "zero-shot":
+            zero_shot += list(by_direction)
+    groups = direction_groups(list(results["directions"]), pivot=pivot, zero_shot=zero_shot)
+    results["group_members"] = groups
+    results["groups"] = {metric: group_means(results["directions"], groups, metric) for metric in ("bleu", "chrf")}
+    off = {d: s["off_target"] for d, s in results["directions"].items() if "off_target" in s}
+    if off:
+        results["groups"]["off_target"] = group_means({d: {"v": v} for d, v in off.items()}, groups, "v")
+    return results
+
+
+def copy_baseline(test_sets: Mapping[str, Iterable[Mapping[str, str]]]) -> dict[str, dict[str, float]]:
+    """Scores of copying the source as the translation: the floor a trained model must clear."""
+    scores = {}
+    by_direction: dict[str, list[Mapping[str, str]]] = defaultdict(list)
+    for rows in test_sets.values():
+        for row in rows:
+            by_direction[f"{row['src_lang']}-{row['tgt_lang']}"].append(row)
+    for direction, rows in sorted(by_direction.items()):
+        scores[direction] = corpus_scores([r["src"] for r in rows], [r["tgt"] for r in rows])
+    return scores
+
+
+def results_table(results: Mapping[str, Any], baseline: Mapping[str, Mapping[str, float]] | None = None) -> str:
+    """A Markdown table: one row per direction (BLEU, chrF, off-target), then the group means."""
+    has_off = any("off_target" in s for s in results["directions"].values())
+    header = (
+        "| direction | set | BLEU | chrF |"
+        + (" off-target |" if has_off else "")
+        + (" copy-source BLEU |" if baseline else "")
+    )
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for direction, s in results["directions"].items():
+        row = f"| {direction} | {s['set']} | {s['bleu']:.2f} | {s['chrf']:.2f} |"
+        if has_off:
+            row += f" {s['off_target']:.1%} |" if "off_target" in s else " - |"
+        if baseline:
+            row += f" {baseline[direction]['bleu']:.2f} |" if direction in baseline else " - |"
+        lines.append(row)
+    for group, bleu in results["groups"]["bleu"].items():
+        row = f"| **{group} mean** | | {bleu:.2f} | {results['groups']['chrf'][group]:.2f} |"
+        if has_off:
+            off = results["groups"].get("off_target", {}).get(group)
+            row += f" {off:.1%} |" if off is not None else " - |"
+        if baseline:
+            base = [baseline[d]["bleu"] for d in results["group_members"][group] if d in baseline]
+            row += f" {sum(base) / len(base):.2f} |" if base else " - |"
+        lines.append(row)
+    signature = next(iter(results["directions"].values()))["bleu_signature"]
+    lines.append("")
+    lines.append(f"BLEU signature: `{signature}`")
+    return "\n".join(lines)
+
+
+def save_results(
+    results: Mapping[str, Any], output_dir: str | os.PathLike, baseline: Mapping[str, Any] | None = None
+) -> dict[str, Path]:
+    """Write `results.json`, `results.md` and one `hypotheses.<direction>.txt` per direction."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {k: v for k, v in results.items() if k != "hypotheses"}
+    if baseline is not None:
+        summary["copy_source_baseline"] = {d: {"bleu": s["bleu"], "chrf": s["chrf"]} for d, s in baseline.items()}
+    paths = {"json": out / "results.json", "markdown": out / "results.md"}
+    paths["json"].write_text(json.dumps(summary, indent=2, ensure_ascii=False))
+    paths["markdown"].write_text(results_table(results, baseline) + "\n")
+    for direction, hyps in results.get("hypotheses", {}).items():
+        (out / f"hypotheses.{direction}.txt").write_text("\n".join(hyps) + "\n", encoding="utf-8")
+    return paths
+
+
+def load_results(path: str | os.PathLike) -> dict[str, Any]:
+    """A `results.json` written by `save_results` (for win ratios against a reference run)."""
+    data = json.loads(Path(path).read_text())
+    if "directions" not in data:
+        raise ValueError(f"{path} is not a results file: it has no 'directions' entry.")
+    return data
+
+
+def test_sets_from_files(
+    files: Mapping[str, str | os.PathLike], directions: Sequence[str] | None = None
+) -> dict[str, list[dict]]:
+    """Canonical test sets from JSONL files, optionally restricted to some directions."""
+    from ..data.local import load_local
+
+    sets = {}
+    for name, path in files.items():
+        rows = load_local(path).to_list()
+        if directions is not None:
+            rows = [r for r in rows if f"{r['src_lang']}-{r['tgt_lang']}" in directions]
+        sets[name] = rows
+    return sets
+
+
+__all__ = ["copy_baseline", "evaluate_model", "load_results", "results_table", "save_results", "test_sets_from_files"]

@@ -1,0 +1,86 @@
+"""Scores as the papers report them: sacreBLEU (13a) and chrF per direction, with their signatures,
+group means (en->xx, xx->en, zero-shot; Low/Med/High by training size) and the win ratio."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from statistics import mean
+from typing import Any
+
+import sacrebleu
+
+
+def corpus_scores(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "13a") -> dict[str, Any]:
+    """sacreBLEU BLEU and chrF of one direction, with the signatures that make them reproducible."""
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references.")
+    if not references:
+        raise ValueError("Cannot score an empty test set: no references.")
+    bleu = sacrebleu.metrics.BLEU(tokenize=tokenize)
+    chrf = sacrebleu.metrics.CHRF()
+    bleu_score = bleu.corpus_score(list(hypotheses), [list(references)])
+    chrf_score = chrf.corpus_score(list(hypotheses), [list(references)])
+    return {
+        "bleu": bleu_score.score,
+        "chrf": chrf_score.score,
+        "bleu_signature": str(bleu.get_signature()),
+        "chrf_signature": str(chrf.get_signature()),
+        "sentences": len(references),
+    }
+
+
+def direction_groups(
+    directions: Sequence[str], pivot: str = "en", zero_shot: Sequence[str] = ()
+) -> dict[str, list[str]]:
+    """`{"en-xx": [...], "xx-en": [...], "zero-shot": [...]}` for a pivot (English-centric) setting."""
+    groups: dict[str, list[str]] = {f"{pivot}-xx": [], f"xx-{pivot}": [], "zero-shot": [], "other": []}
+    for d in directions:
+        src, tgt = d.split("-")
+        if d in zero_shot:
+            groups["zero-shot"].append(d)
+        elif src == pivot:
+            groups[f"{pivot}-xx"].append(d)
+        elif tgt == pivot:
+            groups[f"xx-{pivot}"].append(d)
+        else:
+            groups["other"].append(d)
+    return {name: members for name, members in groups.items() if members}
+
+
+def resource_groups(
+    train_sizes: Mapping[str, int], low_below: int = 100_000, high_from: int = 1_000_000, pivot: str = "en"
+) -> dict[str, str]:
+    """Low/Med/High of each non-pivot language by its training size (the OPUS-100 papers' thresholds:
+    Low < 100k pairs <= Med < 1M <= High). `train_sizes` maps a language or a direction to a size."""
+    if low_below > high_from:
+        raise ValueError(f"low_below={low_below} must not exceed high_from={high_from}.")
+    groups = {}
+    for key, size in train_sizes.items():
+        language = next((c for c in key.split("-") if c != pivot), key)
+        groups[language] = "Low" if size < low_below else ("High" if size >= high_from else "Med")
+    return groups
+
+
+def group_means(
+    results: Mapping[str, Mapping[str, float]], groups: Mapping[str, Sequence[str]], metric: str = "bleu"
+) -> dict[str, float]:
+    """Mean of `metric` over the directions of each group (groups with no scored direction are left out)."""
+    means = {}
+    for name, directions in groups.items():
+        values = [results[d][metric] for d in directions if d in results]
+        if values:
+            means[name] = mean(values)
+    return means
+
+
+def win_ratio(
+    results: Mapping[str, Mapping[str, float]], reference: Mapping[str, Mapping[str, float]], metric: str = "bleu"
+) -> float:
+    """Share of the directions scored in both runs on which `results` beats `reference` (ties do not win)."""
+    common = sorted(set(results) & set(reference))
+    if not common:
+        raise ValueError("The two runs share no scored direction; cannot compute a win ratio.")
+    return sum(results[d][metric] > reference[d][metric] for d in common) / len(common)
+
+
+__all__ = ["corpus_scores", "direction_groups", "group_means", "resource_groups", "win_ratio"]

@@ -1,0 +1,17 @@
+"""Training: the Seq2SeqTrainer subclass, its arguments, complete-checkpoint resuming and averaging."""
+
+from .trainer import (
+    LangSpecSeq2SeqTrainer,
+    LangSpecTrainingArguments,
+    average_checkpoints,
+    complete_checkpoints,
+    last_complete_checkpoint,
+)
+
+__all__ = [
+    "LangSpecSeq2SeqTrainer",
+    "LangSpecTrainingArguments",
+    "average_checkpoints",
+    "complete_checkpoints",
+    "last_complete_checkpoint",
+]

@@ -1,0 +1,160 @@
+"""`LangSpecSeq2SeqTrainer`: `Seq2SeqTrainer` with the papers' training recipe.
+
+* temperature-based sampling over directions (`sampling_temperature`, T=5 as in the papers; HLT-MT's
+  linear warm-up of T from 1 with `temperature_warmup_epochs`), seeded from `args.seed`, identical on
+  every process;
+* label smoothing that keeps a model's auxiliary loss: with `label_smoothing_factor > 0` the Trainer
+  recomputes the loss from the logits and would drop, e.g., HLT-MT's disparity loss, so the
+  `aux_loss` the model returns is added back;
+* inverse square-root schedule with warm-up (`lr_scheduler_type="inverse_sqrt"`: lr * sqrt(warmup / step)
+  after warm-up, fairseq's `inverse_sqrt`) by default;
+* resuming only from complete checkpoints (`resume_from_checkpoint=True`), and averaging of the last
+  N checkpoints at the end (`average_last_checkpoints`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+from ..data.sampler import TemperatureSampler
+
+logger = logging.getLogger(__name__)
+CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+TRAINER_STATE = "trainer_state.json"  # the Trainer writes it last: its presence marks a complete checkpoint
+
+
+@dataclass
+class LangSpecTrainingArguments(Seq2SeqTrainingArguments):
+    """`Seq2SeqTrainingArguments` with the papers' defaults and the sampling/averaging options."""
+
+    sampling_temperature: float = field(
+        default=5.0, metadata={"help": "Temperature T over directions (1: proportional; 0: plain shuffling)."}
+    )
+    temperature_warmup_epochs: float = field(
+        default=0.0, metadata={"help": "Raise T linearly from 1 over this many epochs (HLT-MT uses 5)."}
+    )
+    average_last_checkpoints: int = field(
+        default=0, metadata={"help": "Average the weights of the last N checkpoints into output_dir at the end."}
+    )
+    lr_scheduler_type: str = field(default="inverse_sqrt", metadata={"help": "fairseq's inverse_sqrt by default."})
+    label_smoothing_factor: float = field(default=0.1, metadata={"help": "0.1 in every paper."})
+    adam_beta2: float = field(default=0.98, metadata={"help": "Adam (0.9, 0.98) as in the papers."})
+
+
+class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
+    """`Seq2SeqTrainer` with temperature sampling, auxiliary losses under label smoothing, safe resuming."""
+
+    def _get_train_sampler(self, train_dataset=None):
+        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        temperature = getattr(self.args, "sampling_temperature", 0.0)
+        if not temperature:
+            return super()._get_train_sampler(train_dataset)
+        missing = {"src_lang_ids", "tgt_lang_ids"} - set(dataset.column_names)
+        if missing:
+            raise ValueError(
+                f"Temperature sampling needs the columns {sorted(missing)} in the training dataset to know each "
+                "example's direction; tokenize with LangSpecTokenizer (it returns them) or set sampling_temperature=0."
+            )
+        directions = list(zip(dataset["src_lang_ids"], dataset["tgt_lang_ids"], strict=True))
+        return TemperatureSampler(
+            directions,
+            temperature=temperature,
+            seed=self.args.seed,
+            warmup_epochs=getattr(self.args, "temperature_warmup_epochs", 0.0),
+        )
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        smoothing = self.label_smoother is not None and "labels" in inputs
+        loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
+        aux = outputs.get("aux_loss") if isinstance(outputs, dict) else getattr(outputs, "aux_loss", None)
+        if smoothing and aux is not None:
+            loss = loss + aux  # the model's own loss (which includes it) was replaced by the smoothed one
+        return (loss, outputs) if return_outputs else loss
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any):
+        """`Trainer.train`; `resume_from_checkpoint=True` resumes from the last *complete* checkpoint, or
+        starts from scratch when there is none."""
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = last_complete_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                logger.info("No complete checkpoint in %s: training from scratch.", self.args.output_dir)
+            else:
+                logger.info("Resuming from %s", resume_from_checkpoint)
+        result = super().train(resume_from_checkpoint=resume_from_checkpoint or None, **kwargs)
+        n = getattr(self.args, "average_last_checkpoints", 0)
+        if n and self.is_world_process_zero():
+            checkpoints = complete_checkpoints(self.args.output_dir)[-n:]
+            if checkpoints:
+                averaged = average_checkpoints(checkpoints)
+                self.model.load_state_dict(averaged, strict=False)
+                logger.info("Averaged the weights of %s", [c.name for c in checkpoints])
+        return result
+
+
+def complete_checkpoints(output_dir: str | os.PathLike) -> list[Path]:
+    """Checkpoints in `output_dir` whose `trainer_state.json` was written and parses, oldest first.
+
+    A folder interrupted while being written is renamed `checkpoint-N.incomplete` so that nothing,
+    including the Trainer's own checkpoint rotation, takes it for a checkpoint.
+    """
+    root = Path(output_dir)
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.iterdir():
+        match = CHECKPOINT.match(path.name)
+        if not match or not path.is_dir():
+            continue
+        try:
+            json.loads((path / TRAINER_STATE).read_text())
+        except (OSError, ValueError):
+            target = path.with_name(path.name + ".incomplete")
+            logger.warning("%s was not completely written; renamed to %s and ignored.", path, target.name)
+            path.rename(target)
+            continue
+        found.append((int(match.group(1)), path))
+    return [path for _, path in sorted(found)]
+
+
+def last_complete_checkpoint(output_dir: str | os.PathLike) -> str | None:
+    checkpoints = complete_checkpoints(output_dir)
+    return str(checkpoints[-1]) if checkpoints else None
+
+
+def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, torch.Tensor]:
+    """Element-wise mean of the floating-point weights of several checkpoints (fairseq's average_checkpoints)."""
+    if not paths:
+        raise ValueError("average_checkpoints needs at least one checkpoint.")
+    total: dict[str, torch.Tensor] = {}
+    for path in paths:
+        weights = Path(path) / "model.safetensors"
+        if not weights.exists():
+            raise FileNotFoundError(f"{weights} does not exist; is {path} a checkpoint saved by save_pretrained?")
+        state = load_file(weights)
+        if total and set(state) != set(total):
+            raise ValueError(f"{path} has different weights than the first checkpoint; cannot average them.")
+        for name, tensor in state.items():
+            if tensor.is_floating_point():
+                total[name] = total.get(name, 0) + tensor.double()
+            else:
+                total.setdefault(name, tensor)
+    return {name: (t / len(paths)).to(torch.float32) if t.is_floating_point() else t for name, t in total.items()}
+
+
+__all__ = [
+    "LangSpecSeq2SeqTrainer",
+    "LangSpecTrainingArguments",
+    "average_checkpoints",
+    "complete_checkpoints",
+    "last_complete_checkpoint",
+]
