@@ -94,6 +94,90 @@ def cmd_train_tokenizer(args: argparse.Namespace) -> None:
     print(f"vocabulary of {len(tokenizer)} ({', '.join(tokenizer.languages)}) saved to {args.output_dir}")
 
 
+def cmd_train(args: argparse.Namespace) -> None:
+    from .training.experiment import load_config, run_experiment
+
+    config = load_config(args.config)
+    if args.output_dir:
+        config["output_dir"] = str(args.output_dir)
+    outcome = run_experiment(config, resume=not args.no_resume)
+    print(f"model: {outcome['model_dir']}")
+
+
+def _load_model(path: str, device: str | None):
+    import torch
+
+    from . import LangSpecTokenizer
+    from .modeling import LangSpecForConditionalGeneration
+
+    tokenizer = LangSpecTokenizer.from_pretrained(path)
+    model = LangSpecForConditionalGeneration.from_pretrained(path)
+    tokenizer.check_model(model)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return model.to(device).eval(), tokenizer
+
+
+def cmd_translate(args: argparse.Namespace) -> None:
+    from .evaluation import translate
+
+    model, tokenizer = _load_model(args.model, args.device)
+    raw = Path(args.input).read_text(encoding="utf-8") if args.input else sys.stdin.read()
+    texts = raw.splitlines()
+    outputs = translate(
+        model, tokenizer, texts, args.src_lang, args.tgt_lang, batch_size=args.batch_size, num_beams=args.num_beams,
+        max_new_tokens=args.max_new_tokens, show_progress=args.output is not None,
+    )  # fmt: skip
+    text = "\n".join(outputs) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from .evaluation import copy_baseline, evaluate_model, load_results, results_table, save_results, win_ratio
+    from .evaluation.evaluate import test_sets_from_files
+
+    files = dict(item.split("=", 1) if "=" in item else ("supervised", item) for item in args.test)
+    tests = test_sets_from_files(files, _codes(args.directions) if args.directions else None)
+    if args.max_sentences_per_direction:
+        from .training.experiment import _per_direction
+
+        tests = {
+            n: [r for rows in _per_direction(t, args.max_sentences_per_direction).values() for r in rows]
+            for n, t in tests.items()
+        }
+    model, tokenizer = _load_model(args.model, args.device)
+    results = evaluate_model(
+        model, tokenizer, tests, batch_size=args.batch_size, num_beams=args.num_beams, max_new_tokens=args.max_new_tokens,
+        off_target={"none": False, "all": True}.get(args.off_target, args.off_target),
+    )  # fmt: skip
+    if args.reference:
+        results["win_ratio"] = win_ratio(results["directions"], load_results(args.reference)["directions"])
+    baseline = copy_baseline(tests)
+    save_results(results, args.output_dir, baseline)
+    print(results_table(results, baseline))
+    if "win_ratio" in results:
+        print(f"win ratio against {args.reference}: {results['win_ratio']:.2f}")
+
+
+def cmd_card(args: argparse.Namespace) -> None:
+    from .evaluation import load_results
+    from .export import write_model_card
+
+    results = load_results(args.results) if args.results else None
+    path = write_model_card(
+        args.model, results, model_name=args.model_name, repo_id=args.repo_id, license=args.license
+    )
+    print(f"model card written to {path}")
+
+
+def cmd_push(args: argparse.Namespace) -> None:
+    from .export import push_model
+
+    print(push_model(args.model, args.repo_id, private=args.private))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hf-langspec", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -156,6 +240,51 @@ def build_parser() -> argparse.ArgumentParser:
     tok.add_argument("--seed", type=int, default=0)
     tok.add_argument("--lang-tag-style", choices=["source", "target", "none"], default="source")
     tok.set_defaults(func=cmd_train_tokenizer)
+
+    train = commands.add_parser("train", help="corpus, tokenizer, training, evaluation and card from one config")
+    train.add_argument("--config", required=True, help="YAML or JSON (see examples/configs/)")
+    train.add_argument("--output-dir", type=Path, help="overrides the config's output_dir")
+    train.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
+    train.set_defaults(func=cmd_train)
+
+    def generation_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("model", help="a directory saved by `hf-langspec train` (model + tokenizer)")
+        p.add_argument("--batch-size", type=int, default=32)
+        p.add_argument("--num-beams", type=int, default=4)
+        p.add_argument("--max-new-tokens", type=int, default=256)
+        p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
+
+    tr = commands.add_parser("translate", help="translate a file or stdin, one sentence per line")
+    generation_options(tr)
+    tr.add_argument("--src-lang", required=True)
+    tr.add_argument("--tgt-lang", required=True)
+    tr.add_argument("--input", help="input file (default: stdin)")
+    tr.add_argument("--output", help="output file (default: stdout)")
+    tr.set_defaults(func=cmd_translate)
+
+    ev = commands.add_parser("evaluate", help="sacreBLEU/chrF per direction, off-target rates, group means")
+    generation_options(ev)
+    ev.add_argument("--test", nargs="+", required=True, help="NAME=FILE.jsonl (zero-shot=... measures off-target)")
+    ev.add_argument("--directions", help="only these directions, comma-separated")
+    ev.add_argument("--max-sentences-per-direction", type=int)
+    ev.add_argument("--off-target", default="zero-shot", help="the test set to measure it on, 'all' or 'none'")
+    ev.add_argument("--reference", help="a results.json of another run, for the win ratio")
+    ev.add_argument("--output-dir", required=True, type=Path)
+    ev.set_defaults(func=cmd_evaluate)
+
+    card = commands.add_parser("card", help="write README.md (model card with model-index) into a model folder")
+    card.add_argument("model")
+    card.add_argument("--results", help="results.json from `hf-langspec evaluate` or `train`")
+    card.add_argument("--model-name")
+    card.add_argument("--repo-id")
+    card.add_argument("--license", default="apache-2.0")
+    card.set_defaults(func=cmd_card)
+
+    push = commands.add_parser("push", help="upload a model folder to the Hugging Face Hub")
+    push.add_argument("model")
+    push.add_argument("--repo-id", required=True)
+    push.add_argument("--private", action="store_true")
+    push.set_defaults(func=cmd_push)
     return parser
 
 

@@ -28,7 +28,12 @@ def split_direction(name: str) -> tuple[str, str]:
 
 
 def canonical_dataset(rows: Iterable[dict[str, str]]) -> Dataset:
-    return Dataset.from_list(list(rows), features=CANONICAL_FEATURES)
+    """Rows as a `Dataset` with the canonical string columns (also when there are no rows)."""
+    columns: dict[str, list[str]] = {name: [] for name in CANONICAL_COLUMNS}
+    for row in rows:
+        for name in CANONICAL_COLUMNS:
+            columns[name].append(row[name])
+    return Dataset.from_dict(columns, features=CANONICAL_FEATURES)
 
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict[str, Any]]) -> int:

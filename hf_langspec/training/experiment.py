@@ -1,0 +1,341 @@
+"""One experiment from one config file: corpus -> tokenizer -> model -> training -> evaluation -> card.
+
+`hf-langspec train --config CONFIG` and `examples/train_translation.py --config CONFIG` run
+:func:`run_experiment`. The config (YAML or JSON) has these sections; every key is checked before any
+work starts, so a typo fails in a second, not after an hour of training:
+
+```yaml
+output_dir: runs/bible-baseline
+data:        # the Bible corpus, or canonical JSONL files
+  bible: {languages: [en, de, fr, es], valid_chapters: 30, test_chapters: 30}
+  # train_files: [...]; valid_files: [...]; test_files: {supervised: ..., zero-shot: ...}
+  max_length: 100                     # the papers drop pairs longer than 100 subwords
+  max_train_examples_per_direction: null
+tokenizer:   # a saved LangSpecTokenizer (path), or train_tokenizer arguments
+  vocab_size: 8000
+  lang_tag_style: source
+model:       # LangSpecConfig fields (the tokenizer fixes vocabulary and languages)
+  d_model: 256
+training:    # LangSpecTrainingArguments fields
+  max_steps: 2000
+evaluation:
+  max_sentences_per_direction: 200
+  num_beams: 4
+translate:   # an example printed at the end
+  {text: "In the beginning God created the heavens and the earth.", src_lang: en, tgt_lang: de}
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import logging
+import os
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+logger = logging.getLogger(__name__)
+
+SECTIONS = {"output_dir", "data", "tokenizer", "model", "training", "evaluation", "translate", "card"}
+DATA_KEYS = {
+    "bible",
+    "train_files",
+    "valid_files",
+    "test_files",
+    "max_length",
+    "max_train_examples_per_direction",
+    "valid_sentences_per_direction",
+    "num_proc",
+}
+TOKENIZER_KEYS = {
+    "path",
+    "vocab_size",
+    "model_type",
+    "character_coverage",
+    "temperature",
+    "sample_size",
+    "seed",
+    "lang_tag_style",
+    "lang_tag_template",
+}
+EVALUATION_KEYS = {"max_sentences_per_direction", "num_beams", "batch_size", "max_new_tokens", "off_target", "splits"}
+TRANSLATE_KEYS = {"text", "src_lang", "tgt_lang"}
+CARD_KEYS = {"model_name", "license", "datasets", "paper"}
+
+
+class ConfigError(ValueError):
+    """A config that names an unknown key or an impossible value."""
+
+
+def load_config(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a YAML or JSON experiment config and check every key (see the module docstring)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"Config {path} does not exist.")
+    config = yaml.safe_load(path.read_text()) if path.suffix in (".yaml", ".yml") else json.loads(path.read_text())
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: the config must be a mapping of sections, got {type(config).__name__}.")
+    validate_config(config, str(path))
+    return config
+
+
+def _check_keys(section: dict[str, Any], allowed: set[str], where: str) -> None:
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where} must be a mapping, got {type(section).__name__}.")
+    unknown = sorted(set(section) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {unknown}; known keys are {sorted(allowed)}.")
+
+
+def validate_config(config: dict[str, Any], where: str = "config") -> None:
+    from ..data.bible import BibleCorpusConfig
+    from ..modeling import LangSpecConfig
+    from .trainer import LangSpecTrainingArguments
+
+    _check_keys(config, SECTIONS, where)
+    if "output_dir" not in config:
+        raise ConfigError(f"{where}: output_dir is required.")
+    data = config.get("data", {})
+    _check_keys(data, DATA_KEYS, f"{where} [data]")
+    if ("bible" in data) == ("train_files" in data):
+        raise ConfigError(
+            f"{where} [data]: give either `bible` (the offline corpus) or `train_files`, not both or neither."
+        )
+    if "bible" in data:
+        _check_keys(data["bible"], {f.name for f in dataclasses.fields(BibleCorpusConfig)}, f"{where} [data.bible]")
+    elif "test_files" not in data:
+        raise ConfigError(f"{where} [data]: with train_files, give test_files too (e.g. {{supervised: test.jsonl}}).")
+    _check_keys(config.get("tokenizer", {}), TOKENIZER_KEYS, f"{where} [tokenizer]")
+    model_keys = set(inspect.signature(LangSpecConfig.__init__).parameters) - {"self", "kwargs"}
+    _check_keys(config.get("model", {}), model_keys | {"class"}, f"{where} [model]")
+    fixed = {"vocab_size", "languages", "lang_tag_token_ids", "lang_tag_style"} & set(config.get("model", {}))
+    if fixed:
+        raise ConfigError(
+            f"{where} [model]: {sorted(fixed)} come from the tokenizer; set them in [tokenizer] instead."
+        )
+    training_keys = {f.name for f in dataclasses.fields(LangSpecTrainingArguments)}
+    _check_keys(config.get("training", {}), training_keys - {"output_dir"}, f"{where} [training]")
+    _check_keys(config.get("evaluation", {}), EVALUATION_KEYS, f"{where} [evaluation]")
+    _check_keys(config.get("translate", {}), TRANSLATE_KEYS, f"{where} [translate]")
+    _check_keys(config.get("card", {}), CARD_KEYS, f"{where} [card]")
+
+
+def _check_writable(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as err:
+        raise ConfigError(
+            f"Cannot write to output_dir {directory}: {err.strerror}. Choose a writable directory."
+        ) from None
+
+
+def _load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> dict[str, Any]:
+    from ..data.bible import BibleCorpusConfig, build_bible_corpus
+    from ..data.local import load_local
+
+    if "bible" in data:
+        with main_process_first(desc="building the Bible corpus"):
+            corpus = build_bible_corpus(output_dir / "data", BibleCorpusConfig(**data["bible"]))
+        files = corpus.files
+        train_files, valid_files = [files["train"]], [files["valid"]]
+        test_files = {"supervised": files["test"], "zero-shot": files["test.zeroshot"]}
+    else:
+        train_files = data["train_files"] if isinstance(data["train_files"], list) else [data["train_files"]]
+        valid_files = data.get("valid_files", [])
+        valid_files = valid_files if isinstance(valid_files, list) else [valid_files]
+        test_files = data["test_files"] if isinstance(data["test_files"], dict) else {"supervised": data["test_files"]}
+    train = [row for path in train_files for row in load_local(path)]
+    valid = [row for path in valid_files for row in load_local(path)]
+    tests = {name: load_local(path).to_list() for name, path in test_files.items()}
+    cap = data.get("max_train_examples_per_direction")
+    if cap:
+        seen: Counter = Counter()
+        kept = []
+        for row in train:
+            key = (row["src_lang"], row["tgt_lang"])
+            if seen[key] < cap:
+                kept.append(row)
+            seen[key] += 1
+        logger.info("Capped training data at %d examples per direction: %d of %d kept", cap, len(kept), len(train))
+        train = kept
+    return {"train": train, "valid": valid, "tests": tests}
+
+
+def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path, main_process_first):
+    from ..tokenization import LangSpecTokenizer, train_tokenizer
+
+    if "path" in section:
+        return LangSpecTokenizer.from_pretrained(section["path"])
+    target = output_dir / "tokenizer"
+    with main_process_first(desc="training the tokenizer"):
+        if not (target / "tokenizer.json").exists():
+            texts: dict[str, list[str]] = defaultdict(list)
+            for row in train_rows:
+                texts[row["src_lang"]].append(row["src"])
+                texts[row["tgt_lang"]].append(row["tgt"])
+            tokenizer = train_tokenizer(texts, **{k: v for k, v in section.items() if k != "path"})
+            tokenizer.save_pretrained(target)
+    return LangSpecTokenizer.from_pretrained(target)
+
+
+def _per_direction(rows: list[dict], limit: int | None) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        direction = f"{row['src_lang']}-{row['tgt_lang']}"
+        if limit is None or len(groups[direction]) < limit:
+            groups[direction].append(row)
+    return dict(groups)
+
+
+def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any]:
+    """Run every step of the config; returns paths and the evaluation results. Resumes by default."""
+    import torch
+    from datasets import Dataset
+    from transformers import DataCollatorForSeq2Seq
+
+    from ..data.processing import filter_pairs
+    from ..evaluation import copy_baseline, evaluate_model, results_table, save_results, translate
+    from ..modeling import LangSpecConfig, LangSpecForConditionalGeneration
+    from .trainer import LangSpecSeq2SeqTrainer, LangSpecTrainingArguments
+
+    validate_config(config)
+    output_dir = Path(config["output_dir"])
+    _check_writable(output_dir)
+    args = LangSpecTrainingArguments(output_dir=str(output_dir / "checkpoints"), **config.get("training", {}))
+    data_section = config.get("data", {})
+    data = _load_data(data_section, output_dir, args.main_process_first)
+    tokenizer = _tokenizer(config.get("tokenizer", {}), data["train"], output_dir, args.main_process_first)
+    languages_used = {r["src_lang"] for r in data["train"]} | {r["tgt_lang"] for r in data["train"]}
+    for code in sorted(languages_used):
+        tokenizer.language_id(code)  # a language the tokenizer lacks fails before training
+    for name, rows in data["tests"].items():
+        if not rows:
+            raise ConfigError(f"The {name} test set is empty; check data.test_files or the corpus settings.")
+
+    train, report = filter_pairs(data["train"], tokenizer=tokenizer, max_length=data_section.get("max_length", 100))
+    logger.info("Training data after filtering:\n%s", report.table())
+    model_section = dict(config.get("model", {}))
+    model_class = model_section.pop("class", "baseline")
+    if model_class != "baseline":
+        raise ConfigError(f"[model] class={model_class!r}: this version provides 'baseline'.")
+    model_config = LangSpecConfig(**tokenizer.model_config_kwargs(), **model_section)
+    torch.manual_seed(args.seed)
+    model = LangSpecForConditionalGeneration(model_config)
+    tokenizer.check_model(model)
+
+    def encode(batch):
+        return tokenizer(
+            batch["src"], text_target=batch["tgt"], src_lang=batch["src_lang"], tgt_lang=batch["tgt_lang"]
+        )
+
+    columns = ["src_lang", "tgt_lang", "src", "tgt"]
+    num_proc = data_section.get("num_proc")
+    with args.main_process_first(desc="tokenizing"):
+        train_set = train.map(encode, batched=True, remove_columns=columns, num_proc=num_proc, desc="tokenizing train")
+        valid_per_direction = _per_direction(data["valid"], data_section.get("valid_sentences_per_direction", 100))
+        eval_sets = {
+            direction: Dataset.from_list(rows).map(encode, batched=True, remove_columns=columns)
+            for direction, rows in valid_per_direction.items()
+        }
+    trainer = LangSpecSeq2SeqTrainer(
+        model=model,
+        args=args,
+        train_dataset=train_set,
+        eval_dataset=eval_sets or None,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        processing_class=tokenizer,
+        compute_metrics=bleu_metric(tokenizer) if args.predict_with_generate else None,
+    )
+    trainer.train(resume_from_checkpoint=resume)
+    model_dir = output_dir / "model"
+    if not trainer.is_world_process_zero():
+        return {"model_dir": model_dir}
+    _write_run_info(output_dir, config, args, report)
+    trainer.save_model(str(model_dir))
+    tokenizer.save_pretrained(model_dir)
+
+    evaluation = config.get("evaluation", {})
+    outcome: dict[str, Any] = {"model_dir": model_dir, "filter_report": report}
+    if evaluation.get("splits") == []:  # evaluation switched off
+        return outcome
+    tests = {
+        name: [
+            row
+            for rows in _per_direction(rows, evaluation.get("max_sentences_per_direction")).values()
+            for row in rows
+        ]
+        for name, rows in data["tests"].items()
+        if name in evaluation.get("splits", list(data["tests"]))
+    }
+    model.eval()
+    results = evaluate_model(
+        model, tokenizer, tests,
+        batch_size=evaluation.get("batch_size", 32), num_beams=evaluation.get("num_beams", 4),
+        max_new_tokens=evaluation.get("max_new_tokens", 128), off_target=evaluation.get("off_target", "zero-shot"),
+    )  # fmt: skip
+    baseline = copy_baseline(tests)
+    paths = save_results(results, output_dir / "evaluation", baseline)
+    table = results_table(results, baseline)
+    print(table)
+
+    from ..export.card import write_model_card
+
+    card_section = config.get("card", {})
+    write_model_card(
+        model_dir, results, train_sizes=Counter(f"{r['src_lang']}-{r['tgt_lang']}" for r in train), **card_section
+    )
+    outcome |= {"results": results, "results_files": paths}
+    example = config.get("translate")
+    if example:
+        outcome["example"] = translate(
+            model, tokenizer, [example["text"]], example["src_lang"], example["tgt_lang"], show_progress=False
+        )[0]
+        print(f"{example['src_lang']} -> {example['tgt_lang']}: {example['text']}\n  {outcome['example']}")
+    return outcome
+
+
+def _write_run_info(output_dir: Path, config: dict[str, Any], args: Any, report: Any) -> None:
+    import torch
+    import transformers
+
+    from .. import __version__
+
+    info = {
+        "world_size": args.world_size,
+        "global_train_batch_size": args.per_device_train_batch_size
+        * args.world_size
+        * args.gradient_accumulation_steps,
+        "versions": {"hf_langspec": __version__, "torch": torch.__version__, "transformers": transformers.__version__},
+        "train_filter_report": {"kept": report.kept, "removed": report.removed},
+        "config": config,
+    }
+    (output_dir / "run_info.json").write_text(json.dumps(info, indent=2, default=str))
+
+
+def bleu_metric(tokenizer):
+    """`compute_metrics` for generation-based validation: sacreBLEU and chrF of one eval set."""
+    import numpy as np
+
+    from ..evaluation.metrics import corpus_scores
+
+    def compute(prediction):
+        predictions, labels = prediction.predictions, prediction.label_ids
+        predictions = np.where(predictions < 0, tokenizer.pad_token_id, predictions)
+        labels = np.where(labels < 0, tokenizer.pad_token_id, labels)
+        hyps = tokenizer.batch_decode(predictions, skip_special_tokens=True)
+        refs = tokenizer.batch_decode(labels, skip_special_tokens=True)
+        scores = corpus_scores([h.strip() for h in hyps], [r.strip() for r in refs])
+        return {"bleu": scores["bleu"], "chrf": scores["chrf"]}
+
+    return compute
+
+
+__all__ = ["ConfigError", "bleu_metric", "load_config", "run_experiment", "validate_config"]

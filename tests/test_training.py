@@ -1,0 +1,242 @@
+"""The training pipeline: config checks, auxiliary losses under label smoothing, resuming, averaging."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from datasets import Dataset
+from transformers import DataCollatorForSeq2Seq, TrainerCallback
+from transformers.modeling_outputs import Seq2SeqLMOutput
+
+from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, train_tokenizer
+from hf_langspec.training import (
+    LangSpecSeq2SeqTrainer,
+    LangSpecTrainingArguments,
+    average_checkpoints,
+    complete_checkpoints,
+    last_complete_checkpoint,
+)
+from hf_langspec.training.experiment import ConfigError, run_experiment, validate_config
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"]
+
+
+def synthetic_pairs(n: int = 96) -> list[dict[str, str]]:
+    """A learnable toy task: de is the English words reversed, fr the words upper-cased."""
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for i in range(n):
+        words = [WORDS[j] for j in torch.randint(0, len(WORDS), (3 + i % 4,), generator=g)]
+        en = " ".join(words)
+        other = ("de", " ".join(reversed(words))) if i % 2 else ("fr", en.upper())
+        rows.append({"src_lang": "en", "tgt_lang": other[0], "src": en, "tgt": other[1]})
+        rows.append({"src_lang": other[0], "tgt_lang": "en", "src": other[1], "tgt": en})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    texts = {}
+    for row in synthetic_pairs():
+        texts.setdefault(row["src_lang"], []).append(row["src"])
+    return train_tokenizer(texts, languages=["en", "de", "fr"], vocab_size=120, show_progress=False)
+
+
+def tiny_model(tokenizer, cls=LangSpecForConditionalGeneration, **overrides):
+    kwargs = dict(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                  encoder_ffn_dim=32, decoder_ffn_dim=32, dropout=0.1)  # fmt: skip
+    torch.manual_seed(0)
+    return cls(LangSpecConfig(**tokenizer.model_config_kwargs(), **{**kwargs, **overrides}))
+
+
+def encoded(tokenizer, rows):
+    def encode(batch):
+        return tokenizer(
+            batch["src"], text_target=batch["tgt"], src_lang=batch["src_lang"], tgt_lang=batch["tgt_lang"]
+        )
+
+    return Dataset.from_list(rows).map(encode, batched=True, remove_columns=["src_lang", "tgt_lang", "src", "tgt"])
+
+
+def make_trainer(tokenizer, output_dir, model=None, callbacks=(), **args):
+    model = model or tiny_model(tokenizer)
+    defaults = dict(output_dir=str(output_dir), max_steps=6, per_device_train_batch_size=8, learning_rate=3e-3, warmup_steps=2,
+                    logging_steps=1, save_strategy="steps", save_steps=3, report_to="none", use_cpu=True, seed=11,
+                    disable_tqdm=True, dataloader_num_workers=0)  # fmt: skip
+    return LangSpecSeq2SeqTrainer(
+        model=model,
+        args=LangSpecTrainingArguments(**{**defaults, **args}),
+        train_dataset=encoded(tokenizer, synthetic_pairs()),
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        processing_class=tokenizer,
+        callbacks=list(callbacks),
+    )
+
+
+def losses(output_dir) -> dict[int, float]:
+    state = json.loads((last_complete_checkpoint_path(output_dir) / "trainer_state.json").read_text())
+    return {e["step"]: e["loss"] for e in state["log_history"] if "loss" in e}
+
+
+def last_complete_checkpoint_path(output_dir) -> Path:
+    return Path(last_complete_checkpoint(output_dir))
+
+
+class Interrupt(TrainerCallback):
+    """Kills training (an exception, like a SIGINT) at a given step, after the checkpoint before it was written."""
+
+    def __init__(self, at_step: int):
+        self.at_step = at_step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.at_step:
+            raise KeyboardInterrupt("simulated interruption")
+
+
+def test_resume_after_interruption_continues_exactly(tokenizer, tmp_path):
+    make_trainer(tokenizer, tmp_path / "straight").train()
+    uninterrupted = losses(tmp_path / "straight")
+    with pytest.raises(KeyboardInterrupt):
+        make_trainer(tokenizer, tmp_path / "resumed", callbacks=[Interrupt(at_step=4)]).train()
+    assert [p.name for p in complete_checkpoints(tmp_path / "resumed")] == ["checkpoint-3"]
+    make_trainer(tokenizer, tmp_path / "resumed").train(resume_from_checkpoint=True)
+    resumed = losses(tmp_path / "resumed")
+    assert sorted(resumed) == list(range(1, 7))
+    for step in (4, 5, 6):  # steps after the checkpoint: same batches, same dropout, same loss
+        assert resumed[step] == pytest.approx(uninterrupted[step], abs=1e-6), step
+
+
+def test_an_interrupted_checkpoint_write_never_looks_complete(tokenizer, tmp_path):
+    make_trainer(tokenizer, tmp_path, max_steps=3).train()
+    partial = tmp_path / "checkpoint-9"
+    partial.mkdir()
+    (partial / "model.safetensors").write_bytes(b"\x00" * 10)  # the process died while writing
+    truncated = tmp_path / "checkpoint-12"
+    truncated.mkdir()
+    (truncated / "trainer_state.json").write_text('{"log_history": [')
+    assert last_complete_checkpoint(tmp_path).endswith("checkpoint-3")
+    assert sorted(p.name for p in tmp_path.iterdir() if "incomplete" in p.name) == [
+        "checkpoint-12.incomplete",
+        "checkpoint-9.incomplete",
+    ]
+
+
+def test_checkpoint_averaging_is_the_mean_of_the_weights(tokenizer, tmp_path):
+    make_trainer(tokenizer, tmp_path, max_steps=6, save_steps=3).train()
+    first, second = complete_checkpoints(tmp_path)
+    averaged = average_checkpoints([first, second])
+    from safetensors.torch import load_file
+
+    a, b = load_file(first / "model.safetensors"), load_file(second / "model.safetensors")
+    name = "model.encoder.layers.0.fc1.weight"
+    torch.testing.assert_close(averaged[name], (a[name] + b[name]) / 2)
+    assert not torch.equal(a[name], b[name])
+
+
+@dataclass
+class AuxOutput(Seq2SeqLMOutput):
+    aux_loss: torch.Tensor | None = None
+
+
+class ModelWithAuxLoss(LangSpecForConditionalGeneration):
+    """Returns an auxiliary loss that depends on its own parameter, as HLT-MT's disparity loss does."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.aux_weight = torch.nn.Parameter(torch.tensor(0.5))
+
+    def forward(self, **kwargs):
+        out = super().forward(**kwargs)
+        aux = 3.0 * self.aux_weight**2
+        return AuxOutput(loss=None if out.loss is None else out.loss + aux, logits=out.logits, aux_loss=aux)
+
+
+def test_auxiliary_loss_reaches_the_gradient_under_label_smoothing(tokenizer, tmp_path):
+    model = tiny_model(tokenizer, cls=ModelWithAuxLoss, dropout=0.0).eval()
+    trainer = make_trainer(tokenizer, tmp_path, model=model, label_smoothing_factor=0.1)
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(4)])
+    loss = trainer.compute_loss(model, dict(batch))
+    smoothed = trainer.label_smoother(model(**{k: v for k, v in batch.items() if k != "labels"}), batch["labels"])
+    torch.testing.assert_close(loss, smoothed + 3.0 * 0.5**2)
+    loss.backward()
+    assert model.aux_weight.grad == pytest.approx(6.0 * 0.5)  # d(3 w^2)/dw
+
+
+def test_temperature_sampler_is_used_and_needs_language_ids(tokenizer, tmp_path):
+    trainer = make_trainer(tokenizer, tmp_path)
+    sampler = trainer._get_train_sampler()
+    assert type(sampler).__name__ == "TemperatureSampler" and sampler.temperature == 5.0
+    assert sorted(sampler.directions) == [(0, 1), (0, 2), (1, 0), (2, 0)]
+    stripped = trainer.train_dataset.remove_columns(["src_lang_ids", "tgt_lang_ids"])
+    with pytest.raises(ValueError, match=r"needs the columns \['src_lang_ids', 'tgt_lang_ids'\]"):
+        trainer._get_train_sampler(stripped)
+
+
+def _config(tmp_path, **sections):
+    files = {}
+    for split in ("train", "test"):
+        path = tmp_path / f"{split}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in synthetic_pairs(24 if split == "train" else 4)))
+        files[split] = str(path)
+    config = {
+        "output_dir": str(tmp_path / "run"),
+        "data": {"train_files": [files["train"]], "test_files": {"supervised": files["test"]}},
+        "tokenizer": {"vocab_size": 100},
+        "model": {"d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+                  "decoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32},
+        "training": {"max_steps": 2, "per_device_train_batch_size": 8, "report_to": "none", "use_cpu": True,
+                     "save_strategy": "no", "disable_tqdm": True},
+        "evaluation": {"num_beams": 1, "max_new_tokens": 5, "off_target": False},
+    }  # fmt: skip
+    for name, value in sections.items():
+        config[name] = value if not isinstance(value, dict) else {**config.get(name, {}), **value}
+    return config
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"training": {"lerning_rate": 1.0}}, r"\[training\]: unknown keys \['lerning_rate'\]"),
+        ({"model": {"languages": ["en"]}}, r"\['languages'\] come from the tokenizer"),
+        ({"model": {"d_modle": 32}}, r"\[model\]: unknown keys \['d_modle'\]"),
+        ({"extra": 1}, r"unknown keys \['extra'\]"),
+        ({"data": {"bible": {"languages": ["en", "de"]}}}, "either `bible`"),
+    ],
+)
+def test_bad_configs_fail_before_any_work(tmp_path, change, message):
+    with pytest.raises(ConfigError, match=message):
+        validate_config(_config(tmp_path, **change))
+
+
+def test_bad_inputs_fail_before_training(tmp_path, tokenizer):
+    tokenizer.save_pretrained(tmp_path / "tok")
+    config = _config(tmp_path, tokenizer={"path": str(tmp_path / "tok")})
+    zh = tmp_path / "zh.jsonl"
+    zh.write_text(json.dumps({"src_lang": "en", "tgt_lang": "zh", "src": "a", "tgt": "b"}) + "\n")
+    config["data"]["train_files"].append(str(zh))
+    with pytest.raises(ValueError, match=r"Unknown language code 'zh'"):
+        run_experiment(config)
+    assert not (tmp_path / "run" / "checkpoints").exists()
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(ConfigError, match="The supervised test set is empty"):
+        run_experiment(_config(tmp_path, data={"test_files": {"supervised": str(empty)}}))
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ConfigError, match="Cannot write to output_dir"):
+        run_experiment(_config(tmp_path, output_dir=str(blocker / "run")))
+
+
+def test_a_small_experiment_runs_end_to_end(tmp_path):
+    outcome = run_experiment(_config(tmp_path, translate={"text": "alpha beta", "src_lang": "en", "tgt_lang": "de"}))
+    model_dir = outcome["model_dir"]
+    assert {"model.safetensors", "tokenizer.json", "README.md", "config.json"} <= {p.name for p in model_dir.iterdir()}
+    results = json.loads((tmp_path / "run" / "evaluation" / "results.json").read_text())
+    assert set(results["directions"]) == {"en-de", "de-en", "en-fr", "fr-en"}
+    assert "copy_source_baseline" in results and isinstance(outcome["example"], str)
+    info = json.loads((tmp_path / "run" / "run_info.json").read_text())
+    assert info["world_size"] == 1 and info["global_train_batch_size"] == 8
