@@ -229,3 +229,17 @@ def test_sampler_only_yields_valid_indices(directions, seed):
 
 def test_canonical_dataset_columns():
     assert canonical_dataset(ROWS).column_names == list(CANONICAL_COLUMNS)
+
+
+def test_sampler_groups_by_length_without_changing_the_draws():
+    directions = ["a"] * 300 + ["b"] * 30
+    lengths = [(i * 37) % 50 + 1 for i in range(len(directions))]
+    plain = TemperatureSampler(directions, seed=4)
+    grouped = TemperatureSampler(directions, seed=4, lengths=lengths, batch_size=8, megabatch_size=5)
+    drawn, ordered = list(plain), list(grouped)
+    assert sorted(drawn) == sorted(ordered)  # same examples, same direction mix
+    for start in range(0, len(ordered), 40):
+        chunk = [lengths[i] for i in ordered[start : start + 40]]
+        assert chunk == sorted(chunk, reverse=True)
+    with pytest.raises(ValueError, match="needs batch_size"):
+        TemperatureSampler(directions, lengths=lengths)

@@ -9,6 +9,11 @@ The sampler draws a direction per example, then the next example of that directi
 per-epoch permutation (cycled when a small direction is oversampled). It depends only on `seed`
 and the epoch, so every process of a distributed run draws the same sequence; accelerate then
 gives each process its share of the batches.
+
+With `lengths` and `batch_size`, the draws are sorted by length within mega-batches of
+`megabatch_size` batches (as transformers' LengthGroupedSampler does), so a batch holds sentences of
+similar length and little padding, as fairseq's length-bucketed batches do, while the mix over
+directions stays that of the temperature.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ class TemperatureSampler(Sampler[int]):
         num_samples: indices per epoch; defaults to the dataset size.
         seed: base seed; epoch e uses `seed + e`.
         warmup_epochs: raise T linearly from 1 to `temperature` over this many epochs (0: no warm-up).
+        lengths: the length of every example, to group batches by length (needs `batch_size`).
+        batch_size: the batch size the grouping works for.
+        megabatch_size: batches per sorted mega-batch.
     """
 
     def __init__(
@@ -37,6 +45,9 @@ class TemperatureSampler(Sampler[int]):
         num_samples: int | None = None,
         seed: int = 0,
         warmup_epochs: float = 0.0,
+        lengths: Sequence[int] | None = None,
+        batch_size: int | None = None,
+        megabatch_size: int = 50,
     ):
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature}.")
@@ -53,6 +64,10 @@ class TemperatureSampler(Sampler[int]):
         self.directions = sorted(groups, key=str)
         self.groups = [torch.tensor(groups[d]) for d in self.directions]
         self.sizes = torch.tensor([len(g) for g in self.groups], dtype=torch.float64)
+        if lengths is not None and (batch_size is None or len(lengths) != len(directions)):
+            raise ValueError("Grouping by length needs batch_size and one length per example.")
+        self.lengths = None if lengths is None else torch.as_tensor(lengths)
+        self.megabatch = None if lengths is None else batch_size * megabatch_size
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -83,6 +98,9 @@ class TemperatureSampler(Sampler[int]):
         slots = torch.argsort(choices, stable=True)
         indices = torch.empty(self.num_samples, dtype=torch.long)
         indices[slots] = torch.cat(picked)
+        if self.lengths is not None:
+            chunks = indices.split(self.megabatch)
+            indices = torch.cat([c[torch.argsort(self.lengths[c], descending=True, stable=True)] for c in chunks])
         return iter(indices.tolist())
 
     def __len__(self) -> int:

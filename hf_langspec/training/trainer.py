@@ -2,7 +2,8 @@
 
 * temperature-based sampling over directions (`sampling_temperature`, T=5 as in the papers; HLT-MT's
   linear warm-up of T from 1 with `temperature_warmup_epochs`), seeded from `args.seed`, identical on
-  every process;
+  every process, with batches of similar length (`train_sampling_strategy="group_by_length"`, the
+  default, as fairseq's length buckets: far less padding);
 * label smoothing that keeps a model's auxiliary loss: with `label_smoothing_factor > 0` the Trainer
   recomputes the loss from the logits and would drop, e.g., HLT-MT's disparity loss, so the
   `aux_loss` the model returns is added back;
@@ -47,6 +48,10 @@ class LangSpecTrainingArguments(Seq2SeqTrainingArguments):
         default=0, metadata={"help": "Average the weights of the last N checkpoints into output_dir at the end."}
     )
     lr_scheduler_type: str = field(default="inverse_sqrt", metadata={"help": "fairseq's inverse_sqrt by default."})
+    train_sampling_strategy: str = field(
+        default="group_by_length",
+        metadata={"help": "Batches of similar length (fairseq's buckets) within the temperature sampling."},
+    )
     label_smoothing_factor: float = field(default=0.1, metadata={"help": "0.1 in every paper."})
     adam_beta2: float = field(default=0.98, metadata={"help": "Adam (0.9, 0.98) as in the papers."})
 
@@ -66,11 +71,16 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
                 "example's direction; tokenize with LangSpecTokenizer (it returns them) or set sampling_temperature=0."
             )
         directions = list(zip(dataset["src_lang_ids"], dataset["tgt_lang_ids"], strict=True))
+        lengths = None
+        if self.args.train_sampling_strategy == "group_by_length":
+            lengths = [max(len(s), len(t)) for s, t in zip(dataset["input_ids"], dataset["labels"], strict=True)]
         return TemperatureSampler(
             directions,
             temperature=temperature,
             seed=self.args.seed,
             warmup_epochs=getattr(self.args, "temperature_warmup_epochs", 0.0),
+            lengths=lengths,
+            batch_size=self._train_batch_size * self.args.world_size,
         )
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):

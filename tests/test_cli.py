@@ -1,0 +1,84 @@
+"""The command line and multi-process training, run as a user runs them (subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from test_training import _config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "hf_langspec.cli", *map(str, args)], input=stdin, capture_output=True, text=True,
+        timeout=600, check=check,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli")
+    config = tmp / "config.yaml"
+    config.write_text(yaml.safe_dump(_config(tmp, training={"max_steps": 3})))
+    cli("train", "--config", config)
+    return tmp
+
+
+@pytest.mark.slow
+def test_train_translate_evaluate_card_from_the_command_line(trained):
+    model = trained / "run" / "model"
+    out = cli("translate", model, "--src-lang", "en", "--tgt-lang", "de", "--num-beams", "2", "--max-new-tokens", "4",
+              stdin="alpha beta\ngamma delta epsilon\n")  # fmt: skip
+    assert len(out.stdout.splitlines()) == 2
+    reference = trained / "run" / "evaluation" / "results.json"
+    evaluation = cli("evaluate", model, "--test", f"supervised={trained / 'test.jsonl'}", "--output-dir", trained / "eval",
+                     "--num-beams", "1", "--max-new-tokens", "4", "--off-target", "none", "--reference", reference)  # fmt: skip
+    assert "| en-de | supervised |" in evaluation.stdout and "win ratio against" in evaluation.stdout
+    assert (
+        json.loads((trained / "eval" / "results.json").read_text())["win_ratio"] == 0.0
+    )  # same model: ties never win
+    card = cli("card", model, "--results", reference, "--model-name", "tiny")
+    assert "model card written" in card.stdout and "model-index" in (model / "README.md").read_text()
+
+
+def test_cli_errors_are_one_clear_line(tmp_path):
+    result = cli("translate", tmp_path / "missing", "--src-lang", "en", "--tgt-lang", "de", stdin="a\n", check=False)
+    assert result.returncode != 0
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml.safe_dump({"output_dir": str(tmp_path / "x"), "data": {"bible": {}}, "trainig": {}}))
+    result = cli("train", "--config", config, check=False)
+    assert result.returncode == 2 and "unknown keys ['trainig']" in result.stderr
+    result = cli("data", "bible", "--output-dir", tmp_path / "b", "--languages", "en,zh", check=False)
+    assert result.returncode == 2 and "allow_restricted=True" in result.stderr
+
+
+@pytest.mark.slow
+def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path):
+    runs = {}
+    for procs in (1, 2):
+        config = _config(tmp_path, output_dir=str(tmp_path / f"run{procs}"),
+                         training={"max_steps": 4, "per_device_train_batch_size": 8 // procs, "logging_steps": 1,
+                                   "save_strategy": "steps", "save_steps": 4, "seed": 5},
+                         model={"dropout": 0.0}, evaluation={"splits": []})  # fmt: skip
+        path = tmp_path / f"config{procs}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+                    "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"] if procs == 2 else [sys.executable]  # fmt: skip
+        subprocess.run([*launcher, ROOT / "examples" / "train_translation.py", "--config", path],
+                       check=True, capture_output=True, text=True, timeout=900)  # fmt: skip
+        info = json.loads((tmp_path / f"run{procs}" / "run_info.json").read_text())
+        state = json.loads(
+            (tmp_path / f"run{procs}" / "checkpoints" / "checkpoint-4" / "trainer_state.json").read_text()
+        )
+        runs[procs] = (info, {e["step"]: e["loss"] for e in state["log_history"] if "loss" in e})
+    assert runs[2][0]["world_size"] == 2 and runs[1][0]["world_size"] == 1
+    assert runs[1][0]["global_train_batch_size"] == runs[2][0]["global_train_batch_size"] == 8
+    for step in (1, 4):
+        # per-rank means averaged vs one mean over the same 8 examples: equal up to token-count weighting
+        assert runs[2][1][step] == pytest.approx(runs[1][1][step], rel=0.02), step

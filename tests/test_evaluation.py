@@ -1,0 +1,160 @@
+"""Evaluation numbers against independent computations; model cards; the push helper."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import sacrebleu
+import torch
+import yaml
+
+from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, train_tokenizer
+from hf_langspec.evaluation import (
+    corpus_scores,
+    direction_groups,
+    evaluate_model,
+    group_means,
+    language_identifier,
+    off_target_rate,
+    resource_groups,
+    save_results,
+    win_ratio,
+)
+from hf_langspec.evaluation.evaluate import copy_baseline, load_results
+from hf_langspec.export import build_model_card, push_model
+
+HYPS = ["The cat sat on the mat.", "A dog barked loudly at night.", "He went home."]
+REFS = ["The cat is sitting on the mat.", "A dog barked loudly in the night.", "He went home early."]
+
+
+def test_scores_equal_direct_sacrebleu_calls():
+    scores = corpus_scores(HYPS, REFS)
+    assert scores["bleu"] == sacrebleu.corpus_bleu(HYPS, [REFS]).score
+    assert scores["chrf"] == sacrebleu.corpus_chrf(HYPS, [REFS]).score
+    assert scores["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+    with pytest.raises(ValueError, match="empty test set"):
+        corpus_scores([], [])
+
+
+GERMAN = ["Im Anfang schuf Gott die Himmel und die Erde.", "Und die Erde war wüst und leer.",
+          "Und Gott sprach: Es werde Licht!", "Und es ward Abend und es ward Morgen."]  # fmt: skip
+ENGLISH = ["In the beginning God created the heavens and the earth."]
+
+
+@pytest.mark.parametrize("identifier", ["lingua", "langid"])
+def test_off_target_rate_on_known_languages(identifier):
+    identify = language_identifier(identifier)
+    assert identify(GERMAN + ENGLISH) == ["de"] * 4 + ["en"]
+    assert off_target_rate(GERMAN + ENGLISH, "de", identify) == pytest.approx(1 / 5)
+    assert off_target_rate(GERMAN, "fr", identify) == 1.0
+
+
+def test_group_means_and_win_ratio_by_hand():
+    results = {"en-de": {"bleu": 20.0}, "en-fr": {"bleu": 30.0}, "de-en": {"bleu": 24.0}, "fr-en": {"bleu": 28.0},
+               "de-fr": {"bleu": 5.0}, "fr-de": {"bleu": 3.0}}  # fmt: skip
+    reference = {"en-de": {"bleu": 19.0}, "en-fr": {"bleu": 31.0}, "de-en": {"bleu": 24.0}, "fr-en": {"bleu": 27.5},
+                 "de-fr": {"bleu": 4.0}}  # fmt: skip
+    groups = direction_groups(list(results), zero_shot=["de-fr", "fr-de"])
+    assert groups == {"en-xx": ["en-de", "en-fr"], "xx-en": ["de-en", "fr-en"], "zero-shot": ["de-fr", "fr-de"]}
+    assert group_means(results, groups) == {"en-xx": 25.0, "xx-en": 26.0, "zero-shot": 4.0}
+    assert win_ratio(results, reference) == 3 / 5  # en-de, fr-en, de-fr win; en-fr loses; de-en ties
+    sizes = {"en-de": 2_000_000, "en-fr": 500_000, "en-sw": 20_000}
+    assert resource_groups(sizes) == {"de": "High", "fr": "Med", "sw": "Low"}
+    assert resource_groups(sizes, low_below=600_000, high_from=3_000_000) == {"de": "Med", "fr": "Low", "sw": "Low"}
+
+
+def test_win_ratio_against_a_results_file(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"directions": {"en-de": {"bleu": 10.0}, "de-en": {"bleu": 12.0}}}))
+    assert win_ratio({"en-de": {"bleu": 11.0}, "de-en": {"bleu": 11.0}}, load_results(path)["directions"]) == 0.5
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ValueError, match="not a results file"):
+        load_results(tmp_path / "bad.json")
+
+
+@pytest.fixture(scope="module")
+def model_and_tokenizer():
+    texts = {
+        "en": ENGLISH * 3 + ["The earth was formless and empty."] * 3,
+        "de": GERMAN * 2,
+        "fr": ["Au commencement, Dieu créa."] * 4,
+    }
+    tok = train_tokenizer(texts, vocab_size=80, show_progress=False)
+    config = LangSpecConfig(**tok.model_config_kwargs(), d_model=32, encoder_layers=1, decoder_layers=1,
+                            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32)  # fmt: skip
+    torch.manual_seed(0)
+    return LangSpecForConditionalGeneration(config).eval(), tok
+
+
+def test_pipeline_scores_equal_sacrebleu_on_the_same_outputs(model_and_tokenizer, tmp_path):
+    model, tok = model_and_tokenizer
+    rows = [{"src_lang": "en", "tgt_lang": "de", "src": e, "tgt": g} for e, g in zip(ENGLISH * 4, GERMAN, strict=True)]
+    zero = [{"src_lang": "de", "tgt_lang": "fr", "src": g, "tgt": "Au commencement, Dieu créa."} for g in GERMAN]
+    results = evaluate_model(model, tok, {"supervised": rows, "zero-shot": zero}, num_beams=2, max_new_tokens=6,
+                             identifier=language_identifier("langid"), show_progress=False)  # fmt: skip
+    for direction, refs in (("en-de", GERMAN), ("de-fr", ["Au commencement, Dieu créa."] * 4)):
+        hyps = results["hypotheses"][direction]
+        assert results["directions"][direction]["bleu"] == sacrebleu.corpus_bleu(hyps, [refs]).score
+        assert results["directions"][direction]["chrf"] == sacrebleu.corpus_chrf(hyps, [refs]).score
+    assert "off_target" in results["directions"]["de-fr"] and "off_target" not in results["directions"]["en-de"]
+    assert results["groups"]["bleu"]["zero-shot"] == results["directions"]["de-fr"]["bleu"]
+    baseline = copy_baseline({"supervised": rows})
+    assert baseline["en-de"]["bleu"] == sacrebleu.corpus_bleu(ENGLISH * 4, [GERMAN]).score
+    paths = save_results(results, tmp_path, baseline)
+    table = paths["markdown"].read_text()
+    assert "| en-de | supervised |" in table and "copy-source BLEU" in table and "BLEU signature" in table
+    with pytest.raises(ValueError, match=r"Test sets \['zero-shot'\] are empty"):
+        evaluate_model(model, tok, {"supervised": rows, "zero-shot": []}, show_progress=False)
+    with pytest.raises(ValueError, match="Unknown language code 'xx'"):
+        evaluate_model(model, tok, {"supervised": [{**rows[0], "tgt_lang": "xx"}]}, show_progress=False)
+
+
+def test_model_card_has_model_index_and_languages(model_and_tokenizer, tmp_path):
+    model, tok = model_and_tokenizer
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    results = {"directions": {"en-de": {"bleu": 12.345, "chrf": 40.0, "set": "supervised", "bleu_signature": "sig"}},
+               "groups": {"bleu": {"en-xx": 12.345}, "chrf": {"en-xx": 40.0}}, "group_members": {"en-xx": ["en-de"]}}  # fmt: skip
+    card = build_model_card(
+        tmp_path, results, train_sizes={"en-de": 100}, model_name="tiny-bible", repo_id="me/tiny-bible"
+    )
+    metadata = yaml.safe_load(str(card).split("---")[1])
+    assert metadata["language"] == ["de", "en", "fr"] and "custom_code" in metadata["tags"]
+    assert metadata["pipeline_tag"] == "translation" and metadata["library_name"] == "transformers"
+    metrics = metadata["model-index"][0]["results"]
+    assert {(m["dataset"]["config"], m["metrics"][0]["type"], m["metrics"][0]["value"]) for m in metrics} == {
+        ("en-de", "bleu", 12.35), ("en-de", "chrf", 40.0),
+    }  # fmt: skip
+    assert "Johnson et al. (2017)" in card.text and "trust_remote_code=True" in card.text and "| en-de |" in card.text
+
+
+class FakeHub:
+    """Records what push_model asks of the Hub API."""
+
+    def __init__(self):
+        self.calls = []
+
+    def create_repo(self, **kwargs):
+        self.calls.append(("create_repo", kwargs))
+
+    def upload_folder(self, **kwargs):
+        self.calls.append(("upload_folder", kwargs))
+        return type("Commit", (), {"commit_url": f"https://hub.example/{kwargs['repo_id']}/commit/1"})()
+
+
+def test_push_helper_uploads_a_complete_folder(model_and_tokenizer, tmp_path):
+    model, tok = model_and_tokenizer
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    api = FakeHub()
+    with pytest.raises(FileNotFoundError, match=r"lacks \['README.md'\]"):
+        push_model(tmp_path, "me/tiny", api=api)
+    build_model_card(tmp_path).save(tmp_path / "README.md")
+    url = push_model(tmp_path, "me/tiny", api=api, private=True)
+    assert url == "https://hub.example/me/tiny/commit/1"
+    assert api.calls[0] == (
+        "create_repo",
+        {"repo_id": "me/tiny", "private": True, "exist_ok": True, "repo_type": "model"},
+    )
+    assert api.calls[1][1]["folder_path"] == str(tmp_path) and api.calls[1][1]["repo_id"] == "me/tiny"
