@@ -60,3 +60,34 @@ def random_batch(batch: int = 3, src_len: int = 9, tgt_len: int = 6, seed: int =
 @pytest.fixture
 def batch() -> dict[str, torch.Tensor]:
     return random_batch()
+
+
+BLOCK_PACKAGE = """
+import importlib.abc, sys
+
+class BlockPackage(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "hf_langspec":
+            raise ModuleNotFoundError("hf_langspec is not installed in this process")
+
+sys.meta_path.insert(0, BlockPackage())
+try:
+    import hf_langspec  # noqa: F401
+    raise SystemExit("hf_langspec was importable")
+except ModuleNotFoundError:
+    pass
+"""
+
+
+def run_without_package(script: str, *args, cwd) -> str:
+    """Run `script` in a fresh interpreter where hf_langspec cannot be imported, with an empty HF_HOME.
+
+    Returns its standard output; the script sees its arguments in sys.argv[1:].
+    """
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, HF_HOME=str(cwd / "hf_home"), HF_HUB_OFFLINE="1", PYTHONPATH="")
+    command = [sys.executable, "-c", BLOCK_PACKAGE + script, *map(str, args)]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=True, timeout=300).stdout

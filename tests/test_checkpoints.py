@@ -4,44 +4,27 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
-from conftest import random_batch, tiny_model
+from conftest import random_batch, run_without_package, tiny_model
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from hf_langspec import LangSpecForConditionalGeneration, LangSpecModel
 
-FRESH_PROCESS = textwrap.dedent(
-    """
-    import importlib.abc, json, sys, torch
+FRESH_PROCESS = """
+import json, sys, torch
+from transformers import AutoModelForSeq2SeqLM
 
-    class BlockPackage(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] == "hf_langspec":
-                raise ModuleNotFoundError("hf_langspec is not installed in this process")
-
-    sys.meta_path.insert(0, BlockPackage())
-    try:
-        import hf_langspec  # noqa: F401
-        raise SystemExit("hf_langspec was importable")
-    except ModuleNotFoundError:
-        pass
-    from transformers import AutoModelForSeq2SeqLM
-
-    checkpoint, batch_file, out_file = sys.argv[1:]
-    model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint, trust_remote_code=True).eval()
-    batch = {k: torch.tensor(v) for k, v in json.load(open(batch_file)).items()}
-    logits = model(**batch).logits
-    encoder = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
-    beams = model.generate(**encoder, num_beams=4, max_new_tokens=6)
-    json.dump({"class": type(model).__module__ + "." + type(model).__name__,
-               "logits": logits.tolist(), "beams": beams.tolist()}, open(out_file, "w"))
-    """
-)
+checkpoint, batch_file, out_file = sys.argv[1:]
+model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint, trust_remote_code=True).eval()
+batch = {k: torch.tensor(v) for k, v in json.load(open(batch_file)).items()}
+logits = model(**batch).logits
+encoder = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+beams = model.generate(**encoder, num_beams=4, max_new_tokens=6)
+json.dump({"class": type(model).__module__ + "." + type(model).__name__,
+           "logits": logits.tolist(), "beams": beams.tolist()}, open(out_file, "w"))
+"""
 
 
 @pytest.mark.slow
@@ -55,21 +38,7 @@ def test_checkpoint_loads_as_remote_code_in_a_fresh_process(tmp_path):
     )
     batch = random_batch(batch=3, seed=11)
     (tmp_path / "batch.json").write_text(json.dumps({k: v.tolist() for k, v in batch.items()}))
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1", PYTHONPATH="")
-    subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            FRESH_PROCESS,
-            str(tmp_path / "ckpt"),
-            str(tmp_path / "batch.json"),
-            str(tmp_path / "out.json"),
-        ],
-        cwd=tmp_path,
-        env=env,
-        check=True,
-        timeout=300,
-    )
+    run_without_package(FRESH_PROCESS, tmp_path / "ckpt", tmp_path / "batch.json", tmp_path / "out.json", cwd=tmp_path)
     result = json.loads((tmp_path / "out.json").read_text())
     assert result["class"].startswith("transformers_modules.")  # the checkpoint's own code ran
     torch.testing.assert_close(torch.tensor(result["logits"]), model(**batch).logits, atol=1e-6, rtol=0)

@@ -82,3 +82,23 @@ def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path):
     for step in (1, 4):
         # per-rank means averaged vs one mean over the same 8 examples: equal up to token-count weighting
         assert runs[2][1][step] == pytest.approx(runs[1][1][step], rel=0.02), step
+
+
+@pytest.mark.slow
+def test_the_readme_main_config_runs_on_a_bible_slice(tmp_path):
+    """The shipped main-job config, shrunk (Gospels, tiny model, few steps), through `hf-langspec train`."""
+    config = yaml.safe_load((ROOT / "examples" / "configs" / "bible_baseline_cpu.yaml").read_text())
+    config["output_dir"] = str(tmp_path / "run")
+    config["data"]["bible"].update(books=[40, 41, 42, 43], valid_chapters=5, test_chapters=5)
+    config["tokenizer"].update(vocab_size=1000)
+    config["model"].update(d_model=32, encoder_layers=1, decoder_layers=1, encoder_ffn_dim=64, decoder_ffn_dim=64)
+    config["training"].update(max_steps=6, per_device_train_batch_size=16, save_steps=3, logging_steps=3)
+    config["evaluation"].update(max_sentences_per_direction=4, num_beams=2, max_new_tokens=8)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = cli("train", "--config", path)
+    assert "BLEU signature" in out.stdout and "en -> de:" in out.stdout
+    results = json.loads((tmp_path / "run" / "evaluation" / "results.json").read_text())
+    assert set(results["directions"]) == {"en-de", "de-en", "en-fr", "fr-en", "de-fr", "fr-de"}
+    assert all("off_target" in results["directions"][d] for d in ("de-fr", "fr-de"))
+    assert (tmp_path / "run" / "model" / "README.md").exists()

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import subprocess
-import sys
-import textwrap
 from collections import defaultdict
 
 import pytest
 import torch
+from conftest import run_without_package
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer
@@ -141,32 +138,21 @@ def test_save_and_reload_through_auto_tokenizer(tok, tmp_path):
     assert loaded(**args) == tok(**args)
 
 
-FRESH_PROCESS = textwrap.dedent(
-    """
-    import importlib.abc, json, sys
+FRESH_PROCESS = """
+import json, sys
+from transformers import AutoTokenizer
 
-    class BlockPackage(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] == "hf_langspec":
-                raise ModuleNotFoundError("hf_langspec is not installed in this process")
-
-    sys.meta_path.insert(0, BlockPackage())
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
-    batch = tok(["Jesus wept.", "Im Anfang"], text_target=["Jésus pleura.", "x"], src_lang=["en", "de"], tgt_lang=["fr", "en"])
-    print(json.dumps({"class": type(tok).__module__, "batch": dict(batch), "decoded": tok.decode(batch["input_ids"][0])}))
-    """
-)
+tok = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+batch = tok(["Jesus wept.", "Im Anfang"], text_target=["Jésus pleura.", "x"], src_lang=["en", "de"], tgt_lang=["fr", "en"])
+print(json.dumps({"class": type(tok).__module__, "batch": dict(batch), "decoded": tok.decode(batch["input_ids"][0])}))
+"""
 
 
 @pytest.mark.slow
 def test_tokenizer_loads_as_remote_code_in_a_fresh_process(tok, tmp_path):
     tok.save_pretrained(tmp_path / "tok")
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1", PYTHONPATH="")
-    out = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(tmp_path / "tok")], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, check=True, timeout=300)  # fmt: skip
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    out = run_without_package(FRESH_PROCESS, tmp_path / "tok", cwd=tmp_path)
+    result = json.loads(out.strip().splitlines()[-1])
     assert result["class"].startswith("transformers_modules.")
     expected = tok(
         ["Jesus wept.", "Im Anfang"], text_target=["Jésus pleura.", "x"], src_lang=["en", "de"], tgt_lang=["fr", "en"]

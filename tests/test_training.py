@@ -240,3 +240,42 @@ def test_a_small_experiment_runs_end_to_end(tmp_path):
     assert "copy_source_baseline" in results and isinstance(outcome["example"], str)
     info = json.loads((tmp_path / "run" / "run_info.json").read_text())
     assert info["world_size"] == 1 and info["global_train_batch_size"] == 8
+
+
+def test_a_changed_tokenizer_setting_is_not_silently_reused(tmp_path):
+    run_experiment(_config(tmp_path, evaluation={"splits": []}))
+    with pytest.raises(
+        ConfigError, match=r"holds a tokenizer trained with \{'vocab_size': 100\}, but \[tokenizer\] now says"
+    ):
+        run_experiment(_config(tmp_path, tokenizer={"vocab_size": 90}, evaluation={"splits": []}))
+
+
+def test_stages_train_their_directions_and_resume_stage_by_stage(tmp_path):
+    import shutil
+
+    stages = [
+        {"name": "high", "directions": ["en-de", "de-en"], "training": {"max_steps": 2}},
+        {"name": "all", "training": {"max_steps": 4, "save_strategy": "steps", "save_steps": 2}},
+    ]
+    config = _config(tmp_path, stages=stages, evaluation={"splits": []})
+    run_experiment(config)
+    root = tmp_path / "run" / "checkpoints"
+    assert json.loads((root / "high" / "final" / "stage_complete.json").read_text()) == {"stage": "high", "step": 2}
+    assert json.loads((root / "all" / "final" / "stage_complete.json").read_text())["step"] == 4
+    # the first stage saw only its directions
+    from safetensors.torch import load_file
+
+    high = load_file(root / "high" / "final" / "model.safetensors")
+    final = load_file(tmp_path / "run" / "model" / "model.safetensors")
+    assert not torch.equal(high["model.encoder.layers.0.fc1.weight"], final["model.encoder.layers.0.fc1.weight"])
+    # interrupt stage 2 after its step-2 checkpoint: the rerun loads stage 1 and resumes stage 2
+    shutil.rmtree(root / "all" / "final")
+    shutil.rmtree(root / "all" / "checkpoint-4")
+    untouched = [root / "high" / "final" / "model.safetensors", root / "all" / "checkpoint-2" / "model.safetensors"]
+    mtimes = [p.stat().st_mtime_ns for p in untouched]
+    run_experiment(config)
+    # stage 1 was loaded, not retrained; stage 2 resumed from checkpoint-2 instead of writing it again
+    assert [p.stat().st_mtime_ns for p in untouched] == mtimes
+    assert json.loads((root / "all" / "final" / "stage_complete.json").read_text())["step"] == 4
+    with pytest.raises(ConfigError, match=r"names .* must be unique"):
+        validate_config(_config(tmp_path, stages=[{"name": "a"}, {"name": "a"}]))

@@ -23,6 +23,9 @@ evaluation:
   num_beams: 4
 translate:   # an example printed at the end
   {text: "In the beginning God created the heavens and the earth.", src_lang: en, tgt_lang: de}
+stages:      # optional: train on some directions, then on all (each stage resumable)
+  - {name: high, directions: [en-de, de-en], training: {max_steps: 1000}}
+  - {name: all, training: {max_steps: 2000}}
 ```
 """
 
@@ -41,7 +44,8 @@ import yaml
 
 logger = logging.getLogger(__name__)
 
-SECTIONS = {"output_dir", "data", "tokenizer", "model", "training", "evaluation", "translate", "card"}
+SECTIONS = {"output_dir", "data", "tokenizer", "model", "training", "stages", "evaluation", "translate", "card"}
+STAGE_KEYS = {"name", "directions", "training"}
 DATA_KEYS = {
     "bible",
     "train_files",
@@ -120,6 +124,17 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
         )
     training_keys = {f.name for f in dataclasses.fields(LangSpecTrainingArguments)}
     _check_keys(config.get("training", {}), training_keys - {"output_dir"}, f"{where} [training]")
+    stages = config.get("stages", [])
+    if not isinstance(stages, list):
+        raise ConfigError(f"{where} [stages] must be a list of stages, got {type(stages).__name__}.")
+    for i, stage in enumerate(stages):
+        _check_keys(stage, STAGE_KEYS, f"{where} [stages][{i}]")
+        if "name" not in stage:
+            raise ConfigError(f"{where} [stages][{i}] needs a name (it names the stage's checkpoint folder).")
+        _check_keys(stage.get("training", {}), training_keys - {"output_dir"}, f"{where} [stages][{i}].training")
+    names = [stage.get("name") for stage in stages]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where} [stages]: names {names} must be unique.")
     _check_keys(config.get("evaluation", {}), EVALUATION_KEYS, f"{where} [evaluation]")
     _check_keys(config.get("translate", {}), TRANSLATE_KEYS, f"{where} [translate]")
     _check_keys(config.get("card", {}), CARD_KEYS, f"{where} [card]")
@@ -175,14 +190,23 @@ def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path
     if "path" in section:
         return LangSpecTokenizer.from_pretrained(section["path"])
     target = output_dir / "tokenizer"
+    settings_file = target / "hf_langspec_training.json"  # what the reused tokenizer was trained with
     with main_process_first(desc="training the tokenizer"):
-        if not (target / "tokenizer.json").exists():
+        if (target / "tokenizer.json").exists():
+            recorded = json.loads(settings_file.read_text()) if settings_file.exists() else None
+            if recorded != section:
+                raise ConfigError(
+                    f"{target} holds a tokenizer trained with {recorded}, but [tokenizer] now says {section}. "
+                    "Use a new output_dir, or delete that tokenizer (and the checkpoints trained with it)."
+                )
+        else:
             texts: dict[str, list[str]] = defaultdict(list)
             for row in train_rows:
                 texts[row["src_lang"]].append(row["src"])
                 texts[row["tgt_lang"]].append(row["tgt"])
-            tokenizer = train_tokenizer(texts, **{k: v for k, v in section.items() if k != "path"})
+            tokenizer = train_tokenizer(texts, **section)
             tokenizer.save_pretrained(target)
+            settings_file.write_text(json.dumps(section, sort_keys=True))
     return LangSpecTokenizer.from_pretrained(target)
 
 
@@ -199,12 +223,11 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     """Run every step of the config; returns paths and the evaluation results. Resumes by default."""
     import torch
     from datasets import Dataset
-    from transformers import DataCollatorForSeq2Seq
 
     from ..data.processing import filter_pairs
     from ..evaluation import copy_baseline, evaluate_model, results_table, save_results, translate
     from ..modeling import LangSpecConfig, LangSpecForConditionalGeneration
-    from .trainer import LangSpecSeq2SeqTrainer, LangSpecTrainingArguments
+    from .trainer import LangSpecTrainingArguments
 
     validate_config(config)
     output_dir = Path(config["output_dir"])
@@ -245,19 +268,19 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
             direction: Dataset.from_list(rows).map(encode, batched=True, remove_columns=columns)
             for direction, rows in valid_per_direction.items()
         }
-    trainer = LangSpecSeq2SeqTrainer(
-        model=model,
-        args=args,
-        train_dataset=train_set,
-        eval_dataset=eval_sets or None,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
-        processing_class=tokenizer,
-        compute_metrics=bleu_metric(tokenizer) if args.predict_with_generate else None,
-    )
-    trainer.train(resume_from_checkpoint=resume)
+    stages = config.get("stages") or [{"name": "main"}]
+    for stage in stages:
+        stage_dir = output_dir / "checkpoints" / stage["name"] if len(stages) > 1 else output_dir / "checkpoints"
+        stage_args = LangSpecTrainingArguments(
+            output_dir=str(stage_dir), **{**config.get("training", {}), **stage.get("training", {})}
+        )
+        model, trainer = _run_stage(stage, stage_args, model, tokenizer, train_set, eval_sets, resume)
+    args = stage_args
     model_dir = output_dir / "model"
     if not trainer.is_world_process_zero():
         return {"model_dir": model_dir}
+    trainer.save_model(str(model_dir))
+    tokenizer.save_pretrained(model_dir)
     _write_run_info(output_dir, config, args, report)
     trainer.save_model(str(model_dir))
     tokenizer.save_pretrained(model_dir)
@@ -300,6 +323,46 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
         )[0]
         print(f"{example['src_lang']} -> {example['tgt_lang']}: {example['text']}\n  {outcome['example']}")
     return outcome
+
+
+def _run_stage(
+    stage: dict[str, Any], args: Any, model: Any, tokenizer: Any, train_set: Any, eval_sets: dict, resume: bool
+):
+    """Train one stage on its directions; a finished stage is loaded from its `final` folder instead."""
+    from transformers import DataCollatorForSeq2Seq
+
+    from .trainer import LangSpecSeq2SeqTrainer
+
+    final = Path(args.output_dir) / "final"
+    if "directions" in stage:
+        wanted = {tuple(tokenizer.language_id(c) for c in d.split("-")) for d in stage["directions"]}
+        pairs = zip(train_set["src_lang_ids"], train_set["tgt_lang_ids"], strict=True)
+        keep = [i for i, pair in enumerate(pairs) if pair in wanted]
+        if not keep:
+            raise ConfigError(f"Stage {stage['name']!r}: no training data for directions {stage['directions']}.")
+        train_set = train_set.select(keep)
+        eval_sets = {d: ds for d, ds in eval_sets.items() if d in stage["directions"]}
+    trainer = LangSpecSeq2SeqTrainer(
+        model=model,
+        args=args,
+        train_dataset=train_set,
+        eval_dataset=eval_sets or None,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        processing_class=tokenizer,
+        compute_metrics=bleu_metric(tokenizer) if args.predict_with_generate else None,
+    )
+    if resume and (final / "stage_complete.json").exists():
+        logger.info("Stage %s is complete; loading its final weights from %s", stage["name"], final)
+        model = type(model).from_pretrained(final)
+        trainer.model = model
+        return model, trainer
+    trainer.train(resume_from_checkpoint=resume)
+    if trainer.is_world_process_zero():
+        trainer.save_model(str(final))
+        (final / "stage_complete.json").write_text(
+            json.dumps({"stage": stage["name"], "step": trainer.state.global_step})
+        )
+    return model, trainer
 
 
 def _write_run_info(output_dir: Path, config: dict[str, Any], args: Any, report: Any) -> None:
