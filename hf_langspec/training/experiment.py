@@ -232,10 +232,11 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     validate_config(config)
     output_dir = Path(config["output_dir"])
     _check_writable(output_dir)
-    args = LangSpecTrainingArguments(output_dir=str(output_dir / "checkpoints"), **config.get("training", {}))
+    # the base arguments give the seed and the main-process-first guard; each stage builds its own
+    base_args = LangSpecTrainingArguments(output_dir=str(output_dir / "checkpoints"), **config.get("training", {}))
     data_section = config.get("data", {})
-    data = _load_data(data_section, output_dir, args.main_process_first)
-    tokenizer = _tokenizer(config.get("tokenizer", {}), data["train"], output_dir, args.main_process_first)
+    data = _load_data(data_section, output_dir, base_args.main_process_first)
+    tokenizer = _tokenizer(config.get("tokenizer", {}), data["train"], output_dir, base_args.main_process_first)
     languages_used = {r["src_lang"] for r in data["train"]} | {r["tgt_lang"] for r in data["train"]}
     for code in sorted(languages_used):
         tokenizer.language_id(code)  # a language the tokenizer lacks fails before training
@@ -250,7 +251,7 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     if model_class != "baseline":
         raise ConfigError(f"[model] class={model_class!r}: this version provides 'baseline'.")
     model_config = LangSpecConfig(**tokenizer.model_config_kwargs(), **model_section)
-    torch.manual_seed(args.seed)
+    torch.manual_seed(base_args.seed)
     model = LangSpecForConditionalGeneration(model_config)
     tokenizer.check_model(model)
 
@@ -261,7 +262,7 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
 
     columns = ["src_lang", "tgt_lang", "src", "tgt"]
     num_proc = data_section.get("num_proc")
-    with args.main_process_first(desc="tokenizing"):
+    with base_args.main_process_first(desc="tokenizing"):
         train_set = train.map(encode, batched=True, remove_columns=columns, num_proc=num_proc, desc="tokenizing train")
         valid_per_direction = _per_direction(data["valid"], data_section.get("valid_sentences_per_direction", 100))
         eval_sets = {
@@ -275,15 +276,12 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
             output_dir=str(stage_dir), **{**config.get("training", {}), **stage.get("training", {})}
         )
         model, trainer = _run_stage(stage, stage_args, model, tokenizer, train_set, eval_sets, resume)
-    args = stage_args
     model_dir = output_dir / "model"
     if not trainer.is_world_process_zero():
         return {"model_dir": model_dir}
     trainer.save_model(str(model_dir))
     tokenizer.save_pretrained(model_dir)
-    _write_run_info(output_dir, config, args, report)
-    trainer.save_model(str(model_dir))
-    tokenizer.save_pretrained(model_dir)
+    _write_run_info(output_dir, config, stage_args, report)
 
     evaluation = config.get("evaluation", {})
     outcome: dict[str, Any] = {"model_dir": model_dir, "filter_report": report}
