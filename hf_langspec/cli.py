@@ -141,12 +141,10 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     files = dict(item.split("=", 1) if "=" in item else ("supervised", item) for item in args.test)
     tests = test_sets_from_files(files, _codes(args.directions) if args.directions else None)
     if args.max_sentences_per_direction:
-        from .training.experiment import _per_direction
+        from .data.processing import per_direction
 
-        tests = {
-            n: [r for rows in _per_direction(t, args.max_sentences_per_direction).values() for r in rows]
-            for n, t in tests.items()
-        }
+        limit = args.max_sentences_per_direction
+        tests = {n: [r for rows in per_direction(t, limit).values() for r in rows] for n, t in tests.items()}
     model, tokenizer = _load_model(args.model, args.device)
     results = evaluate_model(
         model, tokenizer, tests, batch_size=args.batch_size, num_beams=args.num_beams, max_new_tokens=args.max_new_tokens,

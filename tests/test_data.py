@@ -243,3 +243,11 @@ def test_sampler_groups_by_length_without_changing_the_draws():
         assert chunk == sorted(chunk, reverse=True)
     with pytest.raises(ValueError, match="needs batch_size"):
         TemperatureSampler(directions, lengths=lengths)
+
+
+def test_per_direction_keeps_the_first_rows_of_each_direction():
+    from hf_langspec.data.processing import per_direction
+
+    rows = both_directions(ROWS).to_list()
+    assert {d: len(r) for d, r in per_direction(rows, 1).items()} == {"de-en": 1, "en-de": 1}
+    assert per_direction(rows)["en-de"] == [r for r in rows if r["src_lang"] == "en"]

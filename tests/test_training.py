@@ -279,3 +279,17 @@ def test_stages_train_their_directions_and_resume_stage_by_stage(tmp_path):
     assert json.loads((root / "all" / "final" / "stage_complete.json").read_text())["step"] == 4
     with pytest.raises(ConfigError, match=r"names .* must be unique"):
         validate_config(_config(tmp_path, stages=[{"name": "a"}, {"name": "a"}]))
+
+
+def test_averaging_keeps_each_tensors_dtype(tmp_path):
+    from safetensors.torch import save_file
+
+    for i, value in enumerate((1.0, 2.0)):
+        (tmp_path / f"c{i}").mkdir()
+        save_file(
+            {"w": torch.full((2,), value, dtype=torch.bfloat16), "n": torch.tensor([3])},
+            tmp_path / f"c{i}" / "model.safetensors",
+        )
+    averaged = average_checkpoints([tmp_path / "c0", tmp_path / "c1"])
+    assert averaged["w"].dtype == torch.bfloat16 and averaged["w"].tolist() == [1.5, 1.5]
+    assert averaged["n"].tolist() == [3]

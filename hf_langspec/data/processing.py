@@ -80,6 +80,16 @@ def hold_out_directions(dataset: Dataset, directions: Iterable[str | tuple[str, 
     return dataset.select(keep), dataset.select(out)
 
 
+def per_direction(rows: Iterable[dict[str, str]], limit: int | None = None) -> dict[str, list[dict[str, str]]]:
+    """Rows grouped by direction `"src-tgt"`, keeping the first `limit` of each (all when None)."""
+    groups: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        group = groups.setdefault(f"{row['src_lang']}-{row['tgt_lang']}", [])
+        if limit is None or len(group) < limit:
+            group.append(row)
+    return groups
+
+
 def _word_lengths(texts: list[str]) -> list[int]:
     return [len(t.split()) for t in texts]
 

@@ -155,6 +155,7 @@ def _check_writable(directory: Path) -> None:
 def _load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> dict[str, Any]:
     from ..data.bible import BibleCorpusConfig, build_bible_corpus
     from ..data.local import load_local
+    from ..data.processing import per_direction
 
     if "bible" in data:
         with main_process_first(desc="building the Bible corpus"):
@@ -172,13 +173,7 @@ def _load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> di
     tests = {name: load_local(path).to_list() for name, path in test_files.items()}
     cap = data.get("max_train_examples_per_direction")
     if cap:
-        seen: Counter = Counter()
-        kept = []
-        for row in train:
-            key = (row["src_lang"], row["tgt_lang"])
-            if seen[key] < cap:
-                kept.append(row)
-            seen[key] += 1
+        kept = [row for rows in per_direction(train, cap).values() for row in rows]
         logger.info("Capped training data at %d examples per direction: %d of %d kept", cap, len(kept), len(train))
         train = kept
     return {"train": train, "valid": valid, "tests": tests}
@@ -210,21 +205,12 @@ def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path
     return LangSpecTokenizer.from_pretrained(target)
 
 
-def _per_direction(rows: list[dict], limit: int | None) -> dict[str, list[dict]]:
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for row in rows:
-        direction = f"{row['src_lang']}-{row['tgt_lang']}"
-        if limit is None or len(groups[direction]) < limit:
-            groups[direction].append(row)
-    return dict(groups)
-
-
 def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any]:
     """Run every step of the config; returns paths and the evaluation results. Resumes by default."""
     import torch
     from datasets import Dataset
 
-    from ..data.processing import filter_pairs
+    from ..data.processing import filter_pairs, per_direction
     from ..evaluation import copy_baseline, evaluate_model, results_table, save_results, translate
     from ..modeling import LangSpecConfig, LangSpecForConditionalGeneration
     from .trainer import LangSpecTrainingArguments
@@ -264,7 +250,7 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     num_proc = data_section.get("num_proc")
     with base_args.main_process_first(desc="tokenizing"):
         train_set = train.map(encode, batched=True, remove_columns=columns, num_proc=num_proc, desc="tokenizing train")
-        valid_per_direction = _per_direction(data["valid"], data_section.get("valid_sentences_per_direction", 100))
+        valid_per_direction = per_direction(data["valid"], data_section.get("valid_sentences_per_direction", 100))
         eval_sets = {
             direction: Dataset.from_list(rows).map(encode, batched=True, remove_columns=columns)
             for direction, rows in valid_per_direction.items()
@@ -289,9 +275,7 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
         return outcome
     tests = {
         name: [
-            row
-            for rows in _per_direction(rows, evaluation.get("max_sentences_per_direction")).values()
-            for row in rows
+            row for rows in per_direction(rows, evaluation.get("max_sentences_per_direction")).values() for row in rows
         ]
         for name, rows in data["tests"].items()
         if name in evaluation.get("splits", list(data["tests"]))

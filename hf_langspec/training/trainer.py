@@ -106,7 +106,12 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
             checkpoints = complete_checkpoints(self.args.output_dir)[-n:]
             if checkpoints:
                 averaged = average_checkpoints(checkpoints)
-                self.model.load_state_dict(averaged, strict=False)
+                missing, unexpected = self.model.load_state_dict(averaged, strict=False)
+                tied = set(getattr(self.model, "_tied_weights_keys", None) or {})
+                if unexpected or set(missing) - tied:
+                    raise ValueError(
+                        f"Averaged checkpoints do not fit the model: missing {missing}, unexpected {unexpected}."
+                    )
                 logger.info("Averaged the weights of %s", [c.name for c in checkpoints])
         return result
 
@@ -146,6 +151,7 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, torch.Tenso
     if not paths:
         raise ValueError("average_checkpoints needs at least one checkpoint.")
     total: dict[str, torch.Tensor] = {}
+    dtypes: dict[str, torch.dtype] = {}
     for path in paths:
         weights = Path(path) / "model.safetensors"
         if not weights.exists():
@@ -154,11 +160,12 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, torch.Tenso
         if total and set(state) != set(total):
             raise ValueError(f"{path} has different weights than the first checkpoint; cannot average them.")
         for name, tensor in state.items():
+            dtypes[name] = tensor.dtype
             if tensor.is_floating_point():
-                total[name] = total.get(name, 0) + tensor.double()
+                total[name] = total.get(name, 0) + tensor.double()  # accumulate in float64
             else:
                 total.setdefault(name, tensor)
-    return {name: (t / len(paths)).to(torch.float32) if t.is_floating_point() else t for name, t in total.items()}
+    return {name: (t / len(paths)).to(dtypes[name]) if t.is_floating_point() else t for name, t in total.items()}
 
 
 __all__ = [
