@@ -293,3 +293,26 @@ def test_averaging_keeps_each_tensors_dtype(tmp_path):
     averaged = average_checkpoints([tmp_path / "c0", tmp_path / "c1"])
     assert averaged["w"].dtype == torch.bfloat16 and averaged["w"].tolist() == [1.5, 1.5]
     assert averaged["n"].tolist() == [3]
+
+
+def test_generation_based_validation_reports_bleu_per_direction(tokenizer, tmp_path):
+    import sacrebleu
+
+    from hf_langspec.training.experiment import bleu_metric
+
+    model = tiny_model(tokenizer)
+    rows = synthetic_pairs(16)
+    eval_sets = {
+        d: encoded(tokenizer, [r for r in rows if f"{r['src_lang']}-{r['tgt_lang']}" == d]) for d in ("en-de", "fr-en")
+    }
+    trainer = make_trainer(tokenizer, tmp_path, model=model, predict_with_generate=True, generation_max_length=12)
+    trainer.eval_dataset = eval_sets
+    trainer.compute_metrics = bleu_metric(tokenizer)
+    metrics = trainer.evaluate()
+    assert {"eval_en-de_bleu", "eval_en-de_chrf", "eval_fr-en_bleu"} <= set(metrics)
+    # the same number from the model's own generations, with language ids passed per example
+    en_de = [r for r in rows if r["src_lang"] == "en" and r["tgt_lang"] == "de"]
+    batch = tokenizer([r["src"] for r in en_de], src_lang="en", tgt_lang="de", return_tensors="pt")
+    hyps = tokenizer.batch_decode(model.eval().generate(**batch, max_length=12), skip_special_tokens=True)
+    expected = sacrebleu.corpus_bleu([h.strip() for h in hyps], [[r["tgt"] for r in en_de]]).score
+    assert metrics["eval_en-de_bleu"] == pytest.approx(expected)
