@@ -5,22 +5,38 @@ Importing the package registers every config and model with the Auto classes.
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from .modeling import LangSpecConfig, LangSpecForConditionalGeneration, LangSpecModel, LangSpecPreTrainedModel
+from .modeling import (
+    LangSpecConfig,
+    LangSpecForConditionalGeneration,
+    LangSpecModel,
+    LangSpecPreTrainedModel,
+    XLPForConditionalGeneration,
+    XLPMTConfig,
+    XLPMTModel,
+)
 from .pipelines import LangSpecTranslationPipeline, register_pipeline
 from .tokenization import LangSpecTokenizer, train_tokenizer
 
 __version__ = "0.1.0"
 
 
+# (config, bare model, translation model) of every variant
+VARIANTS = [
+    (LangSpecConfig, LangSpecModel, LangSpecForConditionalGeneration),
+    (XLPMTConfig, XLPMTModel, XLPForConditionalGeneration),
+]
+
+
 def _register() -> None:
-    AutoConfig.register(LangSpecConfig.model_type, LangSpecConfig, exist_ok=True)
-    AutoModel.register(LangSpecConfig, LangSpecModel, exist_ok=True)
-    AutoModelForSeq2SeqLM.register(LangSpecConfig, LangSpecForConditionalGeneration, exist_ok=True)
-    AutoTokenizer.register(LangSpecConfig, tokenizer_class=LangSpecTokenizer, exist_ok=True)
-    # saved checkpoints carry their modeling code and load with trust_remote_code=True
-    LangSpecConfig.register_for_auto_class()
-    LangSpecModel.register_for_auto_class("AutoModel")
-    LangSpecForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
+    for config_class, model_class, seq2seq_class in VARIANTS:
+        AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        AutoModel.register(config_class, model_class, exist_ok=True)
+        AutoModelForSeq2SeqLM.register(config_class, seq2seq_class, exist_ok=True)
+        AutoTokenizer.register(config_class, tokenizer_class=LangSpecTokenizer, exist_ok=True)
+        # saved checkpoints carry their modeling code and load with trust_remote_code=True
+        config_class.register_for_auto_class()
+        model_class.register_for_auto_class("AutoModel")
+        seq2seq_class.register_for_auto_class("AutoModelForSeq2SeqLM")
     LangSpecTokenizer.register_for_auto_class("AutoTokenizer")
     register_pipeline()
 
@@ -34,5 +50,8 @@ __all__ = [
     "LangSpecPreTrainedModel",
     "LangSpecTokenizer",
     "LangSpecTranslationPipeline",
+    "XLPForConditionalGeneration",
+    "XLPMTConfig",
+    "XLPMTModel",
     "train_tokenizer",
 ]

@@ -14,7 +14,7 @@ VOCAB = 120
 PAD = 1
 
 
-def tiny_config(**overrides) -> LangSpecConfig:
+def tiny_config(config_class: type[LangSpecConfig] = LangSpecConfig, **overrides) -> LangSpecConfig:
     kwargs = dict(
         vocab_size=VOCAB,
         d_model=32,
@@ -30,7 +30,7 @@ def tiny_config(**overrides) -> LangSpecConfig:
         lang_tag_token_ids=TAG_IDS,
     )
     kwargs.update(overrides)
-    return LangSpecConfig(**kwargs)
+    return config_class(**kwargs)
 
 
 def tiny_model(seed: int = 0, **overrides) -> LangSpecForConditionalGeneration:

@@ -15,6 +15,22 @@ JOHNSON = (
     "Johnson et al. (2017). Google's Multilingual Neural Machine Translation System: Enabling Zero-Shot "
     "Translation. TACL 5. https://aclanthology.org/Q17-1024"
 )
+LUO = (
+    "Luo, Gao, Zheng, Ke, He, Wang and Liu (2021). Revisiting Language Encoding in Learning Multilingual "
+    "Representations (XLP). ICML 2021."
+)
+# model_type -> (what the model is, the paper to cite)
+METHODS = {
+    "langspec_base": (
+        "the multilingual Transformer of Johnson et al. (2017), the baseline every method of the package is compared with",
+        JOHNSON,
+    ),
+    "langspec_xlp_mt": (
+        "the multilingual Transformer with cross-lingual language projections (XLP, Luo et al. 2021): the encoder "
+        "projects token embeddings with a d x d matrix of the source language, the decoder with one of the target language",
+        LUO,
+    ),
+}
 TAG_EXPLANATION = {
     "source": "prepended to the source sentence",
     "target": "as the first decoder token",
@@ -30,14 +46,17 @@ def build_model_card(
     repo_id: str | None = None,
     license: str = "apache-2.0",
     datasets: list[str] | None = None,
-    paper: str = JOHNSON,
+    paper: str | None = None,
     template: str | os.PathLike | None = None,
 ) -> ModelCard:
     """A model card for the saved model in `model_dir` (its config.json supplies languages and shape)."""
-    from ..evaluation.evaluate import results_table
-    from ..modeling import LangSpecConfig
+    from transformers import AutoConfig
 
-    config = LangSpecConfig.from_pretrained(model_dir)
+    from ..evaluation.evaluate import results_table
+
+    config = AutoConfig.from_pretrained(model_dir)
+    if config.model_type not in METHODS:
+        raise ValueError(f"{model_dir} holds a {config.model_type!r} model; cards exist for {sorted(METHODS)}.")
     model_name = model_name or Path(model_dir).resolve().parent.name
     repo_id = repo_id or model_name
     eval_results = []
@@ -77,7 +96,7 @@ def build_model_card(
         template_path=str(template or TEMPLATES / "langspec_base.md"),
         model_name=model_name,
         repo_id=repo_id,
-        method_description="the multilingual Transformer of Johnson et al. (2017), the baseline every method of the package is compared with"
+        method_description=METHODS[config.model_type][0]
         + (" (with the XLM additive language embedding)" if config.language_embedding == "additive" else "")
         + ".",
         languages=config.languages,
@@ -86,7 +105,7 @@ def build_model_card(
         architecture=f"Transformer ({norm}), {layers}, vocabulary {config.vocab_size}",
         train_summary=sizes,
         results_table=results_table(results) if results else "Not evaluated yet.",
-        paper=paper,
+        paper=paper or METHODS[config.model_type][1],
         example_text="In the beginning God created the heavens and the earth.",
         example_src=src,
         example_tgt=tgt,

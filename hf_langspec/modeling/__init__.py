@@ -1,6 +1,16 @@
 """Model definitions. Every file here imports only its flat siblings, so a saved checkpoint carries them as remote code."""
 
 from .configuration_langspec import LangSpecConfig
+from .configuration_xlp_mt import XLPMTConfig
 from .modeling_langspec import LangSpecForConditionalGeneration, LangSpecModel, LangSpecPreTrainedModel
+from .modeling_xlp_mt import XLPForConditionalGeneration, XLPMTModel
 
-__all__ = ["LangSpecConfig", "LangSpecForConditionalGeneration", "LangSpecModel", "LangSpecPreTrainedModel"]
+__all__ = [
+    "LangSpecConfig",
+    "LangSpecForConditionalGeneration",
+    "LangSpecModel",
+    "LangSpecPreTrainedModel",
+    "XLPForConditionalGeneration",
+    "XLPMTConfig",
+    "XLPMTModel",
+]

@@ -7,7 +7,8 @@ the five papers train it (fairseq `transformer`, shared embeddings), with three 
 :meth:`LangSpecModel.build_insertions` to place their modules at the backbone's insertion points.
 
 fairseq's initialisation: Xavier-uniform linear layers (gain 1/sqrt(2) for q/k/v), zero biases,
-embeddings N(0, d^-1/2) with a zero padding row.
+embeddings N(0, d^-1/2) with a zero padding row. A language module initialises its own parameters
+in `initialize(init, config)`, using `transformers.initialization` so loaded weights are never overwritten.
 """
 
 from __future__ import annotations
@@ -63,8 +64,8 @@ class LangSpecPreTrainedModel(PreTrainedModel):
                 module.weight[module.padding_idx].zero_()
         elif isinstance(module, LangSpecPositionalEmbedding) and module.kind != "learned":
             init.copy_(module.weight, module.sinusoidal_table())
-        elif isinstance(module, AdditiveLanguageEmbedding):
-            init.normal_(module.weight, mean=0.0, std=std)
+        elif hasattr(module, "initialize"):  # language modules set their own parameters (identity, zeros, ...)
+            module.initialize(init, self.config)
 
 
 class LangSpecModel(LangSpecPreTrainedModel):

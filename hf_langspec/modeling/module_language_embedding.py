@@ -24,6 +24,9 @@ class AdditiveLanguageEmbedding(nn.Module):
         self.side = side
         self.weight = nn.Parameter(torch.empty(num_languages, d_model))
 
+    def initialize(self, init, config) -> None:
+        init.normal_(self.weight, mean=0.0, std=config.d_model**-0.5)  # like the token embeddings
+
     def forward(self, hidden: torch.Tensor, lang: LanguageContext, layer_idx: int | None = None) -> torch.Tensor:
         router = lang.router(self.side, needed_by="The additive language embedding (language_embedding='additive')")
         return hidden + router.lookup(self.weight).unsqueeze(1)

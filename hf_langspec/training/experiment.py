@@ -14,7 +14,8 @@ data:        # the Bible corpus, or canonical JSONL files
 tokenizer:   # a saved LangSpecTokenizer (path), or train_tokenizer arguments
   vocab_size: 8000
   lang_tag_style: source
-model:       # LangSpecConfig fields (the tokenizer fixes vocabulary and languages)
+model:       # `class` (baseline, xlp) and its config's fields (the tokenizer fixes vocabulary and languages)
+  class: baseline
   d_model: 256
 training:    # LangSpecTrainingArguments fields
   max_steps: 2000
@@ -72,6 +73,16 @@ TRANSLATE_KEYS = {"text", "src_lang", "tgt_lang"}
 CARD_KEYS = {"model_name", "license", "datasets", "paper"}
 
 
+def model_classes() -> dict[str, tuple[type, type]]:
+    """`[model] class` values: (config class, translation model class) of every variant."""
+    from ..modeling import LangSpecConfig, LangSpecForConditionalGeneration, XLPForConditionalGeneration, XLPMTConfig
+
+    return {
+        "baseline": (LangSpecConfig, LangSpecForConditionalGeneration),
+        "xlp": (XLPMTConfig, XLPForConditionalGeneration),
+    }
+
+
 class ConfigError(ValueError):
     """A config that names an unknown key or an impossible value."""
 
@@ -115,7 +126,14 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
     elif "test_files" not in data:
         raise ConfigError(f"{where} [data]: with train_files, give test_files too (e.g. {{supervised: test.jsonl}}).")
     _check_keys(config.get("tokenizer", {}), TOKENIZER_KEYS, f"{where} [tokenizer]")
-    model_keys = set(inspect.signature(LangSpecConfig.__init__).parameters) - {"self", "kwargs"}
+    variants = model_classes()
+    model_class = config.get("model", {}).get("class", "baseline")
+    if model_class not in variants:
+        raise ConfigError(f"{where} [model]: class={model_class!r} is unknown; use one of {sorted(variants)}.")
+    config_class = variants[model_class][0]
+    model_keys = {
+        name for cls in (config_class, LangSpecConfig) for name in inspect.signature(cls.__init__).parameters
+    } - {"self", "kwargs"}
     _check_keys(config.get("model", {}), model_keys | {"class"}, f"{where} [model]")
     fixed = {"vocab_size", "languages", "lang_tag_token_ids", "lang_tag_style"} & set(config.get("model", {}))
     if fixed:
@@ -212,7 +230,6 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
 
     from ..data.processing import filter_pairs, per_direction
     from ..evaluation import copy_baseline, evaluate_model, results_table, save_results, translate
-    from ..modeling import LangSpecConfig, LangSpecForConditionalGeneration
     from .trainer import LangSpecTrainingArguments
 
     validate_config(config)
@@ -233,12 +250,10 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     train, report = filter_pairs(data["train"], tokenizer=tokenizer, max_length=data_section.get("max_length", 100))
     logger.info("Training data after filtering:\n%s", report.table())
     model_section = dict(config.get("model", {}))
-    model_class = model_section.pop("class", "baseline")
-    if model_class != "baseline":
-        raise ConfigError(f"[model] class={model_class!r}: this version provides 'baseline'.")
-    model_config = LangSpecConfig(**tokenizer.model_config_kwargs(), **model_section)
+    config_class, model_class = model_classes()[model_section.pop("class", "baseline")]
+    model_config = config_class(**tokenizer.model_config_kwargs(), **model_section)
     torch.manual_seed(base_args.seed)
-    model = LangSpecForConditionalGeneration(model_config)
+    model = model_class(model_config)
     tokenizer.check_model(model)
 
     def encode(batch):

@@ -1,0 +1,139 @@
+"""XLP in translation (Luo et al.): the language projection at the embed insertion point."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from conftest import LANGUAGES, random_batch, run_without_package, tiny_config
+from transformers import AutoModelForSeq2SeqLM
+
+from hf_langspec import LangSpecForConditionalGeneration, XLPForConditionalGeneration, XLPMTConfig
+
+
+def xlp_model(seed: int = 0, **overrides) -> XLPForConditionalGeneration:
+    torch.manual_seed(seed)
+    return XLPForConditionalGeneration(
+        XLPMTConfig(**tiny_config(**overrides).to_diff_dict() | {"model_type": None})
+    ).eval()
+
+
+def xlp_like(baseline: LangSpecForConditionalGeneration) -> XLPForConditionalGeneration:
+    """An XLP model with the baseline's weights (built from tiny_config()) and identity projections."""
+    config = XLPMTConfig(
+        **{k: v for k, v in baseline.config.to_dict().items() if k not in ("model_type", "transformers_version")}
+    )
+    model = XLPForConditionalGeneration(config).eval()
+    missing, unexpected = model.load_state_dict(baseline.state_dict(), strict=False)
+    assert not unexpected and sorted(missing) == [
+        "model.decoder.insertions.embed.weight",
+        "model.encoder.insertions.embed.weight",
+    ]
+    return model
+
+
+@pytest.fixture
+def pair():
+    torch.manual_seed(0)
+    baseline = LangSpecForConditionalGeneration(tiny_config()).eval()
+    return baseline, xlp_like(baseline)
+
+
+def test_identity_projections_reproduce_the_baseline(pair):
+    baseline, xlp = pair
+    batch = random_batch(batch=4, seed=2)
+    torch.testing.assert_close(xlp(**batch).logits, baseline(**batch).logits, atol=1e-6, rtol=0)
+    encoder = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+    assert torch.equal(
+        xlp.generate(**encoder, num_beams=3, max_new_tokens=6),
+        baseline.generate(**encoder, num_beams=3, max_new_tokens=6),
+    )
+
+
+@pytest.mark.parametrize(("stack", "ids_key"), [("encoder", "src_lang_ids"), ("decoder", "tgt_lang_ids")])
+def test_a_projection_changes_only_its_languages_examples(pair, stack, ids_key):
+    _, xlp = pair
+    batch = random_batch(batch=4, seed=3)
+    batch[ids_key] = torch.tensor([0, 2, 0, 1])
+    before = xlp(**batch).logits
+    with torch.no_grad():
+        getattr(xlp.model, stack).insertions["embed"].weight[2].mul_(1.5).add_(0.01)
+    after = xlp(**batch).logits
+    torch.testing.assert_close(after[[0, 2, 3]], before[[0, 2, 3]], atol=0, rtol=0)
+    assert (after[1] - before[1]).abs().max() > 1e-3
+
+
+def test_gradients_reach_only_the_languages_in_the_batch(pair):
+    _, xlp = pair
+    xlp.train()
+    batch = random_batch(batch=3, seed=4)
+    batch["src_lang_ids"] = torch.tensor([1, 1, 3])
+    labels = batch.pop("decoder_input_ids")
+    del batch["decoder_attention_mask"]
+    xlp(**batch, labels=labels).loss.backward()
+    grad = xlp.model.encoder.insertions["embed"].weight.grad
+    assert [bool(grad[i].abs().sum() > 0) for i in range(len(LANGUAGES))] == [False, True, False, True]
+
+
+def test_xlp_errors_name_the_fix():
+    model = xlp_model()
+    batch = random_batch()
+    del batch["src_lang_ids"]
+    with pytest.raises(ValueError, match=r"XLP \(the language projection\) needs `src_lang_ids`"):
+        model(**batch)
+    with pytest.raises(ValueError, match="XLP replaces the language embedding"):
+        xlp_model(language_embedding="additive")
+    with pytest.raises(ValueError, match="XLP needs `languages`"):
+        XLPMTConfig(vocab_size=50, languages=[], lang_tag_token_ids=None)
+
+
+FRESH_PROCESS = """
+import json, sys, torch
+from transformers import AutoModelForSeq2SeqLM
+
+model = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
+batch = {k: torch.tensor(v) for k, v in json.loads(sys.argv[2]).items()}
+print(json.dumps({"class": type(model).__module__ + "." + type(model).__name__, "logits": model(**batch).logits.tolist()}))
+"""
+
+
+@pytest.mark.slow
+def test_xlp_checkpoints_load_through_auto_classes_and_as_remote_code(tmp_path):
+    model = xlp_model(seed=5)
+    with torch.no_grad():
+        model.model.encoder.insertions["embed"].weight.add_(
+            0.01 * torch.randn_like(model.model.encoder.insertions["embed"].weight)
+        )
+    model.save_pretrained(tmp_path / "ckpt")
+    batch = random_batch(batch=2, seed=6)
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "ckpt").eval()
+    assert type(loaded) is XLPForConditionalGeneration
+    torch.testing.assert_close(loaded(**batch).logits, model(**batch).logits, atol=0, rtol=0)
+    assert json.loads((tmp_path / "ckpt" / "config.json").read_text())["auto_map"]["AutoModelForSeq2SeqLM"] == (
+        "modeling_xlp_mt.XLPForConditionalGeneration"
+    )
+    out = run_without_package(
+        FRESH_PROCESS, tmp_path / "ckpt", json.dumps({k: v.tolist() for k, v in batch.items()}), cwd=tmp_path
+    )
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["class"].endswith("modeling_xlp_mt.XLPForConditionalGeneration")
+    assert result["class"].startswith("transformers_modules.")
+    torch.testing.assert_close(torch.tensor(result["logits"]), model(**batch).logits, atol=1e-6, rtol=0)
+
+
+def test_the_config_pipeline_trains_an_xlp_model_with_its_card(tmp_path):
+    from test_training import _config
+
+    from hf_langspec.training.experiment import ConfigError, run_experiment, validate_config
+
+    outcome = run_experiment(
+        _config(tmp_path, model={"class": "xlp", "xlp_decoder": False}, evaluation={"max_sentences_per_direction": 2})
+    )
+    saved = json.loads((outcome["model_dir"] / "config.json").read_text())
+    assert saved["model_type"] == "langspec_xlp_mt" and saved["xlp_decoder"] is False
+    assert "Luo" in (outcome["model_dir"] / "README.md").read_text()
+    with pytest.raises(ConfigError, match=r"class='xlm' is unknown; use one of \['baseline', 'xlp'\]"):
+        validate_config(_config(tmp_path, model={"class": "xlm"}))
+    with pytest.raises(ConfigError, match=r"unknown keys \['xlp_decoder'\]"):
+        validate_config(_config(tmp_path, model={"xlp_decoder": False}))  # an XLP field on the baseline
