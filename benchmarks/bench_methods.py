@@ -1,0 +1,149 @@
+"""Training and generation throughput of each method vs the baseline backbone and MarianMTModel.
+
+One run, one machine, the same shape for every model; each model in its own subprocess, rounds
+interleaved. Every example of a batch has its own random source and target language (out of
+`--languages`), so language routing works on mixed batches as in multilingual training.
+
+* training: forward + backward + AdamW on a padded batch (see bench_training.py);
+* generation: greedy decoding of exactly `--new-tokens` tokens per example (`min_new_tokens`), batch 32.
+
+    python benchmarks/bench_methods.py                   # writes BENCHMARKS.md
+    python benchmarks/bench_methods.py --rounds 1 --no-write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+from bench_training import SHAPES, make_batch
+
+KINDS = ["marian", "baseline", "xlp"]
+
+
+def build(kind: str, shape: dict, vocab: int, languages: int):
+    from transformers import MarianConfig, MarianMTModel
+
+    from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, XLPForConditionalGeneration, XLPMTConfig
+
+    common = dict(
+        vocab_size=vocab, d_model=shape["d_model"], encoder_layers=shape["layers"], decoder_layers=shape["layers"],
+        encoder_attention_heads=shape["heads"], decoder_attention_heads=shape["heads"], encoder_ffn_dim=shape["ffn"],
+        decoder_ffn_dim=shape["ffn"], max_position_embeddings=256, dropout=0.1, activation_function="relu",
+        scale_embedding=True, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+    )  # fmt: skip
+    if kind == "marian":
+        return MarianMTModel(MarianConfig(**common, share_encoder_decoder_embeddings=True))
+    contract = dict(languages=[f"l{i}" for i in range(languages)], position_embedding_type="sinusoidal_marian")
+    if kind == "xlp":
+        return XLPForConditionalGeneration(XLPMTConfig(**common, **contract))
+    return LangSpecForConditionalGeneration(LangSpecConfig(**common, **contract))
+
+
+def worker(args) -> None:
+    torch.manual_seed(0)
+    model = build(args.worker, SHAPES[args.shape], args.vocab, args.languages)
+    batch = make_batch(args.batch_size, args.src_len, args.tgt_len, args.vocab)
+    g = torch.Generator().manual_seed(1)
+    if args.worker != "marian":
+        batch["src_lang_ids"] = torch.randint(0, args.languages, (args.batch_size,), generator=g)
+        batch["tgt_lang_ids"] = torch.randint(0, args.languages, (args.batch_size,), generator=g)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    train_times = []
+    model.train()
+    for step in range(args.warmup + args.steps):
+        start = time.perf_counter()
+        model(**batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if step >= args.warmup:
+            train_times.append(time.perf_counter() - start)
+    model.eval()
+    inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+    generate = dict(max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False, num_beams=1)
+    generation_times = []
+    with torch.no_grad():
+        for repeat in range(3):
+            start = time.perf_counter()
+            model.generate(**inputs, **generate)
+            if repeat:
+                generation_times.append(time.perf_counter() - start)
+    print(
+        json.dumps({"train": train_times, "generate": generation_times, "tokens": int(batch["labels"].ne(-100).sum())})
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", default="small", choices=list(SHAPES))
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--src-len", type=int, default=32)
+    parser.add_argument("--tgt-len", type=int, default=32)
+    parser.add_argument("--vocab", type=int, default=8000)
+    parser.add_argument("--languages", type=int, default=10)
+    parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return worker(args)
+
+    results: dict[str, dict[str, list[float]]] = {k: {"train": [], "generate": []} for k in KINDS}
+    tokens = 0
+    for _ in range(args.rounds):
+        for kind in KINDS:
+            command = [sys.executable, __file__, "--worker", kind]
+            for name in (
+                "shape",
+                "batch_size",
+                "src_len",
+                "tgt_len",
+                "vocab",
+                "languages",
+                "new_tokens",
+                "steps",
+                "warmup",
+            ):
+                command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+            out = json.loads(
+                subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+            )
+            results[kind]["train"] += out["train"]
+            results[kind]["generate"] += out["generate"]
+            tokens = out["tokens"]
+    base = {part: statistics.median(results["baseline"][part]) for part in ("train", "generate")}
+    generated = args.batch_size * args.new_tokens
+    label = "d{d_model}, {layers}+{layers} layers, FFN {ffn}".format(**SHAPES[args.shape])
+    rows = [
+        f"{label}, vocabulary {args.vocab}; batch {args.batch_size} x {args.src_len}/{args.tgt_len} tokens with random "
+        f"source/target languages out of {args.languages} per example; training: median of {args.steps} steps x "
+        f"{args.rounds} rounds; generation: greedy, exactly {args.new_tokens} new tokens per example, median of 2 x {args.rounds}.",
+        "",
+        "| model | training target tokens/s | vs baseline | generation tokens/s | vs baseline |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for kind in KINDS:
+        train = statistics.median(results[kind]["train"])
+        gen = statistics.median(results[kind]["generate"])
+        name = {"marian": "MarianMTModel", "baseline": "baseline backbone", "xlp": "XLP (enc + dec projections)"}[kind]
+        rows.append(
+            f"| {name} | {tokens / train:,.0f} | {base['train'] / train:.2f}x | {generated / gen:,.0f} | {base['generate'] / gen:.2f}x |"
+        )
+    table = "\n".join(rows)
+    print(table)
+    if not args.no_write:
+        from _report import write_section
+
+        write_section("methods", "Methods vs the baseline backbone and MarianMTModel", table)
+
+
+if __name__ == "__main__":
+    main()
