@@ -137,3 +137,68 @@ def test_the_config_pipeline_trains_an_xlp_model_with_its_card(tmp_path):
         validate_config(_config(tmp_path, model={"class": "xlm"}))
     with pytest.raises(ConfigError, match=r"unknown keys \['xlp_decoder'\]"):
         validate_config(_config(tmp_path, model={"xlp_decoder": False}))  # an XLP field on the baseline
+
+
+@pytest.fixture(scope="module")
+def tok_and_models():
+    from hf_langspec import LangSpecConfig, train_tokenizer
+
+    texts = {code: ["happy glad sad car plane bike meat food rice"] * 3 for code in LANGUAGES}
+    tok = train_tokenizer(texts, languages=LANGUAGES, vocab_size=60, show_progress=False)
+    shape = dict(d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                 encoder_ffn_dim=16, decoder_ffn_dim=16)  # fmt: skip
+    torch.manual_seed(0)
+    xlp = XLPForConditionalGeneration(XLPMTConfig(**tok.model_config_kwargs(), **shape)).eval()
+    additive = LangSpecForConditionalGeneration(
+        LangSpecConfig(**tok.model_config_kwargs(), **shape, language_embedding="additive")
+    ).eval()
+    return tok, xlp, additive
+
+
+def test_cross_language_similarity_of_projected_and_added_embeddings(tok_and_models):
+    from hf_langspec.evaluation.language_encoding import _word_vector, cross_language_similarity
+
+    tok, xlp, additive = tok_and_models
+    torch.testing.assert_close(cross_language_similarity(xlp, tok, "happy"), torch.ones(4, 4))  # identity projections
+    with torch.no_grad():
+        projections = xlp.model.encoder.insertions["embed"].weight
+        saved = projections[1].clone()
+        projections[1] = -torch.eye(16)
+    try:
+        sims = cross_language_similarity(xlp, tok, "happy")
+    finally:
+        with torch.no_grad():
+            projections[1] = saved
+    assert sims[0, 1].item() == pytest.approx(-1.0) and sims[0, 2].item() == pytest.approx(1.0)
+    # additive: cos(w + l_s, w + l_t), by hand
+    w = _word_vector(additive, tok, "happy")
+    table = additive.model.encoder.insertions["embed"].weight.detach()
+    expected = torch.nn.functional.cosine_similarity((w + table).unsqueeze(1), (w + table).unsqueeze(0), dim=-1)
+    torch.testing.assert_close(cross_language_similarity(additive, tok, "happy"), expected)
+
+
+def test_word_similarity_and_heat_map(tok_and_models, tmp_path):
+    from hf_langspec.evaluation.language_encoding import _word_vector, plot_similarity, word_similarity
+
+    tok, xlp, _ = tok_and_models
+    words = ["happy", "glad", "sad", "car", "plane", "bike"]
+    sims = word_similarity(xlp, tok, words, "en")
+    raw = torch.stack([_word_vector(xlp, tok, w) for w in words])
+    expected = torch.nn.functional.cosine_similarity(raw.unsqueeze(1), raw.unsqueeze(0), dim=-1)
+    torch.testing.assert_close(sims, expected)  # identity projection: the raw embeddings' similarities
+    plot_similarity(sims, words, tmp_path / "words.png", title="XLP, en")
+    assert (tmp_path / "words.png").stat().st_size > 5000
+    with pytest.raises(ValueError, match="needs 6 labels, got 2"):
+        plot_similarity(sims, words[:2], tmp_path / "bad.png")
+
+
+def test_a_model_without_language_encoding_is_refused(tok_and_models):
+    from hf_langspec import LangSpecConfig
+    from hf_langspec.evaluation.language_encoding import cross_language_similarity
+
+    tok, _, _ = tok_and_models
+    plain = LangSpecForConditionalGeneration(LangSpecConfig(**tok.model_config_kwargs(), d_model=16, encoder_layers=1,
+                                             decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                                             encoder_ffn_dim=16, decoder_ffn_dim=16))  # fmt: skip
+    with pytest.raises(ValueError, match="has no language encoding at its embed point"):
+        cross_language_similarity(plain, tok, "happy")
