@@ -39,17 +39,18 @@ def test_strategies_equal_a_per_example_loop(batch, tokens, num_languages, d_in,
         return [out, xs.grad, ws.grad] + ([bs.grad] if bs is not None else [])
 
     expected = run("loop")
-    for strategy in ("gather", "group", "auto"):
+    for strategy in ("gather", "group", "dense", "auto"):
         for got, want in zip(run(strategy), expected, strict=True):
             torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
 
 
-def test_auto_groups_when_few_languages_and_gathers_when_many():
+def test_auto_strategy_choices():
     same = LanguageRouter(torch.zeros(8, dtype=torch.long), 4)
-    assert same.choose(16, 16) == "group"
+    assert same.choose(16, 16, rows=8 * 4096) == "group"
     mixed = LanguageRouter(torch.arange(8) % 8, 8)
-    assert mixed.choose(16, 16) == "gather"
-    assert mixed.choose(4096, 4096) == "group"  # gathered weights would exceed the budget
+    assert mixed.choose(16, 16, rows=8 * 4096) == "gather"
+    assert mixed.choose(4096, 4096, rows=8 * 4096) == "group"  # gathered weights would exceed the budget
+    assert mixed.choose(256, 256, rows=8) == "dense"  # one decoding step: few rows
 
 
 @pytest.mark.parametrize(

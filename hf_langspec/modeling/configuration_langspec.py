@@ -18,7 +18,7 @@ from transformers.activations import ACT2FN
 LANG_TAG_STYLES = ("source", "target", "none")
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "sinusoidal_marian", "learned")
 LANGUAGE_EMBEDDING_TYPES = ("none", "additive")
-ROUTING_STRATEGIES = ("auto", "gather", "group")
+ROUTING_STRATEGIES = ("auto", "gather", "group", "dense")
 
 
 class LangSpecConfig(PretrainedConfig):
@@ -76,8 +76,9 @@ class LangSpecConfig(PretrainedConfig):
             Ordered `[src, tgt]` pairs for modules keyed by direction (mCLM). `"src-tgt"` strings are accepted.
         routing_strategy (`str`, *optional*, defaults to `"auto"`):
             How per-language parameters are applied to a mixed batch: `"gather"` (per-example weights
-            and a batched matmul), `"group"` (rows grouped by language) or `"auto"` (chosen per call
-            from the batch size, the number of languages present and the weight size).
+            and a batched matmul), `"group"` (rows grouped by language), `"dense"` (every language's
+            weight in one matmul, each row keeping its own) or `"auto"` (chosen per call from the
+            number of rows, the batch size, the languages present and the weight size).
         pad_token_id, bos_token_id, eos_token_id, decoder_start_token_id (`int`):
             fairseq's dictionary layout by default: `<s>`=0, `<pad>`=1, `</s>`=2; decoding starts from `</s>`.
     """

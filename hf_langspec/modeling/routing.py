@@ -11,8 +11,13 @@ forward and offers two ways to apply a ``[L, d_in, d_out]`` weight to ``[B, T, d
   weight once, so a batch that mixes many languages costs about what a one-language batch costs;
   it needs the per-language row counts on the host (one synchronisation per router, cached).
 
-``auto`` picks ``group`` when the batch holds fewer distinct languages than half its examples or
-when the gathered weights would exceed :data:`GATHER_BUDGET_ELEMENTS`; otherwise ``gather``.
+* ``dense``: one matmul of all rows against every language's weight side by side, then each row
+  keeps its own language's block. L times the FLOPs, but one kernel and no weight copies: the
+  cheapest when there are few rows, as in incremental decoding (one token per example per step).
+
+``auto`` picks ``dense`` when the all-language output stays under :data:`DENSE_BUDGET_ELEMENTS`;
+otherwise ``group`` when the batch holds at most half as many distinct languages as examples or when
+the gathered weights would exceed :data:`GATHER_BUDGET_ELEMENTS`; otherwise ``gather``.
 Modules never loop over examples in Python.
 """
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 import torch
 
 GATHER_BUDGET_ELEMENTS = 1 << 22  # 16 MiB of float32 gathered weights per call
+DENSE_BUDGET_ELEMENTS = 1 << 18  # 1 MiB of float32 all-language outputs per call
 SIDES = ("source", "target")
 
 
@@ -49,12 +55,14 @@ class LanguageRouter:
     def languages_present(self) -> int:
         return sum(1 for c in self._group_index()[2] if c)
 
-    def choose(self, d_in: int, d_out: int) -> str:
+    def choose(self, d_in: int, d_out: int, rows: int | None = None) -> str:
         if self.strategy != "auto":
             return self.strategy
         batch = self.lang_ids.numel()
         if batch == 1:
             return "gather"
+        if rows is not None and rows * self.num_languages * d_out <= DENSE_BUDGET_ELEMENTS:
+            return "dense"
         if batch * d_in * d_out > GATHER_BUDGET_ELEMENTS:
             return "group"
         return "group" if 2 * self.languages_present() <= batch else "gather"
@@ -72,8 +80,15 @@ class LanguageRouter:
                 "src_lang_ids / tgt_lang_ids must have one id per example ([B])."
             )
         rows = x.reshape(batch, -1, d_in)
-        if self.choose(d_in, d_out) == "gather":
+        strategy = self.choose(d_in, d_out, rows=rows.shape[0] * rows.shape[1])
+        if strategy == "gather":
             out = torch.bmm(rows, weight.index_select(0, self.lang_ids))
+            if bias is not None:
+                out = out + bias.index_select(0, self.lang_ids).unsqueeze(1)
+        elif strategy == "dense":
+            every = (rows @ weight.permute(1, 0, 2).reshape(d_in, -1)).view(batch, -1, self.num_languages, d_out)
+            index = self.lang_ids.view(batch, 1, 1, 1).expand(batch, rows.shape[1], 1, d_out)
+            out = every.gather(2, index).squeeze(2)
             if bias is not None:
                 out = out + bias.index_select(0, self.lang_ids).unsqueeze(1)
         else:
