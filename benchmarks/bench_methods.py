@@ -68,7 +68,7 @@ def worker(args) -> None:
     generate = dict(max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False, num_beams=1)
     generation_times = []
     with torch.no_grad():
-        for repeat in range(3):
+        for repeat in range(args.generation_repeats + 1):
             start = time.perf_counter()
             model.generate(**inputs, **generate)
             if repeat:
@@ -86,7 +86,8 @@ def main() -> None:
     parser.add_argument("--tgt-len", type=int, default=32)
     parser.add_argument("--vocab", type=int, default=8000)
     parser.add_argument("--languages", type=int, default=10)
-    parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--generation-repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
@@ -125,7 +126,8 @@ def main() -> None:
     rows = [
         f"{label}, vocabulary {args.vocab}; batch {args.batch_size} x {args.src_len}/{args.tgt_len} tokens with random "
         f"source/target languages out of {args.languages} per example; training: median of {args.steps} steps x "
-        f"{args.rounds} rounds; generation: greedy, exactly {args.new_tokens} new tokens per example, median of 2 x {args.rounds}.",
+        f"{args.rounds} rounds; generation: greedy, exactly {args.new_tokens} new tokens per example, median of "
+        f"{args.generation_repeats} x {args.rounds} after one warm-up.",
         "",
         "| model | training target tokens/s | vs baseline | generation tokens/s | vs baseline |",
         "|---|---:|---:|---:|---:|",
