@@ -1,7 +1,8 @@
 """Training and generation throughput of each method vs the baseline backbone and MarianMTModel.
 
-One run, one machine, the same shape for every model; each model in its own subprocess, rounds
-interleaved. Every example of a batch has its own random source and target language (out of
+One run, one process, the same shape for every model, rounds interleaved (model A, B, C, A, B, C, ...)
+so that the machine's drift hits every model alike: on a shared 2-core machine, separate processes
+measured ratios that varied by +-10% between runs. Peak memory is in bench_training.py. Every example of a batch has its own random source and target language (out of
 `--languages`), so language routing works on mixed batches as in multilingual training.
 
 * training: forward + backward + AdamW on a padded batch (see bench_training.py);
@@ -14,10 +15,7 @@ interleaved. Every example of a batch has its own random source and target langu
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 import time
 
 import torch
@@ -45,37 +43,25 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
     return LangSpecForConditionalGeneration(LangSpecConfig(**common, **contract))
 
 
-def worker(args) -> None:
-    torch.manual_seed(0)
-    model = build(args.worker, SHAPES[args.shape], args.vocab, args.languages)
-    batch = make_batch(args.batch_size, args.src_len, args.tgt_len, args.vocab)
-    g = torch.Generator().manual_seed(1)
-    if args.worker != "marian":
-        batch["src_lang_ids"] = torch.randint(0, args.languages, (args.batch_size,), generator=g)
-        batch["tgt_lang_ids"] = torch.randint(0, args.languages, (args.batch_size,), generator=g)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    train_times = []
+def measure(kind: str, model, optimizer, batch: dict, args) -> tuple[list[float], list[float]]:
+    """One round of one model: `args.steps` training steps and `args.generation_repeats` generations."""
+    train_times, generation_times = [], []
     model.train()
-    for step in range(args.warmup + args.steps):
+    for _ in range(args.steps):
         start = time.perf_counter()
         model(**batch).loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        if step >= args.warmup:
-            train_times.append(time.perf_counter() - start)
+        train_times.append(time.perf_counter() - start)
     model.eval()
     inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
     generate = dict(max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False, num_beams=1)
-    generation_times = []
     with torch.no_grad():
-        for repeat in range(args.generation_repeats + 1):
+        for _ in range(args.generation_repeats):
             start = time.perf_counter()
             model.generate(**inputs, **generate)
-            if repeat:
-                generation_times.append(time.perf_counter() - start)
-    print(
-        json.dumps({"train": train_times, "generate": generation_times, "tokens": int(batch["labels"].ne(-100).sum())})
-    )
+            generation_times.append(time.perf_counter() - start)
+    return train_times, generation_times
 
 
 def main() -> None:
@@ -89,45 +75,42 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--generation-repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.worker:
-        return worker(args)
 
+    shape = SHAPES[args.shape]
+    batch = make_batch(args.batch_size, args.src_len, args.tgt_len, args.vocab)
+    g = torch.Generator().manual_seed(1)
+    lang_ids = {
+        "src_lang_ids": torch.randint(0, args.languages, (args.batch_size,), generator=g),
+        "tgt_lang_ids": torch.randint(0, args.languages, (args.batch_size,), generator=g),
+    }
+    models = {}
+    for kind in KINDS:
+        torch.manual_seed(0)
+        model = build(kind, shape, args.vocab, args.languages)
+        models[kind] = (
+            model,
+            torch.optim.AdamW(model.parameters(), lr=1e-4),
+            batch if kind == "marian" else batch | lang_ids,
+        )
     results: dict[str, dict[str, list[float]]] = {k: {"train": [], "generate": []} for k in KINDS}
-    tokens = 0
-    for _ in range(args.rounds):
-        for kind in KINDS:
-            command = [sys.executable, __file__, "--worker", kind]
-            for name in (
-                "shape",
-                "batch_size",
-                "src_len",
-                "tgt_len",
-                "vocab",
-                "languages",
-                "new_tokens",
-                "steps",
-                "warmup",
-            ):
-                command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
-            out = json.loads(
-                subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-            )
-            results[kind]["train"] += out["train"]
-            results[kind]["generate"] += out["generate"]
-            tokens = out["tokens"]
+    for round_index in range(args.rounds + 1):  # round 0 warms every model up and is not counted
+        for kind, (model, optimizer, inputs) in models.items():
+            train, generated_times = measure(kind, model, optimizer, inputs, args)
+            if round_index:
+                results[kind]["train"] += train
+                results[kind]["generate"] += generated_times
+    tokens = int(batch["labels"].ne(-100).sum())
     base = {part: statistics.median(results["baseline"][part]) for part in ("train", "generate")}
     generated = args.batch_size * args.new_tokens
     label = "d{d_model}, {layers}+{layers} layers, FFN {ffn}".format(**SHAPES[args.shape])
     rows = [
         f"{label}, vocabulary {args.vocab}; batch {args.batch_size} x {args.src_len}/{args.tgt_len} tokens with random "
         f"source/target languages out of {args.languages} per example; training: median of {args.steps} steps x "
-        f"{args.rounds} rounds; generation: greedy, exactly {args.new_tokens} new tokens per example, median of "
-        f"{args.generation_repeats} x {args.rounds} after one warm-up.",
+        f"{args.rounds} interleaved rounds after a warm-up round; generation: greedy, exactly {args.new_tokens} new tokens per example, median of "
+        f"{args.generation_repeats} x {args.rounds}.",
         "",
         "| model | training target tokens/s | vs baseline | generation tokens/s | vs baseline |",
         "|---|---:|---:|---:|---:|",

@@ -73,3 +73,21 @@ def test_missing_ids_error_says_how_to_get_them():
     assert context.has("source") and not context.has("target")
     with pytest.raises(ValueError, match=r"LAA needs `tgt_lang_ids`.*LangSpecTokenizer returns it"):
         context.ids("target", needed_by="LAA")
+
+
+def test_gathered_weights_are_reused_only_while_ids_and_weights_are_unchanged():
+    from hf_langspec.modeling.routing import GatheredWeights
+
+    weight = torch.nn.Parameter(torch.randn(3, 4, 5))
+    cache = GatheredWeights()
+    ids = torch.tensor([2, 0, 2])
+    x = torch.randn(3, 1, 4)
+    expected = torch.stack([x[b] @ weight[ids[b]] for b in range(3)])
+    with torch.no_grad():
+        first = cache.get(weight, ids)
+        assert cache.get(weight, ids.clone()) is first  # equal ids by value: reused
+        torch.testing.assert_close(LanguageRouter(ids, 3).matmul(x, weight, cache=cache), expected)
+        assert cache.get(weight, torch.tensor([1, 0, 2])) is not first  # other ids: gathered anew
+        weight.mul_(2.0)  # an in-place update bumps the version: never stale
+        torch.testing.assert_close(LanguageRouter(ids, 3).matmul(x, weight, cache=cache), 2 * expected)
+    assert cache.get(weight, ids) is None  # with autograd on, nothing is cached

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .routing import LanguageContext
+from .routing import GatheredWeights, LanguageContext
 
 
 class LanguageProjection(nn.Module):
@@ -31,13 +31,14 @@ class LanguageProjection(nn.Module):
         super().__init__()
         self.side = side
         self.weight = nn.Parameter(torch.empty(num_languages, d_model, d_model))
+        self._gathered = GatheredWeights()  # decoding reuses each example's P_t across steps
 
     def initialize(self, init, config) -> None:
         init.copy_(self.weight, torch.eye(self.weight.shape[-1]).expand_as(self.weight))
 
     def forward(self, hidden: torch.Tensor, lang: LanguageContext, layer_idx: int | None = None) -> torch.Tensor:
         router = lang.router(self.side, needed_by="XLP (the language projection)")
-        return router.matmul(hidden, self.weight)
+        return router.matmul(hidden, self.weight, cache=self._gathered)
 
 
 __all__ = ["LanguageProjection"]

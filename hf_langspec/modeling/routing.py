@@ -30,6 +30,29 @@ DENSE_BUDGET_ELEMENTS = 1 << 18  # 1 MiB of float32 all-language outputs per cal
 SIDES = ("source", "target")
 
 
+class GatheredWeights:
+    """Per-example weights gathered once and reused while the language ids and the weights are unchanged.
+
+    Incremental decoding calls a module once per step with the same ids, so the ``[B, d_in, d_out]``
+    gather can be paid once per generation instead of once per step. Used only without autograd and
+    within :data:`GATHER_BUDGET_ELEMENTS`; a hit needs equal ids (compared by value) and the same
+    weight tensor at the same version (in-place updates bump it), so a stale entry is never returned.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[int, int] | None = None
+        self._ids: torch.Tensor | None = None
+        self._value: torch.Tensor | None = None
+
+    def get(self, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor | None:
+        if torch.is_grad_enabled() or ids.numel() * weight[0].numel() > GATHER_BUDGET_ELEMENTS:
+            return None
+        key = (id(weight), weight._version)
+        if key != self._key or self._ids is None or self._ids.shape != ids.shape or not torch.equal(self._ids, ids):
+            self._key, self._ids, self._value = key, ids.clone(), weight.index_select(0, ids)
+        return self._value
+
+
 class LanguageRouter:
     """Applies per-language parameters to a batch whose examples carry language ids ``[B]``."""
 
@@ -67,10 +90,17 @@ class LanguageRouter:
             return "group"
         return "group" if 2 * self.languages_present() <= batch else "gather"
 
-    def matmul(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    def matmul(
+        self,
+        x: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None = None,
+        cache: GatheredWeights | None = None,
+    ) -> torch.Tensor:
         """``y[b] = x[b] @ weight[lang[b]] (+ bias[lang[b]])`` for ``x`` of shape ``[B, ..., d_in]``.
 
-        ``weight`` is ``[L, d_in, d_out]``; ``bias`` is ``[L, d_out]`` or None.
+        ``weight`` is ``[L, d_in, d_out]``; ``bias`` is ``[L, d_out]`` or None. With a ``cache`` (one
+        per module), inference reuses the gathered weights across calls (see :class:`GatheredWeights`).
         """
         d_in, d_out = weight.shape[-2:]
         batch = x.shape[0]
@@ -80,9 +110,11 @@ class LanguageRouter:
                 "src_lang_ids / tgt_lang_ids must have one id per example ([B])."
             )
         rows = x.reshape(batch, -1, d_in)
-        strategy = self.choose(d_in, d_out, rows=rows.shape[0] * rows.shape[1])
+        gathered = cache.get(weight, self.lang_ids) if cache is not None and self.strategy == "auto" else None
+        strategy = "gather" if gathered is not None else self.choose(d_in, d_out, rows=rows.shape[0] * rows.shape[1])
         if strategy == "gather":
-            out = torch.bmm(rows, weight.index_select(0, self.lang_ids))
+            gathered = gathered if gathered is not None else weight.index_select(0, self.lang_ids)
+            out = torch.bmm(rows, gathered)
             if bias is not None:
                 out = out + bias.index_select(0, self.lang_ids).unsqueeze(1)
         elif strategy == "dense":
@@ -178,4 +210,4 @@ def check_language_ids(
     return ids.long()
 
 
-__all__ = ["LanguageContext", "LanguageRouter", "check_language_ids"]
+__all__ = ["GatheredWeights", "LanguageContext", "LanguageRouter", "check_language_ids"]
