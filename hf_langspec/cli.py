@@ -69,18 +69,16 @@ def cmd_train_tokenizer(args: argparse.Namespace) -> None:
     from .data.schema import read_jsonl
     from .tokenization import train_tokenizer
 
-    texts: dict[str, list[str]] = {}
+    rows: list[dict[str, str]] = []
     for path in args.train:
-        if path.endswith(".multiway.jsonl"):
-            for record in read_jsonl(path):
-                for code, text in record["texts"].items():
-                    texts.setdefault(code, []).append(text)
-            continue
-        for row in load_local(path):
-            texts.setdefault(row["src_lang"], []).append(row["src"])
-            texts.setdefault(row["tgt_lang"], []).append(row["tgt"])
+        if path.endswith(".multiway.jsonl"):  # multi-way records: every ordered pair of their texts
+            from .data.processing import multiway_pairs
+
+            rows += multiway_pairs(read_jsonl(path)).to_list()
+        else:
+            rows += load_local(path).to_list()
     tokenizer = train_tokenizer(
-        texts,
+        rows,
         languages=_codes(args.languages) if args.languages else None,
         vocab_size=args.vocab_size,
         model_type=args.model_type,

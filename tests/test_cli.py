@@ -102,3 +102,22 @@ def test_the_readme_main_config_runs_on_a_bible_slice(tmp_path):
     assert set(results["directions"]) == {"en-de", "de-en", "en-fr", "fr-en", "de-fr", "fr-de"}
     assert all("off_target" in results["directions"][d] for d in ("de-fr", "fr-de"))
     assert (tmp_path / "run" / "model" / "README.md").exists()
+
+
+def test_train_tokenizer_from_canonical_and_multiway_files(tmp_path):
+    from test_training import synthetic_pairs
+
+    from hf_langspec import LangSpecTokenizer
+
+    pairs = tmp_path / "train.jsonl"
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in synthetic_pairs(20)))
+    multiway = tmp_path / "test.multiway.jsonl"
+    multiway.write_text(json.dumps({"ref": "1:1:1", "texts": {"en": "alpha beta", "es": "alfa beta"}}) + "\n")
+    out = cli("train-tokenizer", "--train", pairs, multiway, "--output-dir", tmp_path / "tok", "--vocab-size", "90")
+    assert "saved to" in out.stdout
+    tok = LangSpecTokenizer.from_pretrained(tmp_path / "tok")
+    assert tok.languages == ["de", "en", "es", "fr"]
+    assert (
+        tok.decode(tok("alfa beta", src_lang="es", tgt_lang="en")["input_ids"], skip_special_tokens=True)
+        == "alfa beta"
+    )

@@ -29,8 +29,8 @@ logger = logging.getLogger(__name__)
 MODEL_TYPES = ("unigram", "bpe")
 
 
-def sentences_by_language(texts: Mapping[str, Iterable[str]] | Any) -> dict[str, list[str]]:
-    """Unique sentences per language, from a `{code: sentences}` mapping or a canonical-schema dataset."""
+def sentences_by_language(texts: Mapping[str, Iterable[str]] | Iterable[Mapping[str, str]]) -> dict[str, list[str]]:
+    """Unique sentences per language, from a `{code: sentences}` mapping or canonical rows (a dataset or a list)."""
     by_language: dict[str, dict[str, None]] = {}
     if isinstance(texts, Mapping):
         for code, lines in texts.items():
@@ -38,13 +38,12 @@ def sentences_by_language(texts: Mapping[str, Iterable[str]] | Any) -> dict[str,
                 raise ValueError(f"texts[{code!r}] is a single string; give an iterable of sentences.")
             by_language.setdefault(code, {}).update(dict.fromkeys(lines))
     else:
-        columns = set(getattr(texts, "column_names", []))
-        if not {"src_lang", "tgt_lang", "src", "tgt"} <= columns:
-            raise ValueError(
-                "texts must be a {language: sentences} mapping or a dataset with the canonical columns "
-                f"src_lang, tgt_lang, src, tgt (got columns {sorted(columns)})."
-            )
-        for row in texts:
+        for i, row in enumerate(texts):
+            if not isinstance(row, Mapping) or not {"src_lang", "tgt_lang", "src", "tgt"} <= set(row):
+                raise ValueError(
+                    "texts must be a {language: sentences} mapping or canonical rows with src_lang, tgt_lang, "
+                    f"src, tgt; row {i} is {row!r:.200}."
+                )
             by_language.setdefault(row["src_lang"], {})[row["src"]] = None
             by_language.setdefault(row["tgt_lang"], {})[row["tgt"]] = None
     return {code: [s for s in sentences if s] for code, sentences in by_language.items()}
@@ -103,7 +102,7 @@ def train_tokenizer(
     """Learn one joint vocabulary over all languages and return a `LangSpecTokenizer`.
 
     Args:
-        texts: `{language: sentences}` or a dataset with columns src_lang, tgt_lang, src, tgt.
+        texts: `{language: sentences}`, or canonical rows (src_lang, tgt_lang, src, tgt) as a dataset or a list.
         languages: tag order (the ids of the language contract); defaults to the sorted codes of `texts`.
         vocab_size: size of the vocabulary, special and tag tokens included.
         model_type: `"unigram"` (SentencePiece's default) or `"bpe"`.

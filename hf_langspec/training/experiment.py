@@ -37,7 +37,7 @@ import inspect
 import json
 import logging
 import os
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -213,11 +213,7 @@ def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path
                     "Use a new output_dir, or delete that tokenizer (and the checkpoints trained with it)."
                 )
         else:
-            texts: dict[str, list[str]] = defaultdict(list)
-            for row in train_rows:
-                texts[row["src_lang"]].append(row["src"])
-                texts[row["tgt_lang"]].append(row["tgt"])
-            tokenizer = train_tokenizer(texts, **section)
+            tokenizer = train_tokenizer(train_rows, **section)
             tokenizer.save_pretrained(target)
             settings_file.write_text(json.dumps(section, sort_keys=True))
     return LangSpecTokenizer.from_pretrained(target)
