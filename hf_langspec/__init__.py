@@ -3,14 +3,25 @@
 Importing the package registers every config and model with the Auto classes.
 """
 
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForMaskedLM,
+    AutoModelForSeq2SeqLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+)
 
 from .modeling import (
     LangSpecConfig,
     LangSpecForConditionalGeneration,
     LangSpecModel,
     LangSpecPreTrainedModel,
+    XLPConfig,
     XLPForConditionalGeneration,
+    XLPForMaskedLM,
+    XLPForSequenceClassification,
+    XLPModel,
     XLPMTConfig,
     XLPMTModel,
 )
@@ -37,6 +48,13 @@ def _register() -> None:
         config_class.register_for_auto_class()
         model_class.register_for_auto_class("AutoModel")
         seq2seq_class.register_for_auto_class("AutoModelForSeq2SeqLM")
+    # the XLP encoder family (encoder-only: no seq2seq class)
+    AutoConfig.register(XLPConfig.model_type, XLPConfig, exist_ok=True)
+    for auto, model_class in ((AutoModel, XLPModel), (AutoModelForMaskedLM, XLPForMaskedLM),
+                              (AutoModelForSequenceClassification, XLPForSequenceClassification)):  # fmt: skip
+        auto.register(XLPConfig, model_class, exist_ok=True)
+        model_class.register_for_auto_class(auto.__name__)
+    XLPConfig.register_for_auto_class()
     LangSpecTokenizer.register_for_auto_class("AutoTokenizer")
     register_pipeline()
 
@@ -50,8 +68,12 @@ __all__ = [
     "LangSpecPreTrainedModel",
     "LangSpecTokenizer",
     "LangSpecTranslationPipeline",
+    "XLPConfig",
     "XLPForConditionalGeneration",
+    "XLPForMaskedLM",
+    "XLPForSequenceClassification",
     "XLPMTConfig",
     "XLPMTModel",
+    "XLPModel",
     "train_tokenizer",
 ]

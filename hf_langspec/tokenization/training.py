@@ -97,6 +97,7 @@ def train_tokenizer(
     seed: int = 0,
     lang_tag_style: str = "source",
     lang_tag_template: str = "<2{}>",
+    mask_token: bool = False,
     show_progress: bool = True,
 ) -> LangSpecTokenizer:
     """Learn one joint vocabulary over all languages and return a `LangSpecTokenizer`.
@@ -110,6 +111,8 @@ def train_tokenizer(
             scripts with large character sets).
         temperature: sampling temperature over languages for the training sample (T=1 proportional).
         sample_size: sentences in the training sample (SentencePiece's `input_sentence_size`).
+        mask_token: add `<mask>` (for masked language modelling, e.g. XLP/XLM pre-training) after the tags,
+            so the ids of the other special tokens and of the tags do not move.
     """
     if model_type not in MODEL_TYPES:
         raise ValueError(f"model_type={model_type!r} is not supported; use one of {list(MODEL_TYPES)}.")
@@ -124,6 +127,8 @@ def train_tokenizer(
     if empty:
         raise ValueError(f"No sentences for languages {empty}: every language in `languages` needs training text.")
     specials = list(SPECIAL_TOKENS.values()) + [lang_tag_template.format(code) for code in languages]
+    if mask_token:
+        specials.append("<mask>")
     if vocab_size <= len(specials):
         raise ValueError(f"vocab_size={vocab_size} leaves no room beyond the {len(specials)} special and tag tokens.")
 
@@ -160,7 +165,8 @@ def train_tokenizer(
         languages=languages,
         lang_tag_style=lang_tag_style,
         lang_tag_template=lang_tag_template,
-        extra_special_tokens=specials[len(SPECIAL_TOKENS) :],
+        extra_special_tokens=specials[len(SPECIAL_TOKENS) : len(SPECIAL_TOKENS) + len(languages)],
+        **({"mask_token": "<mask>"} if mask_token else {}),
     )
 
 
