@@ -104,12 +104,12 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 def _load_model(path: str, device: str | None):
     import torch
+    from transformers import AutoModelForSeq2SeqLM
 
     from . import LangSpecTokenizer
-    from .modeling import LangSpecForConditionalGeneration
 
     tokenizer = LangSpecTokenizer.from_pretrained(path)
-    model = LangSpecForConditionalGeneration.from_pretrained(path)
+    model = AutoModelForSeq2SeqLM.from_pretrained(path)  # the variant's own class (baseline, XLP, ...)
     tokenizer.check_model(model)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return model.to(device).eval(), tokenizer
