@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .language_id import LanguageIdentifier, language_identifier
+from .language_id import LanguageIdentifier, language_identifier, off_target_rate
 from .metrics import corpus_scores, direction_groups, group_means
 from .translate import translate
 
@@ -56,8 +56,7 @@ def evaluate_model(
             scores = corpus_scores(hyps, refs) | {"set": set_name}
             if measure_off_target:
                 identify = identifier or language_identifier()
-                found = identify(hyps)
-                scores["off_target"] = sum(code != direction.split("-")[1] for code in found) / len(hyps)
+                scores["off_target"] = off_target_rate(hyps, direction.split("-")[1], identify)
                 scores["language_identifier"] = identify.name
             results["directions"][direction] = scores
             results["hypotheses"][direction] = hyps
