@@ -19,7 +19,7 @@ import statistics
 import time
 
 import torch
-from bench_training import SHAPES, make_batch
+from bench_training import SHAPES, backbone_kwargs, make_batch
 
 KINDS = ["marian", "baseline", "xlp"]
 
@@ -29,12 +29,7 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
 
     from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, XLPForConditionalGeneration, XLPMTConfig
 
-    common = dict(
-        vocab_size=vocab, d_model=shape["d_model"], encoder_layers=shape["layers"], decoder_layers=shape["layers"],
-        encoder_attention_heads=shape["heads"], decoder_attention_heads=shape["heads"], encoder_ffn_dim=shape["ffn"],
-        decoder_ffn_dim=shape["ffn"], max_position_embeddings=256, dropout=0.1, activation_function="relu",
-        scale_embedding=True, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
-    )  # fmt: skip
+    common = backbone_kwargs(shape, vocab)
     if kind == "marian":
         return MarianMTModel(MarianConfig(**common, share_encoder_decoder_embeddings=True))
     contract = dict(languages=[f"l{i}" for i in range(languages)], position_embedding_type="sinusoidal_marian")

@@ -33,12 +33,9 @@ SHAPES = {
 PAIRS = [("langspec (post-norm)", "marian"), ("langspec (pre-norm)", "m2m100")]
 
 
-def build(kind: str, shape: dict, vocab: int):
-    from transformers import M2M100Config, M2M100ForConditionalGeneration, MarianConfig, MarianMTModel
-
-    from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration
-
-    common = dict(
+def backbone_kwargs(shape: dict, vocab: int) -> dict:
+    """The config fields every compared model shares (Marian, M2M100 and hf_langspec use the same names)."""
+    return dict(
         vocab_size=vocab,
         d_model=shape["d_model"],
         encoder_layers=shape["layers"],
@@ -58,6 +55,14 @@ def build(kind: str, shape: dict, vocab: int):
         eos_token_id=2,
         decoder_start_token_id=2,
     )
+
+
+def build(kind: str, shape: dict, vocab: int):
+    from transformers import M2M100Config, M2M100ForConditionalGeneration, MarianConfig, MarianMTModel
+
+    from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration
+
+    common = backbone_kwargs(shape, vocab)
     if kind == "marian":
         return MarianMTModel(MarianConfig(**common, share_encoder_decoder_embeddings=True))
     if kind == "m2m100":
