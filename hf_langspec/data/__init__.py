@@ -1,11 +1,19 @@
-"""Data: the canonical schema, local files, the papers' Hub corpora, the offline Bible corpus, the sampler."""
+"""Data: the canonical schema, local files, the papers' Hub corpora, the offline Bible corpus, XNLI, the sampler."""
 
 from .bible import BibleCorpusConfig, build_bible_corpus
 from .hub import CORPORA, load_corpus
-from .local import load_local
-from .processing import FilterReport, both_directions, filter_pairs, hold_out_directions, multiway_pairs
+from .local import load_local, read_sentences
+from .processing import (
+    FilterReport,
+    both_directions,
+    filter_pairs,
+    hold_out_directions,
+    monolingual_texts,
+    multiway_pairs,
+)
 from .sampler import TemperatureSampler
 from .schema import CANONICAL_COLUMNS, canonical_dataset, read_jsonl, write_jsonl
+from .xnli import XNLI_LABELS, XNLI_LANGUAGES, load_xnli
 
 __all__ = [
     "CANONICAL_COLUMNS",
@@ -13,6 +21,8 @@ __all__ = [
     "BibleCorpusConfig",
     "FilterReport",
     "TemperatureSampler",
+    "XNLI_LABELS",
+    "XNLI_LANGUAGES",
     "both_directions",
     "build_bible_corpus",
     "canonical_dataset",
@@ -20,7 +30,10 @@ __all__ = [
     "hold_out_directions",
     "load_corpus",
     "load_local",
+    "load_xnli",
+    "monolingual_texts",
     "multiway_pairs",
     "read_jsonl",
+    "read_sentences",
     "write_jsonl",
 ]

@@ -5,6 +5,7 @@ Every malformed line raises a ValueError naming the file and the line number; no
 * JSONL: one object per line with string fields `src_lang`, `tgt_lang`, `src`, `tgt` (extra fields ignored).
 * TSV: `src_lang<TAB>tgt_lang<TAB>src<TAB>tgt`, or `src<TAB>tgt` with `src_lang`/`tgt_lang` given.
 * Moses: `corpus.de` + `corpus.en`, line i of one translating line i of the other.
+* Monolingual text (`read_sentences`): one sentence per line.
 """
 
 from __future__ import annotations
@@ -36,6 +37,17 @@ def _check_row(row: dict, where: str) -> dict[str, str]:
     if bad:
         raise ValueError(f"{where}: fields {bad} must be non-empty strings.")
     return {c: row[c] for c in CANONICAL_COLUMNS}
+
+
+def read_sentences(path: str | os.PathLike) -> list[str]:
+    """Monolingual text, one sentence per line (e.g. for MLM pre-training); a blank line is an error."""
+    path = Path(path)
+    sentences = []
+    for number, line in _lines(path):
+        if not line.strip():
+            raise ValueError(f"{path}:{number}: empty line; give one non-empty sentence per line.")
+        sentences.append(line)
+    return sentences
 
 
 def read_jsonl_pairs(path: str | os.PathLike) -> Iterator[dict[str, str]]:
@@ -112,4 +124,4 @@ def load_local(
     return canonical_dataset(rows)
 
 
-__all__ = ["load_local", "read_jsonl_pairs", "read_moses_pairs", "read_tsv_pairs"]
+__all__ = ["load_local", "read_jsonl_pairs", "read_moses_pairs", "read_sentences", "read_tsv_pairs"]

@@ -90,6 +90,18 @@ def per_direction(rows: Iterable[dict[str, str]], limit: int | None = None) -> d
     return groups
 
 
+def monolingual_texts(rows: Iterable[dict[str, str]]) -> dict[str, list[str]]:
+    """Each language's distinct sentences from either side of parallel rows, in first-seen order.
+
+    Monolingual text for XLM-style MLM pre-training: a sentence in several directions counts once.
+    """
+    seen: dict[str, dict[str, None]] = {}
+    for row in rows:
+        for lang, text in ((row["src_lang"], row["src"]), (row["tgt_lang"], row["tgt"])):
+            seen.setdefault(lang, {})[text] = None
+    return {lang: list(texts) for lang, texts in seen.items()}
+
+
 def _word_lengths(texts: list[str]) -> list[int]:
     return [len(t.split()) for t in texts]
 
@@ -173,6 +185,7 @@ def filter_pairs(
 
 
 __all__ = [
+    "monolingual_texts",
     "FilterReport",
     "both_directions",
     "filter_pairs",

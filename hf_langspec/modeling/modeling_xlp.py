@@ -107,7 +107,7 @@ class XLPForSequenceClassification(XLPPreTrainedModel):
     """Sentence(-pair) classification on the first token's state (XLM's summary), e.g. XNLI.
 
     With `config.freeze_language_projections` (the default, as in the paper) the projections get no
-    gradient during fine-tuning.
+    gradient during fine-tuning, also after `from_pretrained` (which would reset `requires_grad`).
     """
 
     accepts_loss_kwargs = False
@@ -119,8 +119,8 @@ class XLPForSequenceClassification(XLPPreTrainedModel):
         self.classifier = nn.Linear(config.d_model, config.num_labels)
         self.post_init()
         projection = self.model.language_projection()
-        if projection is not None and config.freeze_language_projections:
-            projection.weight.requires_grad_(False)
+        if projection is not None:
+            projection.frozen = config.freeze_language_projections
 
     def forward(self, input_ids=None, attention_mask=None, src_lang_ids=None, labels=None, inputs_embeds=None,
                 output_hidden_states=None, return_dict=None) -> SequenceClassifierOutput:  # fmt: skip

@@ -32,13 +32,17 @@ class LanguageProjection(nn.Module):
         self.side = side
         self.weight = nn.Parameter(torch.empty(num_languages, d_model, d_model))
         self._gathered = GatheredWeights()  # decoding reuses each example's P_t across steps
+        # Frozen projections (XLP's classification fine-tuning) are detached in forward rather than given
+        # requires_grad=False: from_pretrained replaces parameters after __init__ and would unfreeze them.
+        self.frozen = False
 
     def initialize(self, init, config) -> None:
         init.copy_(self.weight, torch.eye(self.weight.shape[-1]).expand_as(self.weight))
 
     def forward(self, hidden: torch.Tensor, lang: LanguageContext, layer_idx: int | None = None) -> torch.Tensor:
         router = lang.router(self.side, needed_by="XLP (the language projection)")
-        return router.matmul(hidden, self.weight, cache=self._gathered)
+        weight = self.weight.detach() if self.frozen else self.weight
+        return router.matmul(hidden, weight, cache=self._gathered)
 
 
 __all__ = ["LanguageProjection"]

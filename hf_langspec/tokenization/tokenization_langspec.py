@@ -186,6 +186,39 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
             data = {k: v[0] for k, v in data.items()}
         return BatchEncoding(data, tensor_type=return_tensors)
 
+    def encode_sentences(
+        self,
+        texts: Sequence[str],
+        lang: str | Sequence[str],
+        text_pairs: Sequence[str] | None = None,
+        max_length: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Encoder-only inputs (XLM-R layout): `<s> text </s>`, or `<s> text </s> pair </s>` for sentence pairs.
+
+        Returns one feature dict per text (`input_ids`, `src_lang_ids`) for a data collator. The first
+        token `<s>` is the summary the sequence classifier reads. With `max_length`, the longer side is
+        cut first until the whole sequence fits; without it nothing is cut.
+        """
+        texts = list(texts)
+        ids = self._language_ids(lang, "lang", len(texts))
+        if text_pairs is not None and len(text_pairs) != len(texts):
+            raise ValueError(f"Got {len(texts)} texts but {len(text_pairs)} text_pairs; they must pair up.")
+        firsts = self._encode_side(texts, None, None)
+        seconds = self._encode_side(list(text_pairs), None, None) if text_pairs is not None else None
+        features = []
+        for i, first in enumerate(firsts):
+            sides = [first[:-1]] + ([seconds[i][:-1]] if seconds is not None else [])
+            if max_length is not None:
+                budget = max_length - 1 - len(sides)  # <s> and one </s> per side
+                if budget < len(sides):
+                    raise ValueError(f"max_length={max_length} leaves no room for text; use at least {2 * len(sides) + 1}.")
+                while sum(map(len, sides)) > budget:
+                    longest = max(range(len(sides)), key=lambda k: len(sides[k]))
+                    sides[longest] = sides[longest][:-1]
+            input_ids = [self.bos_token_id] + [t for side in sides for t in [*side, self.eos_token_id]]
+            features.append({"input_ids": input_ids, "src_lang_ids": ids[i]})
+        return features
+
     def _encode_side(self, texts: list[str], tags: list[list[int]] | None, limit: int | None) -> list[list[int]]:
         for i, t in enumerate(texts):
             if not isinstance(t, str):
