@@ -44,7 +44,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-length", type=int, default=128, help="pieces per pair (the paper: 256)")
     parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--batch-size", type=int, default=16, help="8 or 16 in the paper")
-    parser.add_argument("--learning-rate", type=float, default=2e-5, help="the paper searches 1e-6 to 8e-6 at XLM15 size")
+    parser.add_argument(
+        "--learning-rate", type=float, default=2e-5, help="the paper searches 1e-6 to 8e-6 at XLM15 size"
+    )
     parser.add_argument("--warmup-steps", type=int, default=0, help="the paper: 4000")
     parser.add_argument("--unfreeze-projections", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
@@ -96,7 +98,9 @@ def main() -> None:
     for code in [*languages, args.train_language]:
         tokenizer.language_id(code)  # an unknown language fails here, before any training
     if not languages:
-        raise ValueError(f"The model knows {tokenizer.languages}, none of them an XNLI language {list(XNLI_LANGUAGES)}.")
+        raise ValueError(
+            f"The model knows {tokenizer.languages}, none of them an XNLI language {list(XNLI_LANGUAGES)}."
+        )
     output = Path(args.output_dir)
 
     def data(code: str, split: str, limit: int | None) -> Dataset:
@@ -104,13 +108,21 @@ def main() -> None:
 
     scores: dict[str, float] = {}
     if args.setting == "transfer":
-        trainer = fine_tune(args, tokenizer, data(args.train_language, "train", args.max_train_examples), output / "model")
+        trainer = fine_tune(
+            args, tokenizer, data(args.train_language, "train", args.max_train_examples), output / "model"
+        )
         for code in languages:
-            scores[code] = accuracy(trainer, tokenizer, data(code, args.eval_split, args.max_eval_examples), args.max_length)
+            scores[code] = accuracy(
+                trainer, tokenizer, data(code, args.eval_split, args.max_eval_examples), args.max_length
+            )
     else:
         for code in languages:
-            trainer = fine_tune(args, tokenizer, data(code, "train", args.max_train_examples), output / f"model-{code}")
-            scores[code] = accuracy(trainer, tokenizer, data(code, args.eval_split, args.max_eval_examples), args.max_length)
+            trainer = fine_tune(
+                args, tokenizer, data(code, "train", args.max_train_examples), output / f"model-{code}"
+            )
+            scores[code] = accuracy(
+                trainer, tokenizer, data(code, args.eval_split, args.max_eval_examples), args.max_length
+            )
 
     others = [scores[c] for c in scores if c != args.train_language]
     results = {

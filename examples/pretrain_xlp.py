@@ -162,7 +162,9 @@ def main() -> None:
     losses = {
         code: {"before": before[f"eval_{code}_loss"], "after": after[f"eval_{code}_loss"]} for code in args.languages
     }
-    (output / "mlm_eval.json").write_text(json.dumps({"language_encoding": args.language_encoding, "loss": losses}, indent=2))
+    (output / "mlm_eval.json").write_text(
+        json.dumps({"language_encoding": args.language_encoding, "loss": losses}, indent=2)
+    )
     print("\n| language | validation MLM loss before | after |\n|---|---:|---:|")
     for code, row in losses.items():
         print(f"| {code} | {row['before']:.3f} | {row['after']:.3f} |")

@@ -13,6 +13,7 @@ from datasets import Dataset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file
+from test_xlp_encoder import WORDS  # the same three toy vocabularies
 
 from hf_langspec import train_tokenizer
 from hf_langspec.data import XNLI_LABELS, load_xnli
@@ -20,11 +21,6 @@ from hf_langspec.data import XNLI_LABELS, load_xnli
 ROOT = Path(__file__).resolve().parent.parent
 # Each label has a marker word per language, so a classifier can learn the fixture in a few steps.
 MARKERS = {"en": ["yes", "maybe", "no"], "de": ["ja", "vielleicht", "nein"], "fr": ["oui", "peut-être", "non"]}
-WORDS = {
-    "en": "the man saw a dog and the woman saw a cat in the house near the river".split(),
-    "de": "der mann sah einen hund und die frau sah eine katze im haus nahe dem fluss".split(),
-    "fr": "le homme vit un chien et la femme vit un chat dans la maison près du fleuve".split(),
-}
 
 
 def xnli_rows(code: str, n: int, seed: int) -> list[dict]:

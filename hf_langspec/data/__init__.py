@@ -18,11 +18,11 @@ from .xnli import XNLI_LABELS, XNLI_LANGUAGES, load_xnli
 __all__ = [
     "CANONICAL_COLUMNS",
     "CORPORA",
+    "XNLI_LABELS",
+    "XNLI_LANGUAGES",
     "BibleCorpusConfig",
     "FilterReport",
     "TemperatureSampler",
-    "XNLI_LABELS",
-    "XNLI_LANGUAGES",
     "both_directions",
     "build_bible_corpus",
     "canonical_dataset",

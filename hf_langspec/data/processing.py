@@ -185,11 +185,11 @@ def filter_pairs(
 
 
 __all__ = [
-    "monolingual_texts",
     "FilterReport",
     "both_directions",
     "filter_pairs",
     "hold_out_directions",
+    "monolingual_texts",
     "multiway_pairs",
     "subword_lengths",
 ]

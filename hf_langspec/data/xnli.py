@@ -51,9 +51,7 @@ def _check(dataset: Dataset, where: str) -> None:
         zip(dataset["label"], dataset["premise"], dataset["hypothesis"], strict=True)
     ):
         if label not in range(len(XNLI_LABELS)):
-            raise ValueError(
-                f"{where}, row {i}: label {label!r} is not one of 0, 1, 2 ({', '.join(XNLI_LABELS)})."
-            )
+            raise ValueError(f"{where}, row {i}: label {label!r} is not one of 0, 1, 2 ({', '.join(XNLI_LABELS)}).")
         if not isinstance(premise, str) or not isinstance(hypothesis, str):
             raise ValueError(f"{where}, row {i}: premise and hypothesis must be strings.")
 

@@ -211,7 +211,9 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
             if max_length is not None:
                 budget = max_length - 1 - len(sides)  # <s> and one </s> per side
                 if budget < len(sides):
-                    raise ValueError(f"max_length={max_length} leaves no room for text; use at least {2 * len(sides) + 1}.")
+                    raise ValueError(
+                        f"max_length={max_length} leaves no room for text; use at least {2 * len(sides) + 1}."
+                    )
                 while sum(map(len, sides)) > budget:
                     longest = max(range(len(sides)), key=lambda k: len(sides[k]))
                     sides[longest] = sides[longest][:-1]

@@ -23,9 +23,7 @@ class MaskedLMCollator:
 
     def __init__(self, tokenizer: Any, mlm_probability: float = 0.15):
         if tokenizer.mask_token_id is None:
-            raise ValueError(
-                "The tokenizer has no <mask> token; train it with train_tokenizer(..., mask_token=True)."
-            )
+            raise ValueError("The tokenizer has no <mask> token; train it with train_tokenizer(..., mask_token=True).")
         self.tokenizer = tokenizer
         self.masking = DataCollatorForLanguageModeling(tokenizer, mlm_probability=mlm_probability)
 
@@ -52,7 +50,8 @@ def fixed_masks(
     for feature in features:
         ids = torch.tensor([feature["input_ids"]])
         special = torch.tensor(
-            [tokenizer.get_special_tokens_mask(feature["input_ids"], already_has_special_tokens=True)], dtype=torch.bool
+            [tokenizer.get_special_tokens_mask(feature["input_ids"], already_has_special_tokens=True)],
+            dtype=torch.bool,
         )
         masked, labels = masking.torch_mask_tokens(ids, special_tokens_mask=special)
         out.append(
