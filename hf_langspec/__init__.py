@@ -13,6 +13,9 @@ from transformers import (
 )
 
 from .modeling import (
+    CLMConfig,
+    CLMForConditionalGeneration,
+    CLMModel,
     LangSpecConfig,
     LangSpecForConditionalGeneration,
     LangSpecModel,
@@ -35,6 +38,7 @@ __version__ = "0.1.0"
 VARIANTS = [
     (LangSpecConfig, LangSpecModel, LangSpecForConditionalGeneration),
     (XLPMTConfig, XLPMTModel, XLPForConditionalGeneration),
+    (CLMConfig, CLMModel, CLMForConditionalGeneration),
 ]
 
 
@@ -62,6 +66,9 @@ def _register() -> None:
 _register()
 
 __all__ = [
+    "CLMConfig",
+    "CLMForConditionalGeneration",
+    "CLMModel",
     "LangSpecConfig",
     "LangSpecForConditionalGeneration",
     "LangSpecModel",

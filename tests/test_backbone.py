@@ -81,8 +81,10 @@ class _Recorder(nn.Module):
         super().__init__()
         self.point, self.calls = point, calls
 
-    def forward(self, hidden, lang, layer_idx=None, projection=None):
-        self.calls.append((self.point, layer_idx, projection, tuple(hidden.shape)))
+    def forward(self, hidden, lang, layer_idx=None, extra=None):
+        # extra: the projection (q k v o) at attention points, the sublayer at sublayer_out
+        projection = None if self.point.endswith("sublayer_out") else extra
+        self.calls.append((self.point, layer_idx, extra, tuple(hidden.shape)))
         if self.point.endswith("dec_ffn") or projection is not None:  # additive terms
             return torch.zeros_like(hidden)
         return hidden
@@ -108,6 +110,9 @@ def test_every_insertion_point_is_called_where_documented():
     for point in ("enc_self_in", "enc_ffn_in", "ffn_out"):
         assert count(f"encoder:{point}") == e
     assert count("encoder:sublayer_out") == 2 * e and count("decoder:sublayer_out") == 3 * d
+    for side, sublayers in (("encoder", ["self_attn", "ffn"]), ("decoder", ["self_attn", "cross_attn", "ffn"])):
+        told = [(c[1], c[2]) for c in calls if c[0] == f"{side}:sublayer_out"]
+        assert told == [(i, s) for i in range(e if side == "encoder" else d) for s in sublayers]
     for point in ("dec_self_in", "dec_cross_in", "dec_ffn_in", "dec_ffn", "ffn_out"):
         assert count(f"decoder:{point}") == d
     for point, n in (("encoder:enc_self_attn", e), ("decoder:dec_self_attn", d), ("decoder:dec_cross_attn", d)):

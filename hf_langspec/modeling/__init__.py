@@ -1,13 +1,18 @@
 """Model definitions. Every file here imports only its flat siblings, so a saved checkpoint carries them as remote code."""
 
+from .configuration_clm import CLMConfig
 from .configuration_langspec import LangSpecConfig
 from .configuration_xlp import XLPConfig
 from .configuration_xlp_mt import XLPMTConfig
+from .modeling_clm import CLMForConditionalGeneration, CLMModel
 from .modeling_langspec import LangSpecForConditionalGeneration, LangSpecModel, LangSpecPreTrainedModel
 from .modeling_xlp import XLPForMaskedLM, XLPForSequenceClassification, XLPModel
 from .modeling_xlp_mt import XLPForConditionalGeneration, XLPMTModel
 
 __all__ = [
+    "CLMConfig",
+    "CLMForConditionalGeneration",
+    "CLMModel",
     "LangSpecConfig",
     "LangSpecForConditionalGeneration",
     "LangSpecModel",

@@ -17,7 +17,8 @@ point                                              call and meaning
 ``dec_cross_in`` ``dec_ffn_in``                    so the change stays in the residual stream (LEE)
 ``enc_self_attn`` ``dec_self_attn``                ``delta = m(x, lang, i, p)`` added to projection ``p`` in
 ``dec_cross_attn``                                 ``q k v o`` (for ``o``, ``x`` is the attention output) (LAA)
-``sublayer_out``                                   ``h = m(h, lang, i)`` after every sublayer (CLM)
+``sublayer_out``                                   ``h = m(h, lang, i, s)`` after every sublayer ``s`` in
+                                                   ``self_attn`` ``cross_attn`` ``ffn`` (CLM)
 ``ffn_out``                                        ``h = m(h, lang, i)`` after FFN sublayers only (CLM-top, adapters)
 ``dec_ffn``                                        ``delta = m(x, lang, i)`` added to the FFN output; ``x`` is the FFN input (CLL)
 ``enc_out``                                        ``h = m(h, lang, None)`` once on the encoder output (LEE)
@@ -62,9 +63,9 @@ INSERTION_POINTS: dict[str, tuple[str, ...]] = {
 Slots = dict[str, nn.Module]
 
 
-def _insert(slots: Slots, point: str, hidden: torch.Tensor, lang: LanguageContext, layer_idx: int | None):
+def _insert(slots: Slots, point: str, hidden: torch.Tensor, lang: LanguageContext, layer_idx: int | None, *extra):
     module = slots.get(point)
-    return hidden if module is None else module(hidden, lang, layer_idx)
+    return hidden if module is None else module(hidden, lang, layer_idx, *extra)
 
 
 # ---------------------------------------------------------------------------- positions
@@ -264,14 +265,15 @@ class _Sublayers(GradientCheckpointingLayer):
         hidden = _insert(slots, points[0], hidden, lang, self.layer_idx)
         hook = slots.get(points[1])
         hidden = self._residual_block(hidden, norm, lambda x: attention(x, lang, hook=hook, **kwargs))
-        return _insert(slots, "sublayer_out", hidden, lang, self.layer_idx)
+        sublayer = "cross_attn" if points[1] == "dec_cross_attn" else "self_attn"
+        return _insert(slots, "sublayer_out", hidden, lang, self.layer_idx, sublayer)
 
     def _ffn_block(self, hidden, slots: Slots, lang, in_point: str, parallel_point: str | None = None):
         hidden = _insert(slots, in_point, hidden, lang, self.layer_idx)
         module = slots.get(parallel_point) if parallel_point else None
         parallel = None if module is None else (lambda x: module(x, lang, self.layer_idx))
         hidden = self._residual_block(hidden, self.final_layer_norm, self.feed_forward, parallel)
-        hidden = _insert(slots, "sublayer_out", hidden, lang, self.layer_idx)
+        hidden = _insert(slots, "sublayer_out", hidden, lang, self.layer_idx, "ffn")
         return _insert(slots, "ffn_out", hidden, lang, self.layer_idx)
 
 

@@ -1,0 +1,290 @@
+"""CLM (Liu et al. 2023): the fast feature mix, every variant by config, unseen pairs, sparsity, sizes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import LANGUAGES, random_batch, run_without_package, tiny_config
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_xlp import FRESH_PROCESS
+from transformers import AutoModelForSeq2SeqLM
+
+from hf_langspec import CLMConfig, CLMForConditionalGeneration, LangSpecConfig, LangSpecForConditionalGeneration
+from hf_langspec.modeling import module_clm
+from hf_langspec.modeling.module_clm import FeatureMix, feature_mix, feature_mix_naive, feature_proportions
+from hf_langspec.modeling.routing import LanguageContext
+
+PAIRS = ["en-de", "en-fr", "de-en", "fr-en", "de-fr"]
+
+
+def clm_model(seed: int = 0, **overrides) -> CLMForConditionalGeneration:
+    torch.manual_seed(seed)
+    overrides = {"clm_num_features": 6, "language_pairs": PAIRS} | overrides
+    return CLMForConditionalGeneration(tiny_config(CLMConfig, **overrides)).eval()
+
+
+def trained_pair_batch(seed: int) -> dict[str, torch.Tensor]:
+    """A random batch whose three examples are en-de, de-fr and fr-en (pairs in PAIRS)."""
+    batch = random_batch(batch=3, seed=seed)
+    batch["src_lang_ids"], batch["tgt_lang_ids"] = torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0])
+    return batch
+
+
+def context(src: list[str], tgt: list[str]) -> LanguageContext:
+    ids = lambda codes: torch.tensor([LANGUAGES.index(c) for c in codes])  # noqa: E731
+    return LanguageContext(ids(src), ids(tgt), len(LANGUAGES), len(src))
+
+
+# ---------------------------------------------------------------------------- the mix
+@settings(max_examples=25, deadline=None)
+@given(
+    tokens=st.integers(1, 12),
+    k=st.integers(1, 9),
+    d=st.integers(1, 6),
+    e=st.integers(1, 6),
+    chunk=st.sampled_from([1, 7, 1 << 23]),
+    seed=st.integers(0, 1000),
+)
+def test_fast_mix_equals_equation_2_in_values_and_gradients(tokens, k, d, e, chunk, seed):
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(tokens, d, dtype=torch.float64, generator=g, requires_grad=True)
+    p = torch.rand(tokens, k, dtype=torch.float64, generator=g).softmax(-1).requires_grad_()
+    w = torch.randn(k, d, e, dtype=torch.float64, generator=g, requires_grad=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module_clm, "MIX_CHUNK_ELEMENTS", chunk)  # 1 and 7 force many chunks
+        fast = feature_mix(h, p, w)
+        naive = feature_mix_naive(h, p, w)
+    # independent reference: the explicit double sum of equation 2
+    by_hand = torch.stack([sum(p[n, j] * (h[n] @ w[j]) for j in range(k)) for n in range(tokens)])
+    torch.testing.assert_close(fast, by_hand, atol=1e-10, rtol=0)
+    torch.testing.assert_close(naive, by_hand, atol=1e-10, rtol=0)
+    upstream = torch.randn(tokens, e, dtype=torch.float64, generator=g)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module_clm, "MIX_CHUNK_ELEMENTS", chunk)
+        grads_fast = torch.autograd.grad(fast, (h, p, w), upstream)
+    grads_naive = torch.autograd.grad(naive, (h, p, w), upstream)
+    for a, b in zip(grads_fast, grads_naive, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=0)
+
+
+def test_fast_mix_passes_gradcheck_in_float64(monkeypatch):
+    monkeypatch.setattr(module_clm, "MIX_CHUNK_ELEMENTS", 8)
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(5, 3, dtype=torch.float64, generator=g, requires_grad=True)
+    p = torch.rand(5, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    w = torch.randn(4, 3, 2, dtype=torch.float64, generator=g, requires_grad=True)
+    assert torch.autograd.gradcheck(FeatureMix.apply, (h, p, w), eps=1e-6, atol=1e-10)
+
+
+def test_fast_mix_keeps_no_activation_that_grows_with_k():
+    def saved_elements(mix, k: int) -> int:
+        total = 0
+
+        def pack(t):
+            nonlocal total
+            total += t.numel()
+            return t
+
+        h = torch.randn(64, 16, requires_grad=True)
+        p = torch.rand(64, k).softmax(-1).requires_grad_()
+        w = torch.randn(k, 16, 16, requires_grad=True)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            mix(h, p, w)
+        return total - w.numel() - p.numel()  # the parameters and the proportions [N, k] themselves
+
+    assert saved_elements(feature_mix, 4) == saved_elements(feature_mix, 64) == 64 * 16
+    assert saved_elements(feature_mix_naive, 64) >= 64 * 64 * 16  # the [N, k, d] features
+
+
+# ---------------------------------------------------------------------------- the module
+def test_alpha_one_with_equal_maps_is_one_linear_map():
+    model = clm_model(clm_alpha=1.0, clm_decoder="none")
+    module = model.clm_modules()["encoder"]
+    w = torch.randn(32, 32) / 6
+    with torch.no_grad():
+        module.weight.copy_(w.expand_as(module.weight))
+    h = torch.randn(2, 5, 32)
+    norm = module.layer_norms[1]["ffn"]
+    expected = F.layer_norm(h + h @ w, (32,), norm.weight, norm.bias)
+    out = module(h, context(["en", "de"], ["de", "en"]), 1, "ffn")
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)
+
+
+def test_mclm_gives_each_pair_its_own_output_in_a_mixed_batch():
+    model = clm_model(clm_encoder="mclm", clm_decoder="mclm")
+    batch = random_batch(batch=3, seed=1)
+    batch["input_ids"][:] = batch["input_ids"][0]
+    batch["attention_mask"][:] = 1
+    batch["decoder_input_ids"][:] = batch["decoder_input_ids"][0]
+    batch["decoder_attention_mask"][:] = 1
+    batch["src_lang_ids"] = torch.tensor([0, 0, 1])  # en-de, en-fr, de-en: same tokens, three pairs
+    batch["tgt_lang_ids"] = torch.tensor([1, 2, 0])
+    logits = model(**batch).logits
+    assert not torch.allclose(logits[0], logits[1]) and not torch.allclose(logits[0], logits[2])
+    for i in range(3):  # and each row is what that pair gives alone
+        alone = model(**{k: v[i : i + 1] for k, v in batch.items()}).logits
+        torch.testing.assert_close(logits[i : i + 1], alone, atol=1e-5, rtol=0)
+
+
+def test_an_unseen_pair_raises_or_uses_the_mean_of_its_target_language():
+    model = clm_model(clm_encoder="none", clm_decoder="mclm")
+    batch = random_batch(batch=2, seed=2)
+    batch["src_lang_ids"], batch["tgt_lang_ids"] = torch.tensor([0, 3]), torch.tensor([1, 2])  # en-de, es-fr
+    with pytest.raises(ValueError, match=r"no parameters for \['es-fr'\].*clm_unseen_pair='target_mean'"):
+        model(**batch)
+
+    model = clm_model(clm_encoder="none", clm_decoder="mclm", clm_unseen_pair="target_mean")
+    module = model.clm_modules()["decoder"]
+    h = torch.randn(1, 4, 32)
+    gate = module.gate[2]
+    mean = (gate[PAIRS.index("en-fr")] + gate[PAIRS.index("de-fr")]) / 2  # the trained pairs into fr
+    p = feature_proportions(h @ mean, 0.05)
+    norm = module.layer_norms[2]["cross_attn"]
+    expected = F.layer_norm(h + feature_mix_naive(h[0], p[0], module.weight), (32,), norm.weight, norm.bias)
+    torch.testing.assert_close(module(h, context(["es"], ["fr"]), 2, "cross_attn"), expected, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match=r"needs a trained pair into \['es'\]"):
+        module(h, context(["fr"], ["es"]), 0, "ffn")
+
+
+def test_top_w_pruning():
+    model = clm_model(clm_decoder="none")
+    batch = random_batch(seed=3)
+    full = model(**batch).logits
+    model.config.clm_top_w = model.clm_modules()["encoder"].top_w = 6  # w = k
+    torch.testing.assert_close(model(**batch).logits, full, atol=0, rtol=0)
+
+    module = model.clm_modules()["encoder"]
+    module.top_w = 1
+    module.recorder = []
+    h = torch.randn(2, 5, 32)
+    out = module(h, context(["en", "de"], ["de", "en"]), 0, "self_attn")
+    (_, _, p) = module.recorder[0]
+    assert torch.equal((p > 0).sum(-1), torch.ones(2, 5, dtype=torch.long))  # exactly one feature per token
+    chosen = p.argmax(-1)
+    mixed = torch.einsum("btd,btde->bte", h, module.weight[chosen])  # that feature's map alone (renormalised)
+    norm = module.layer_norms[0]["self_attn"]
+    torch.testing.assert_close(out, F.layer_norm(h + mixed, (32,), norm.weight, norm.bias), atol=1e-5, rtol=0)
+
+
+def test_ls_ablation_applies_one_map_per_pair_without_a_gate():
+    model = clm_model(clm_encoder="ls", clm_decoder="none")
+    module = model.clm_modules()["encoder"]
+    assert module.gate is None and module.weight.shape == (len(PAIRS), 32, 32)
+    h = torch.randn(2, 3, 32)
+    out = module(h, context(["de", "en"], ["fr", "de"]), 0, "ffn")
+    maps = module.weight[[PAIRS.index("de-fr"), PAIRS.index("en-de")]]
+    norm = module.layer_norms[0]["ffn"]
+    torch.testing.assert_close(
+        out, F.layer_norm(h + torch.bmm(h, maps), (32,), norm.weight, norm.bias), atol=1e-5, rtol=0
+    )
+
+
+# ---------------------------------------------------------------------------- variants
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({}, {"encoder": ("sublayer_out", "sclm"), "decoder": ("sublayer_out", "sclm")}),
+        ({"clm_decoder": "none"}, {"encoder": ("sublayer_out", "sclm")}),  # sCLM-E
+        ({"clm_encoder": "none", "clm_decoder": "mclm"}, {"decoder": ("sublayer_out", "mclm")}),  # mCLM-D
+        ({"clm_decoder": "mclm"}, {"encoder": ("sublayer_out", "sclm"), "decoder": ("sublayer_out", "mclm")}),
+        ({"clm_sublayers": "ffn"}, {"encoder": ("ffn_out", "sclm"), "decoder": ("ffn_out", "sclm")}),  # CLM-top
+    ],
+)
+def test_variants_place_the_documented_modules(overrides, expected):
+    model = clm_model(**overrides)
+    placed = {
+        side: (point, module.variant)
+        for side in ("encoder", "decoder")
+        for point, module in getattr(model.model, side).insertions.items()
+    }
+    assert placed == expected
+    for side, (point, _) in expected.items():
+        norms = getattr(model.model, side).insertions[point].layer_norms[0]
+        sublayers = {"encoder": ["self_attn", "ffn"], "decoder": ["self_attn", "cross_attn", "ffn"]}[side]
+        assert list(norms) == (sublayers if point == "sublayer_out" else ["ffn"])
+
+
+def _added_millions(**clm) -> float:
+    """Parameters CLM adds to the OPUS-100 Transformer-base (64k vocabulary, 94 en-xx pairs), in millions."""
+    languages = ["en"] + [f"x{i:02d}" for i in range(94)]
+    base = dict(vocab_size=64000, d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, languages=languages)  # fmt: skip
+    with torch.device("meta"):
+        plain = LangSpecForConditionalGeneration(LangSpecConfig(**base))
+        model = CLMForConditionalGeneration(
+            CLMConfig(**base, language_pairs=[f"en-{c}" for c in languages[1:]], **clm)
+        )
+    return (sum(p.numel() for p in model.parameters()) - sum(p.numel() for p in plain.parameters())) / 1e6
+
+
+@pytest.mark.parametrize(
+    ("clm", "paper"),
+    [  # model size minus the multilingual baseline's 76.96M, from the paper's tables
+        (dict(clm_num_features=194), 179.89 - 76.96),  # Table 9 sCLM
+        (dict(clm_num_features=194, clm_sublayers="ffn"), 179.87 - 76.96),  # Table 9 sCLM-top
+        (dict(clm_num_features=134, clm_encoder="mclm", clm_decoder="mclm"), 224.63 - 76.96),  # Table 9 mCLM
+        (dict(clm_num_features=134, clm_encoder="mclm", clm_decoder="mclm", clm_sublayers="ffn"), 224.61 - 76.96),
+        (dict(clm_num_features=94), 126.85 - 76.96),  # Table 3 sCLM (k = 94)
+        (dict(clm_num_features=94, clm_decoder="none"), 101.90 - 76.96),  # Table 3 sCLM-E
+        (dict(clm_num_features=94, clm_encoder="none"), 101.90 - 76.96),  # Table 3 sCLM-D
+        (dict(clm_num_features=94, clm_encoder="mclm", clm_decoder="mclm"), 180.56 - 76.96),  # Table 3 mCLM
+        (dict(clm_num_features=94, clm_decoder="mclm"), 153.70 - 76.96),  # Table 3 Dedicated
+        (dict(clm_encoder="ls", clm_decoder="ls"), 126.25 - 76.96),  # Table 3 LS (one map per pair)
+    ],
+)
+def test_parameter_counts_match_the_papers_tables(clm, paper):
+    """The layout choices (maps per stack, gates per layer, LayerNorm per sublayer) reproduce every size."""
+    assert _added_millions(**clm) == pytest.approx(paper, abs=0.03)
+
+
+def test_impossible_configs_are_named():
+    with pytest.raises(ValueError, match="needs `language_pairs`"):
+        tiny_config(CLMConfig, clm_decoder="mclm")
+    with pytest.raises(ValueError, match=r"clm_top_w=7 must be between 1 and clm_num_features=6"):
+        tiny_config(CLMConfig, clm_num_features=6, clm_top_w=7)
+    with pytest.raises(ValueError, match=r"clm_encoder='mixed' is not supported"):
+        tiny_config(CLMConfig, clm_encoder="mixed")
+    with pytest.raises(ValueError, match=r"clm_alpha=1.5 must be in \[0, 1\]"):
+        tiny_config(CLMConfig, clm_alpha=1.5)
+
+
+def test_naive_and_fast_models_train_identically():
+    batch = trained_pair_batch(seed=4)
+    batch["labels"] = batch.pop("decoder_input_ids").roll(-1, 1)
+    grads = {}
+    for implementation in ("naive", "fast"):
+        model = clm_model(seed=7, clm_decoder="mclm", clm_implementation=implementation).train()
+        model(**batch).loss.backward()
+        grads[implementation] = {n: p.grad for n, p in model.named_parameters()}
+    for name, grad in grads["naive"].items():
+        torch.testing.assert_close(grads["fast"][name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_beam_search_routes_each_example_by_its_pair():
+    model = clm_model(clm_encoder="mclm", clm_decoder="mclm")
+    batch = trained_pair_batch(seed=5)
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+    together = model.generate(**inputs, num_beams=3, max_new_tokens=6)
+    for i in range(3):
+        alone = model.generate(**{k: v[i : i + 1] for k, v in inputs.items()}, num_beams=3, max_new_tokens=6)
+        assert together[i, : alone.shape[1]].tolist() == alone[0].tolist()
+
+
+@pytest.mark.slow
+def test_clm_checkpoints_load_through_auto_and_as_remote_code(tmp_path):
+    model = clm_model(seed=8, clm_decoder="mclm")
+    model.save_pretrained(tmp_path / "ckpt")
+    batch = trained_pair_batch(seed=9)
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "ckpt").eval()
+    assert type(loaded) is CLMForConditionalGeneration
+    torch.testing.assert_close(loaded(**batch).logits, model(**batch).logits, atol=0, rtol=0)
+    out = run_without_package(
+        FRESH_PROCESS, tmp_path / "ckpt", json.dumps({k: v.tolist() for k, v in batch.items()}), cwd=tmp_path
+    )
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["class"].endswith("modeling_clm.CLMForConditionalGeneration")
+    torch.testing.assert_close(torch.tensor(result["logits"]), model(**batch).logits, atol=1e-6, rtol=0)
