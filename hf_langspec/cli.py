@@ -157,6 +157,25 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         print(f"win ratio against {args.reference}: {results['win_ratio']:.2f}")
 
 
+def cmd_clm_atp(args: argparse.Namespace) -> None:
+    import json
+
+    from .data.processing import per_direction
+    from .data.schema import read_jsonl
+    from .evaluation.feature_proportions import average_token_proportions, similarity_table
+
+    rows = [
+        r for group in per_direction(read_jsonl(args.data), args.max_sentences_per_direction).values() for r in group
+    ]
+    model, tokenizer = _load_model(args.model, args.device)
+    atp = average_token_proportions(model, tokenizer, rows, batch_size=args.batch_size)
+    table = similarity_table(atp, top=args.top)
+    if args.output:
+        payload = {d: {side: v.tolist() for side, v in sides.items()} for d, sides in atp.items()}
+        Path(args.output).write_text(json.dumps({"atp": payload, "table": table}, indent=2))
+    print(table)
+
+
 def cmd_card(args: argparse.Namespace) -> None:
     from .evaluation import load_results
     from .export import write_model_card
@@ -267,6 +286,18 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--reference", help="a results.json of another run, for the win ratio")
     ev.add_argument("--output-dir", required=True, type=Path)
     ev.set_defaults(func=cmd_evaluate)
+
+    atp = commands.add_parser(
+        "clm-atp", help="CLM's average token-level feature proportions per direction and the most similar directions"
+    )
+    atp.add_argument("--model", required=True)
+    atp.add_argument("--data", required=True, help="test set in the canonical JSONL schema (several directions)")
+    atp.add_argument("--max-sentences-per-direction", type=int)
+    atp.add_argument("--top", type=int, default=5)
+    atp.add_argument("--batch-size", type=int, default=32)
+    atp.add_argument("--device")
+    atp.add_argument("--output", help="write the ATP vectors and the table as JSON")
+    atp.set_defaults(func=cmd_clm_atp)
 
     card = commands.add_parser("card", help="write README.md (model card with model-index) into a model folder")
     card.add_argument("model")

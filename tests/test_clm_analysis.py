@@ -1,0 +1,108 @@
+"""CLM's ATP analysis (equation 4) and the Table 4 layout, as a function and as `hf-langspec clm-atp`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from hf_langspec import CLMConfig, CLMForConditionalGeneration, train_tokenizer
+from hf_langspec.cli import main
+from hf_langspec.data.schema import write_jsonl
+from hf_langspec.evaluation.feature_proportions import (
+    average_token_proportions,
+    most_similar,
+    recording_proportions,
+    similarity_table,
+)
+
+TEXTS = {
+    "en": ["the man saw a dog", "a woman in the house", "the river near the house", "a cat and a dog"],
+    "de": ["der mann sah einen hund", "eine frau im haus", "der fluss nahe dem haus", "eine katze und ein hund"],
+    "fr": ["le homme vit un chien", "une femme dans la maison", "le fleuve près de la maison", "un chat et un chien"],
+}
+
+
+@pytest.fixture(scope="module")
+def model_and_tokenizer():
+    tok = train_tokenizer(TEXTS, languages=list(TEXTS), vocab_size=90, lang_tag_style="source", show_progress=False)
+    config = CLMConfig(
+        **tok.model_config_kwargs(), d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.0, clm_num_features=5,
+        language_pairs=["en-de", "en-fr", "de-en", "fr-en"], clm_decoder="mclm",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return CLMForConditionalGeneration(config).eval(), tok
+
+
+def rows(src: str, tgt: str) -> list[dict[str, str]]:
+    return [
+        {"src_lang": src, "tgt_lang": tgt, "src": s, "tgt": t} for s, t in zip(TEXTS[src], TEXTS[tgt], strict=True)
+    ]
+
+
+def test_atp_equals_the_per_sentence_average_over_tokens_and_modules(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    data = rows("en", "de") + rows("en", "fr")
+    atp = average_token_proportions(model, tok, data, batch_size=3, show_progress=False)
+    for direction in ("en-de", "en-fr"):
+        src, tgt = direction.split("-")
+        totals = {"encoder": torch.zeros(5, dtype=torch.float64), "decoder": torch.zeros(5, dtype=torch.float64)}
+        counts = {"encoder": 0, "decoder": 0}
+        for row in rows(src, tgt):  # one unpadded sentence at a time: every position is a real token
+            batch = tok(row["src"], text_target=row["tgt"], src_lang=src, tgt_lang=tgt, return_tensors="pt")
+            with recording_proportions(model) as records, torch.no_grad():
+                model(**batch)
+            for side, calls in records.items():
+                for _, _, p in calls:
+                    totals[side] += p[0].double().sum(0)
+                    counts[side] += p.shape[1]
+        assert len(records["encoder"]) == 2 * 2 and len(records["decoder"]) == 3 * 2  # every sublayer's module
+        for side in totals:
+            torch.testing.assert_close(atp[direction][side].double(), totals[side] / counts[side], atol=1e-6, rtol=0)
+            assert atp[direction][side].sum().item() == pytest.approx(1.0, abs=1e-5)
+    assert not torch.allclose(atp["en-de"]["decoder"], atp["en-fr"]["decoder"])  # mCLM: a gate per pair
+
+
+def test_most_similar_ranks_by_cosine_and_the_table_names_the_other_language():
+    vectors = {
+        "en-it": torch.tensor([1.0, 0.0, 0.0]),
+        "en-es": torch.tensor([0.9, 0.1, 0.0]),
+        "en-pt": torch.tensor([0.8, 0.3, 0.0]),
+        "en-ru": torch.tensor([0.0, 0.2, 1.0]),
+    }
+    atp = {d: {"encoder": v, "decoder": v.flip(0)} for d, v in vectors.items()}
+    # brute force: sort the others by cosine similarity
+    cos = lambda a, b: float(a @ b / (a.norm() * b.norm()))  # noqa: E731
+    for d, v in vectors.items():
+        expected = sorted((o for o in vectors if o != d), key=lambda o: -cos(v, vectors[o]))
+        assert most_similar(atp, "encoder", top=3)[d] == expected
+    assert most_similar(atp, "encoder", top=2)["en-it"] == ["en-es", "en-pt"]
+    table = similarity_table(atp, top=2)
+    assert table.splitlines()[0] == "| rank | it enc | it dec | es enc | es dec | pt enc | pt dec | ru enc | ru dec |"
+    assert table.splitlines()[2].startswith("| 1 | es | es | it | it |")
+    with pytest.raises(ValueError, match="at least two directions"):
+        most_similar({"en-it": atp["en-it"]}, "encoder")
+
+
+def test_the_baseline_has_no_proportions_to_record():
+    from conftest import tiny_model
+
+    with pytest.raises(ValueError, match="no gated CLM module"), recording_proportions(tiny_model()):
+        pass
+
+
+def test_cli_clm_atp_prints_the_table_and_writes_the_vectors(model_and_tokenizer, tmp_path, capsys):
+    model, tok = model_and_tokenizer
+    model.save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    write_jsonl(tmp_path / "test.jsonl", rows("en", "de") + rows("en", "fr") + rows("de", "en"))
+    code = main(["clm-atp", "--model", str(tmp_path / "model"), "--data", str(tmp_path / "test.jsonl"),
+                 "--top", "1", "--output", str(tmp_path / "atp.json")])  # fmt: skip
+    assert code == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "| rank | en-de enc | en-de dec | en-fr enc | en-fr dec | de-en enc | de-en dec |"
+    saved = json.loads((tmp_path / "atp.json").read_text())
+    assert set(saved["atp"]) == {"en-de", "en-fr", "de-en"} and len(saved["atp"]["en-de"]["encoder"]) == 5
+    assert saved["table"] == out.strip()
