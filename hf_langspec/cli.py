@@ -93,9 +93,9 @@ def cmd_train_tokenizer(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    from .training.experiment import load_config, run_experiment
+    from .training.experiment import apply_overrides, load_config, run_experiment
 
-    config = load_config(args.config)
+    config = apply_overrides(load_config(args.config), args.set or [])
     if args.output_dir:
         config["output_dir"] = str(args.output_dir)
     outcome = run_experiment(config, resume=not args.no_resume)
@@ -260,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--config", required=True, help="YAML or JSON (see examples/configs/)")
     train.add_argument("--output-dir", type=Path, help="overrides the config's output_dir")
     train.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
+    train.add_argument(
+        "--set", nargs="+", metavar="SECTION.KEY=VALUE", help="override config keys, e.g. model.clm_decoder=none"
+    )
     train.set_defaults(func=cmd_train)
 
     def generation_options(p: argparse.ArgumentParser) -> None:

@@ -19,6 +19,10 @@ LUO = (
     "Luo, Gao, Zheng, Ke, He, Wang and Liu (2021). Revisiting Language Encoding in Learning Multilingual "
     "Representations (XLP). ICML 2021."
 )
+LIU = (
+    "Liu, Huang, Li, Liu, Su and Huang (2022). Adaptive Token-level Cross-lingual Feature Mixing for Multilingual "
+    "Neural Machine Translation. EMNLP 2022. https://aclanthology.org/2022.emnlp-main.687"
+)
 # model_type -> (what the model is, the paper to cite)
 METHODS = {
     "langspec_base": (
@@ -30,7 +34,29 @@ METHODS = {
         "projects token embeddings with a d x d matrix of the source language, the decoder with one of the target language",
         LUO,
     ),
+    "langspec_clm": (
+        "the multilingual Transformer with token-level cross-lingual feature mixing (CLM, Liu et al. 2022): after "
+        "its sublayers, each token is mixed from k shared linear maps with proportions computed from the token itself",
+        LIU,
+    ),
 }
+CLM_VARIANT_NAMES = {"sclm": "sCLM (one gate per layer)", "mclm": "mCLM (a gate per layer and {key})",
+                     "ls": "LS ablation (one map per {key}, no gate)", "none": "none"}  # fmt: skip
+
+
+def method_settings(config: Any) -> str:
+    """The method's own settings as a Markdown list (empty for the baseline and XLP)."""
+    if config.model_type != "langspec_clm":
+        return ""
+    lines = [
+        f"- Encoder CLM: {CLM_VARIANT_NAMES[config.clm_encoder].format(key=config.clm_encoder_key)}",
+        f"- Decoder CLM: {CLM_VARIANT_NAMES[config.clm_decoder].format(key=config.clm_decoder_key)}",
+        f"- Placement: {'every sublayer' if config.clm_sublayers == 'all' else 'FFN sublayers only (CLM-top)'}",
+        f"- Features k = {config.clm_num_features}, smoothing alpha = {config.clm_alpha}"
+        + (f", inference pruned to the top {config.clm_top_w}" if config.clm_top_w else ""),
+        f"- Directions without trained parameters (zero-shot, pair-keyed mCLM): {config.clm_unseen_pair}",
+    ]
+    return "\n".join(lines)
 TAG_EXPLANATION = {
     "source": "prepended to the source sentence",
     "target": "as the first decoder token",
@@ -93,7 +119,8 @@ def build_model_card(
     src, tgt = direction.split("-")
     return ModelCard.from_template(
         card_data,
-        template_path=str(template or TEMPLATES / "langspec_base.md"),
+        template_path=str(template or _template(config.model_type)),
+        method_settings=method_settings(config),
         model_name=model_name,
         repo_id=repo_id,
         method_description=METHODS[config.model_type][0]
@@ -110,6 +137,11 @@ def build_model_card(
         example_src=src,
         example_tgt=tgt,
     )
+
+
+def _template(model_type: str) -> Path:
+    own = TEMPLATES / f"{model_type}.md"
+    return own if own.exists() else TEMPLATES / "langspec_base.md"
 
 
 def write_model_card(model_dir: str | os.PathLike, results: Mapping[str, Any] | None = None, **kwargs: Any) -> Path:

@@ -14,7 +14,7 @@ data:        # the Bible corpus, or canonical JSONL files
 tokenizer:   # a saved LangSpecTokenizer (path), or train_tokenizer arguments
   vocab_size: 8000
   lang_tag_style: source
-model:       # `class` (baseline, xlp) and its config's fields (the tokenizer fixes vocabulary and languages)
+model:       # `class` (baseline, xlp, clm) and its config's fields (the tokenizer fixes vocabulary and languages)
   class: baseline
   d_model: 256
 training:    # LangSpecTrainingArguments fields
@@ -75,12 +75,37 @@ CARD_KEYS = {"model_name", "license", "datasets", "paper"}
 
 def model_classes() -> dict[str, tuple[type, type]]:
     """`[model] class` values: (config class, translation model class) of every variant."""
-    from ..modeling import LangSpecConfig, LangSpecForConditionalGeneration, XLPForConditionalGeneration, XLPMTConfig
+    from ..modeling import (
+        CLMConfig,
+        CLMForConditionalGeneration,
+        LangSpecConfig,
+        LangSpecForConditionalGeneration,
+        XLPForConditionalGeneration,
+        XLPMTConfig,
+    )
 
     return {
         "baseline": (LangSpecConfig, LangSpecForConditionalGeneration),
         "xlp": (XLPMTConfig, XLPForConditionalGeneration),
+        "clm": (CLMConfig, CLMForConditionalGeneration),
     }
+
+
+def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """`["model.clm_decoder=none", "training.max_steps=100"]` -> the config with those keys set (values are YAML)."""
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        path = key.split(".")
+        if not sep or not all(path):
+            raise ConfigError(f"Override {item!r} must look like section.key=value, e.g. model.clm_num_features=94.")
+        node = config
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"Override {item!r}: {part!r} is not a section.")
+        node[path[-1]] = yaml.safe_load(value)
+    validate_config(config, "the config with overrides")
+    return config
 
 
 class ConfigError(ValueError):
@@ -246,6 +271,8 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     train, report = filter_pairs(data["train"], tokenizer=tokenizer, max_length=data_section.get("max_length", 100))
     logger.info("Training data after filtering:\n%s", report.table())
     model_section = dict(config.get("model", {}))
+    # the trained directions: mCLM keys its gates by them (and every checkpoint records them)
+    model_section.setdefault("language_pairs", sorted(per_direction(train)))
     config_class, model_class = model_classes()[model_section.pop("class", "baseline")]
     model_config = config_class(**tokenizer.model_config_kwargs(), **model_section)
     torch.manual_seed(base_args.seed)
