@@ -16,6 +16,9 @@ from .modeling import (
     CLMConfig,
     CLMForConditionalGeneration,
     CLMModel,
+    LAAConfig,
+    LAAForConditionalGeneration,
+    LAAModel,
     LangSpecConfig,
     LangSpecForConditionalGeneration,
     LangSpecModel,
@@ -39,6 +42,7 @@ VARIANTS = [
     (LangSpecConfig, LangSpecModel, LangSpecForConditionalGeneration),
     (XLPMTConfig, XLPMTModel, XLPForConditionalGeneration),
     (CLMConfig, CLMModel, CLMForConditionalGeneration),
+    (LAAConfig, LAAModel, LAAForConditionalGeneration),
 ]
 
 
@@ -69,6 +73,9 @@ __all__ = [
     "CLMConfig",
     "CLMForConditionalGeneration",
     "CLMModel",
+    "LAAConfig",
+    "LAAForConditionalGeneration",
+    "LAAModel",
     "LangSpecConfig",
     "LangSpecForConditionalGeneration",
     "LangSpecModel",

@@ -1,10 +1,12 @@
 """Model definitions. Every file here imports only its flat siblings, so a saved checkpoint carries them as remote code."""
 
 from .configuration_clm import CLMConfig
+from .configuration_laa import LAAConfig
 from .configuration_langspec import LangSpecConfig
 from .configuration_xlp import XLPConfig
 from .configuration_xlp_mt import XLPMTConfig
 from .modeling_clm import CLMForConditionalGeneration, CLMModel
+from .modeling_laa import LAAForConditionalGeneration, LAAModel
 from .modeling_langspec import LangSpecForConditionalGeneration, LangSpecModel, LangSpecPreTrainedModel
 from .modeling_xlp import XLPForMaskedLM, XLPForSequenceClassification, XLPModel
 from .modeling_xlp_mt import XLPForConditionalGeneration, XLPMTModel
@@ -13,6 +15,9 @@ __all__ = [
     "CLMConfig",
     "CLMForConditionalGeneration",
     "CLMModel",
+    "LAAConfig",
+    "LAAForConditionalGeneration",
+    "LAAModel",
     "LangSpecConfig",
     "LangSpecForConditionalGeneration",
     "LangSpecModel",

@@ -400,9 +400,11 @@ class _Stack(nn.Module):
         self.insertions = nn.ModuleDict(insertions or {})
 
     def _language_context(self, batch_size, src_lang_ids, tgt_lang_ids) -> LanguageContext:
-        return LanguageContext(
+        lang = LanguageContext(
             src_lang_ids, tgt_lang_ids, self.config.num_languages, batch_size, self.config.routing_strategy
         )
+        lang.scratch["embed_tokens"] = self.embed_tokens  # LEE reads language-tag embeddings from it
+        return lang
 
     def _embed(self, input_ids, inputs_embeds, lang: LanguageContext, slots: Slots, past_length: int = 0):
         if (input_ids is None) == (inputs_embeds is None):

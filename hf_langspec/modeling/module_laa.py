@@ -1,0 +1,97 @@
+"""LAA: language-aware multi-head attention (Jin & Xiong 2022, section 4, equations 3-7, appendix A).
+
+A language is a d x d matrix W^lang, split by columns into the heads. It is added to the query, key
+and value projections and its transpose to the output projection (equations 3 and 5):
+
+    q = Q (W^Q + W^lang),  k = K (W^K + W^lang),  v = V (W^V + W^lang),  Z = z (W^O + (W^lang)^T)
+
+computed as appendix A does (equations 6-7), without forming W + W^lang per example: the language term
+`X W^lang` is computed once per input and cached (self-attention's q, k and v share it), and the
+per-example matrices come from the routing primitive (gathered once per generation during decoding).
+
+Choices (the authors' code; ../shared/notes/reference_implementations.md): one matrix per language per
+stack, shared by the stack's layers and by q, k and v (`laa_per_layer=True` gives one per layer); in the
+decoder, self- and cross-attention share the matrices; cross-attention adds `encoder_out W^lang` to keys
+and values with the decoder's matrix; the language is always the TARGET language, also in encoder
+self-attention (`laa_encoder_language="source"` for the alternative); Xavier-uniform initialisation per
+language slice. LAA^R (section 5.5) replaces each example's language by one drawn uniformly at random.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .routing import GatheredWeights, LanguageContext, LanguageRouter
+
+LAA_POINTS = ("enc_self_attn", "dec_self_attn", "dec_cross_attn")
+
+
+class LanguageAwareAttention(nn.Module):
+    """The LAA matrices of one stack, used as the attention hook of its LAA points (`m(x, lang, i, p)`)."""
+
+    def __init__(self, config, side: str):
+        super().__init__()
+        self.side = side
+        d, languages = config.d_model, config.num_languages
+        layers = config.encoder_layers if side == "encoder" else config.decoder_layers
+        self.per_layer = config.laa_per_layer
+        shape = (layers, languages, d, d) if self.per_layer else (languages, d, d)
+        self.weight = nn.Parameter(torch.empty(shape))
+        self.language_side = config.laa_encoder_language if side == "encoder" else "target"
+        self.override_ids: torch.Tensor | None = None  # LAA^R: per-example random languages, set by the model
+        self._caches: dict[int | None, GatheredWeights] = {}
+
+    def initialize(self, init, config) -> None:
+        d = self.weight.shape[-1]
+        bound = math.sqrt(6.0 / (2 * d))  # Xavier-uniform of each d x d slice (gain 1)
+        init.uniform_(self.weight, -bound, bound)
+
+    def matrices(self, layer_idx: int | None) -> torch.Tensor:
+        """`[L, d, d]`: the matrices used in layer `layer_idx`."""
+        return self.weight[layer_idx] if self.per_layer else self.weight
+
+    def _ids(self, lang: LanguageContext) -> torch.Tensor:
+        if self.override_ids is not None:
+            return self.override_ids
+        return lang.ids(self.language_side, needed_by=f"LAA in the {self.side} (the {self.language_side} language)")
+
+    def _times(self, x: torch.Tensor, lang: LanguageContext, layer_idx: int | None, transpose: bool) -> torch.Tensor:
+        ids = self._ids(lang)
+        weight = self.matrices(layer_idx)
+        slot = layer_idx if self.per_layer else None
+        gathered = self._caches.setdefault(slot, GatheredWeights()).get(weight, ids)
+        if gathered is not None:  # inference: the [B, d, d] matrices gathered once per generation
+            return torch.bmm(x, gathered.transpose(1, 2) if transpose else gathered)
+        router_key = (id(self), "router")
+        if router_key not in lang.scratch:
+            lang.scratch[router_key] = LanguageRouter(ids, weight.shape[0], lang.routing_strategy)
+        return lang.scratch[router_key].matmul(x, weight.transpose(1, 2) if transpose else weight)
+
+    def forward(self, x: torch.Tensor, lang: LanguageContext, layer_idx: int | None, projection: str) -> torch.Tensor:
+        if projection == "o":
+            return self._times(x, lang, layer_idx, transpose=True)
+        # q, k and v of one input share X W^lang (appendix A: computed first and cached)
+        cache_key = (id(self), "last")
+        last = lang.scratch.get(cache_key)
+        if last is not None and last[0] is x and last[1] == layer_idx:
+            return last[2]
+        out = self._times(x, lang, layer_idx, transpose=False)
+        lang.scratch[cache_key] = (x, layer_idx, out)
+        return out
+
+
+class SharedHook(nn.Module):
+    """Routes a second insertion point to a module registered elsewhere (the decoder's LAA for cross-attention)."""
+
+    def __init__(self, target: nn.Module):
+        super().__init__()
+        object.__setattr__(self, "target", target)  # not a submodule: its parameters are saved once
+
+    def forward(self, *args, **kwargs):
+        return self.target(*args, **kwargs)
+
+
+__all__ = ["LAA_POINTS", "LanguageAwareAttention", "SharedHook"]
