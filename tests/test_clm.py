@@ -297,7 +297,9 @@ def test_the_config_pipeline_trains_a_clm_model_with_overrides_and_its_card(tmp_
     from hf_langspec.cli import main
     from hf_langspec.training.experiment import ConfigError, apply_overrides
 
-    config = _config(tmp_path, model={"class": "clm", "clm_num_features": 4}, evaluation={"max_sentences_per_direction": 2})
+    config = _config(
+        tmp_path, model={"class": "clm", "clm_num_features": 4}, evaluation={"max_sentences_per_direction": 2}
+    )
     (tmp_path / "clm.yaml").write_text(yaml.safe_dump(config))
     code = main(["train", "--config", str(tmp_path / "clm.yaml"), "--set", "model.clm_encoder=none",
                  "model.clm_decoder=mclm", "model.clm_decoder_key=target"])  # fmt: skip
@@ -306,7 +308,9 @@ def test_the_config_pipeline_trains_a_clm_model_with_overrides_and_its_card(tmp_
     saved = json.loads((model_dir / "config.json").read_text())
     assert saved["model_type"] == "langspec_clm"
     assert (saved["clm_encoder"], saved["clm_decoder"], saved["clm_decoder_key"]) == ("none", "mclm", "target")
-    trained = sorted({f"{r['src_lang']}-{r['tgt_lang']}" for r in map(json.loads, open(config["data"]["train_files"][0]))})
+    trained = sorted(
+        {f"{r['src_lang']}-{r['tgt_lang']}" for r in map(json.loads, open(config["data"]["train_files"][0]))}
+    )
     assert ["-".join(p) for p in saved["language_pairs"]] == trained  # filled in from the training data
     card = (model_dir / "README.md").read_text()
     assert "Liu, Huang" in card and "Decoder CLM: mCLM (a gate per layer and target)" in card

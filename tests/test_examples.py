@@ -74,7 +74,8 @@ def _defaults(module):
 
 
 @pytest.mark.parametrize(
-    "path", sorted(p.name for p in (ROOT / "examples" / "configs").glob("*.yaml") if not p.name.startswith("xlp_pretrain"))
+    "path",
+    sorted(p.name for p in (ROOT / "examples" / "configs").glob("*.yaml") if not p.name.startswith("xlp_pretrain")),
 )
 def test_every_experiment_config_passes_validation(path):
     from hf_langspec.training.experiment import load_config

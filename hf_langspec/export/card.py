@@ -57,6 +57,8 @@ def method_settings(config: Any) -> str:
         f"- Directions without trained parameters (zero-shot, pair-keyed mCLM): {config.clm_unseen_pair}",
     ]
     return "\n".join(lines)
+
+
 TAG_EXPLANATION = {
     "source": "prepended to the source sentence",
     "target": "as the first decoder token",
