@@ -21,13 +21,27 @@ import time
 import torch
 from bench_training import SHAPES, backbone_kwargs, make_batch
 
-KINDS = ["marian", "baseline", "xlp"]
+KINDS = ["marian", "baseline", "xlp", "laa", "lee"]
+NAMES = {
+    "marian": "MarianMTModel",
+    "baseline": "baseline backbone",
+    "xlp": "XLP (enc + dec projections)",
+    "laa": "LAA dec.self",
+    "lee": "LEE_{4,5} (tag embeddings)",
+}
 
 
 def build(kind: str, shape: dict, vocab: int, languages: int):
     from transformers import MarianConfig, MarianMTModel
 
-    from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, XLPForConditionalGeneration, XLPMTConfig
+    from hf_langspec import (
+        LAAConfig,
+        LAAForConditionalGeneration,
+        LangSpecConfig,
+        LangSpecForConditionalGeneration,
+        XLPForConditionalGeneration,
+        XLPMTConfig,
+    )
 
     common = backbone_kwargs(shape, vocab)
     if kind == "marian":
@@ -35,6 +49,10 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
     contract = dict(languages=[f"l{i}" for i in range(languages)], position_embedding_type="sinusoidal_marian")
     if kind == "xlp":
         return XLPForConditionalGeneration(XLPMTConfig(**common, **contract))
+    if kind in ("laa", "lee"):
+        tags = dict(lang_tag_token_ids=list(range(4, 4 + languages)), lang_tag_style="none")
+        points = dict(laa_points=["dec_self_attn"]) if kind == "laa" else dict(laa_points=[], lee_points=[4, 5])
+        return LAAForConditionalGeneration(LAAConfig(**common, **contract, **tags, **points))
     return LangSpecForConditionalGeneration(LangSpecConfig(**common, **contract))
 
 
@@ -66,25 +84,34 @@ def main() -> None:
     parser.add_argument("--src-len", type=int, default=32)
     parser.add_argument("--tgt-len", type=int, default=32)
     parser.add_argument("--vocab", type=int, default=8000)
-    parser.add_argument("--languages", type=int, default=10)
+    parser.add_argument("--languages", default="2,50", help="languages mixed in a batch, one table per value")
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--generation-repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
+    tables = [run(args, int(n)) for n in args.languages.split(",")]
+    table = "\n\n".join(tables)
+    print(table)
+    if not args.no_write:
+        from _report import write_section
 
+        write_section("methods", "Methods vs the baseline backbone and MarianMTModel", table)
+
+
+def run(args, languages: int) -> str:
     shape = SHAPES[args.shape]
     batch = make_batch(args.batch_size, args.src_len, args.tgt_len, args.vocab)
     g = torch.Generator().manual_seed(1)
     lang_ids = {
-        "src_lang_ids": torch.randint(0, args.languages, (args.batch_size,), generator=g),
-        "tgt_lang_ids": torch.randint(0, args.languages, (args.batch_size,), generator=g),
+        "src_lang_ids": torch.randint(0, languages, (args.batch_size,), generator=g),
+        "tgt_lang_ids": torch.randint(0, languages, (args.batch_size,), generator=g),
     }
     models = {}
     for kind in KINDS:
         torch.manual_seed(0)
-        model = build(kind, shape, args.vocab, args.languages)
+        model = build(kind, shape, args.vocab, languages)
         models[kind] = (
             model,
             torch.optim.AdamW(model.parameters(), lr=1e-4),
@@ -100,11 +127,13 @@ def main() -> None:
     tokens = int(batch["labels"].ne(-100).sum())
     base = {part: statistics.median(results["baseline"][part]) for part in ("train", "generate")}
     generated = args.batch_size * args.new_tokens
-    label = "d{d_model}, {layers}+{layers} layers, FFN {ffn}".format(**SHAPES[args.shape])
+    label = "d{d_model}, {layers}+{layers} layers, FFN {ffn}".format(**shape)
+    present = len(set(lang_ids["tgt_lang_ids"].tolist()))
     rows = [
-        f"{label}, vocabulary {args.vocab}; batch {args.batch_size} x {args.src_len}/{args.tgt_len} tokens with random "
-        f"source/target languages out of {args.languages} per example; training: median of {args.steps} steps x "
-        f"{args.rounds} interleaved rounds after a warm-up round; generation: greedy, exactly {args.new_tokens} new tokens per example, median of "
+        f"**{languages} languages** ({present} target languages present in the batch). {label}, vocabulary "
+        f"{args.vocab}; batch {args.batch_size} x {args.src_len}/{args.tgt_len} tokens with random source/target "
+        f"languages per example; training: median of {args.steps} steps x {args.rounds} interleaved rounds after a "
+        f"warm-up round; generation: greedy, exactly {args.new_tokens} new tokens per example, median of "
         f"{args.generation_repeats} x {args.rounds}.",
         "",
         "| model | training target tokens/s | vs baseline | generation tokens/s | vs baseline |",
@@ -113,16 +142,11 @@ def main() -> None:
     for kind in KINDS:
         train = statistics.median(results[kind]["train"])
         gen = statistics.median(results[kind]["generate"])
-        name = {"marian": "MarianMTModel", "baseline": "baseline backbone", "xlp": "XLP (enc + dec projections)"}[kind]
         rows.append(
-            f"| {name} | {tokens / train:,.0f} | {base['train'] / train:.2f}x | {generated / gen:,.0f} | {base['generate'] / gen:.2f}x |"
+            f"| {NAMES[kind]} | {tokens / train:,.0f} | {base['train'] / train:.2f}x | {generated / gen:,.0f} | "
+            f"{base['generate'] / gen:.2f}x |"
         )
-    table = "\n".join(rows)
-    print(table)
-    if not args.no_write:
-        from _report import write_section
-
-        write_section("methods", "Methods vs the baseline backbone and MarianMTModel", table)
+    return "\n".join(rows)
 
 
 if __name__ == "__main__":

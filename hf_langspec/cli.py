@@ -176,6 +176,22 @@ def cmd_clm_atp(args: argparse.Namespace) -> None:
     print(table)
 
 
+def cmd_typology(args: argparse.Namespace) -> None:
+    import json
+
+    from .evaluation.typology import format_typology_table, language_representations, plot_typology, typology_table
+
+    model, _ = _load_model(args.model, "cpu")
+    representations = language_representations(model, args.source)
+    table = typology_table(representations)
+    label = args.label or Path(args.model).name
+    print(format_typology_table(table, label))
+    if args.output:
+        Path(args.output).write_text(json.dumps({label: table}, indent=2))
+    if args.plot:
+        plot_typology({label: table}, args.plot)
+
+
 def cmd_card(args: argparse.Namespace) -> None:
     from .evaluation import load_results
     from .export import write_model_card
@@ -301,6 +317,16 @@ def build_parser() -> argparse.ArgumentParser:
     atp.add_argument("--device")
     atp.add_argument("--output", help="write the ATP vectors and the table as JSON")
     atp.set_defaults(func=cmd_clm_atp)
+
+    typ = commands.add_parser(
+        "typology", help="k-NN prediction of URIEL features from the learned language representations (LEE/LAA)"
+    )
+    typ.add_argument("--model", required=True)
+    typ.add_argument("--source", default="auto", choices=["auto", "laa", "lee", "tag"])
+    typ.add_argument("--label", help="the model's name in the table (default: the folder name)")
+    typ.add_argument("--output", help="write the accuracies as JSON")
+    typ.add_argument("--plot", help="write Figure 3's plot (accuracy against k) to this image file")
+    typ.set_defaults(func=cmd_typology)
 
     card = commands.add_parser("card", help="write README.md (model card with model-index) into a model folder")
     card.add_argument("model")

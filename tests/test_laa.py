@@ -186,3 +186,22 @@ def test_laa_checkpoints_load_through_auto_and_as_remote_code(tmp_path):
     result = json.loads(out.strip().splitlines()[-1])
     assert result["class"].endswith("modeling_laa.LAAForConditionalGeneration")
     torch.testing.assert_close(torch.tensor(result["logits"]), model(**batch).logits, atol=1e-6, rtol=0)
+
+
+def test_the_config_pipeline_trains_lee_and_laa_with_its_card(tmp_path):
+    from test_training import _config
+
+    from hf_langspec.training.experiment import run_experiment
+
+    outcome = run_experiment(
+        _config(
+            tmp_path,
+            model={"class": "laa", "lee_points": [4, 5], "laa_points": ["dec_self_attn"]},
+            evaluation={"max_sentences_per_direction": 2},
+        )  # fmt: skip
+    )
+    saved = json.loads((outcome["model_dir"] / "config.json").read_text())
+    assert saved["model_type"] == "langspec_laa" and saved["lee_points"] == ["dec_cross_in", "dec_self_in"]
+    card = (outcome["model_dir"] / "README.md").read_text()
+    assert "Jin and Xiong" in card and "LEE points: dec_cross_in, dec_self_in (tag embeddings)" in card
+    assert "hf-langspec typology" in card

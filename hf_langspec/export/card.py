@@ -23,6 +23,10 @@ LIU = (
     "Liu, Huang, Li, Liu, Su and Huang (2022). Adaptive Token-level Cross-lingual Feature Mixing for Multilingual "
     "Neural Machine Translation. EMNLP 2022. https://aclanthology.org/2022.emnlp-main.687"
 )
+JIN = (
+    "Jin and Xiong (2022). Informative Language Representation Learning for Massively Multilingual Neural Machine "
+    "Translation. COLING 2022. https://aclanthology.org/2022.coling-1.458"
+)
 # model_type -> (what the model is, the paper to cite)
 METHODS = {
     "langspec_base": (
@@ -39,6 +43,12 @@ METHODS = {
         "its sublayers, each token is mixed from k shared linear maps with proportions computed from the token itself",
         LIU,
     ),
+    "langspec_laa": (
+        "the multilingual Transformer with informative language representations (Jin and Xiong 2022): the target "
+        "language's embedding embodied at chosen switching points (LEE) and/or a d x d language matrix added to the "
+        "attention projections (LAA)",
+        JIN,
+    ),
 }
 CLM_VARIANT_NAMES = {"sclm": "sCLM (one gate per layer)", "mclm": "mCLM (a gate per layer and {key})",
                      "ls": "LS ablation (one map per {key}, no gate)", "none": "none"}  # fmt: skip
@@ -46,6 +56,13 @@ CLM_VARIANT_NAMES = {"sclm": "sCLM (one gate per layer)", "mclm": "mCLM (a gate 
 
 def method_settings(config: Any) -> str:
     """The method's own settings as a Markdown list (empty for the baseline and XLP)."""
+    if config.model_type == "langspec_laa":
+        return "\n".join([
+            f"- LEE points: {', '.join(config.lee_points) or 'none'} ({config.lee_embedding} embeddings)",
+            f"- LAA in: {', '.join(config.laa_points) or 'none'}"
+            + (" (one matrix per language per layer)" if config.laa_per_layer else " (one matrix per language per stack)")
+            + ("; LAA^R: random matrices" if config.laa_random else ""),
+        ])  # fmt: skip
     if config.model_type != "langspec_clm":
         return ""
     lines = [

@@ -70,20 +70,37 @@ class LAAForConditionalGeneration(LangSpecForConditionalGeneration):
             for module in modules:
                 module.override_ids = None
 
-    def forward(self, *args, laa_random_ids: torch.LongTensor | None = None, **kwargs):
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        src_lang_ids: torch.LongTensor | None = None,
+        tgt_lang_ids: torch.LongTensor | None = None,
+        laa_random_ids: torch.LongTensor | None = None,
+        **kwargs,
+    ):
         r"""
         laa_random_ids (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
             LAA^R only: the random language of each example. Drawn per forward when not given;
             `generate()` draws them once per generation so every decoding step and beam agrees.
         """
+        inputs = dict(
+            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask, labels=labels, src_lang_ids=src_lang_ids,
+            tgt_lang_ids=tgt_lang_ids, **kwargs,
+        )  # fmt: skip
         if not self.config.laa_random:
-            return super().forward(*args, **kwargs)
+            return super().forward(**inputs)
         if laa_random_ids is None:
-            input_ids = kwargs.get("input_ids", args[0] if args else None)
-            reference = input_ids if input_ids is not None else kwargs.get("decoder_input_ids")
+            reference = next(
+                t for t in (input_ids, decoder_input_ids, kwargs.get("inputs_embeds"), labels) if t is not None
+            )
             laa_random_ids = self.random_language_ids(reference.shape[0], reference.device)
         with self._random_languages(laa_random_ids):
-            return super().forward(*args, **kwargs)
+            return super().forward(**inputs)
 
     def generate(self, inputs: torch.Tensor | None = None, generation_config=None, **kwargs):
         if self.config.laa_random and kwargs.get("laa_random_ids") is None:

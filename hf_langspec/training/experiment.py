@@ -14,7 +14,7 @@ data:        # the Bible corpus, or canonical JSONL files
 tokenizer:   # a saved LangSpecTokenizer (path), or train_tokenizer arguments
   vocab_size: 8000
   lang_tag_style: source
-model:       # `class` (baseline, xlp, clm) and its config's fields (the tokenizer fixes vocabulary and languages)
+model:       # `class` (baseline, xlp, clm, laa) and its config's fields (the tokenizer fixes vocabulary and languages)
   class: baseline
   d_model: 256
 training:    # LangSpecTrainingArguments fields
@@ -78,6 +78,8 @@ def model_classes() -> dict[str, tuple[type, type]]:
     from ..modeling import (
         CLMConfig,
         CLMForConditionalGeneration,
+        LAAConfig,
+        LAAForConditionalGeneration,
         LangSpecConfig,
         LangSpecForConditionalGeneration,
         XLPForConditionalGeneration,
@@ -88,6 +90,7 @@ def model_classes() -> dict[str, tuple[type, type]]:
         "baseline": (LangSpecConfig, LangSpecForConditionalGeneration),
         "xlp": (XLPMTConfig, XLPForConditionalGeneration),
         "clm": (CLMConfig, CLMForConditionalGeneration),
+        "laa": (LAAConfig, LAAForConditionalGeneration),
     }
 
 
