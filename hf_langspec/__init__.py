@@ -13,6 +13,9 @@ from transformers import (
 )
 
 from .modeling import (
+    CLLConfig,
+    CLLForConditionalGeneration,
+    CLLModel,
     CLMConfig,
     CLMForConditionalGeneration,
     CLMModel,
@@ -42,6 +45,7 @@ VARIANTS = [
     (LangSpecConfig, LangSpecModel, LangSpecForConditionalGeneration),
     (XLPMTConfig, XLPMTModel, XLPForConditionalGeneration),
     (CLMConfig, CLMModel, CLMForConditionalGeneration),
+    (CLLConfig, CLLModel, CLLForConditionalGeneration),
     (LAAConfig, LAAModel, LAAForConditionalGeneration),
 ]
 
@@ -70,6 +74,9 @@ def _register() -> None:
 _register()
 
 __all__ = [
+    "CLLConfig",
+    "CLLForConditionalGeneration",
+    "CLLModel",
     "CLMConfig",
     "CLMForConditionalGeneration",
     "CLMModel",

@@ -59,6 +59,10 @@ def _check_convertible(model: LangSpecForConditionalGeneration, target: str) -> 
     ]
     if config.layernorm_embedding:
         problems.append("layernorm_embedding=True (the reference model has no embedding layer norm)")
+    if config.encoder_drop_residual:
+        problems.append(
+            f"encoder_drop_residual={config.encoder_drop_residual} (the reference model keeps every residual)"
+        )
     modules = {
         f"{stack}.{point}": type(module).__name__
         for stack in ("encoder", "decoder")

@@ -55,6 +55,8 @@ def test_conversion_refuses_what_the_reference_cannot_represent():
         to_m2m100(tiny_model(normalize_before=True, language_embedding="additive"))
     with pytest.raises(ValueError, match="layernorm_embedding"):
         to_m2m100(tiny_model(normalize_before=True, layernorm_embedding=True))
+    with pytest.raises(ValueError, match=r"encoder_drop_residual=\[\[1, 'self_attn'\]\]"):
+        to_m2m100(tiny_model(normalize_before=True, encoder_drop_residual=[[1, "self_attn"]]))
 
 
 def test_reference_features_the_baseline_lacks_are_reported():

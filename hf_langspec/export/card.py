@@ -27,6 +27,10 @@ JIN = (
     "Jin and Xiong (2022). Informative Language Representation Learning for Massively Multilingual Neural Machine "
     "Translation. COLING 2022. https://aclanthology.org/2022.coling-1.458"
 )
+QU = (
+    "Qu and Watanabe (2022). Adapting to Non-Centered Languages for Zero-shot Multilingual Translation. "
+    "COLING 2022. https://aclanthology.org/2022.coling-1.467"
+)
 # model_type -> (what the model is, the paper to cite)
 METHODS = {
     "langspec_base": (
@@ -49,6 +53,11 @@ METHODS = {
         "attention projections (LAA)",
         JIN,
     ),
+    "langspec_cll": (
+        "the multilingual Transformer with central-language-aware layers (CLL, Qu and Watanabe 2022): decoder FFNs "
+        "gain a small language-specific FFN, scaled by a learned t_l, for every non-central target language",
+        QU,
+    ),
 }
 CLM_VARIANT_NAMES = {"sclm": "sCLM (one gate per layer)", "mclm": "mCLM (a gate per layer and {key})",
                      "ls": "LS ablation (one map per {key}, no gate)", "none": "none"}  # fmt: skip
@@ -62,6 +71,17 @@ def method_settings(config: Any) -> str:
             f"- LAA in: {', '.join(config.laa_points) or 'none'}"
             + (" (one matrix per language per layer)" if config.laa_per_layer else " (one matrix per language per stack)")
             + ("; LAA^R: random matrices" if config.laa_random else ""),
+        ])  # fmt: skip
+    if config.model_type == "langspec_cll":
+        named = {"fcll": "every decoder layer (FCLL)", "sd": f"decoder layer {config.decoder_layers // 2} (SD)"}
+        where = (
+            named[config.cll_layers] if isinstance(config.cll_layers, str) else f"decoder layers {config.cll_layers}"
+        )
+        return "\n".join([
+            f"- CLL in: {where}",
+            f"- Central language: {config.central_language or 'none (every language has an LSL)'}",
+            f"- LSL inner size {config.cll_inner_dim}, dropout {config.cll_dropout}, t_l initialised to {config.cll_scale_init}",
+            f"- Encoder residuals removed: {config.encoder_drop_residual or 'none'}",
         ])  # fmt: skip
     if config.model_type != "langspec_clm":
         return ""

@@ -1,10 +1,12 @@
 """Model definitions. Every file here imports only its flat siblings, so a saved checkpoint carries them as remote code."""
 
+from .configuration_cll import CLLConfig
 from .configuration_clm import CLMConfig
 from .configuration_laa import LAAConfig
 from .configuration_langspec import LangSpecConfig
 from .configuration_xlp import XLPConfig
 from .configuration_xlp_mt import XLPMTConfig
+from .modeling_cll import CLLForConditionalGeneration, CLLModel
 from .modeling_clm import CLMForConditionalGeneration, CLMModel
 from .modeling_laa import LAAForConditionalGeneration, LAAModel
 from .modeling_langspec import LangSpecForConditionalGeneration, LangSpecModel, LangSpecPreTrainedModel
@@ -12,6 +14,9 @@ from .modeling_xlp import XLPForMaskedLM, XLPForSequenceClassification, XLPModel
 from .modeling_xlp_mt import XLPForConditionalGeneration, XLPMTModel
 
 __all__ = [
+    "CLLConfig",
+    "CLLForConditionalGeneration",
+    "CLLModel",
     "CLMConfig",
     "CLMForConditionalGeneration",
     "CLMModel",

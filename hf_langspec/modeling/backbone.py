@@ -236,6 +236,8 @@ class _Sublayers(GradientCheckpointingLayer):
         self.self_attn = LangSpecAttention(config, num_heads, layer_idx)
         self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
         self._init_ffn(config, ffn_dim)
+        # residual connections this layer goes without (encoder_drop_residual; set by the encoder layer)
+        self.no_residual: frozenset[str] = frozenset()
 
     def _init_ffn(self, config: LangSpecConfig, inner_dim: int) -> None:
         self.fc1 = nn.Linear(config.d_model, inner_dim)
@@ -249,7 +251,7 @@ class _Sublayers(GradientCheckpointingLayer):
         x = F.dropout(self.activation_fn(self.fc1(x)), p=self.activation_dropout, training=self.training)
         return self.fc2(x)
 
-    def _residual_block(self, hidden, norm: nn.LayerNorm, body, parallel=None):
+    def _residual_block(self, hidden, norm: nn.LayerNorm, body, parallel=None, sublayer: str = "ffn"):
         residual = hidden
         if self.normalize_before:
             hidden = norm(hidden)
@@ -257,15 +259,18 @@ class _Sublayers(GradientCheckpointingLayer):
         if parallel is not None:
             # a parallel branch (CLL) sees the sublayer's own input and applies its own dropout
             out = out + parallel(hidden)
-        hidden = residual + out
+        # Liu et al. 2021 / CLL's SD: a middle encoder layer drops a residual to loosen positional correspondence
+        hidden = out if sublayer in self.no_residual else residual + out
         return hidden if self.normalize_before else norm(hidden)
 
     def _attention_block(self, hidden, slots: Slots, lang, points: tuple[str, str], norm, attention, **kwargs):
         """`points` = (point before the block, attention point); `kwargs` go to the attention."""
         hidden = _insert(slots, points[0], hidden, lang, self.layer_idx)
         hook = slots.get(points[1])
-        hidden = self._residual_block(hidden, norm, lambda x: attention(x, lang, hook=hook, **kwargs))
         sublayer = "cross_attn" if points[1] == "dec_cross_attn" else "self_attn"
+        hidden = self._residual_block(
+            hidden, norm, lambda x: attention(x, lang, hook=hook, **kwargs), sublayer=sublayer
+        )
         return _insert(slots, "sublayer_out", hidden, lang, self.layer_idx, sublayer)
 
     def _ffn_block(self, hidden, slots: Slots, lang, in_point: str, parallel_point: str | None = None):
@@ -280,6 +285,8 @@ class _Sublayers(GradientCheckpointingLayer):
 class LangSpecEncoderLayer(_Sublayers):
     def __init__(self, config: LangSpecConfig, layer_idx: int):
         super().__init__(config, layer_idx, config.encoder_attention_heads, config.encoder_ffn_dim)
+        drops = getattr(config, "encoder_drop_residual", [])
+        self.no_residual = frozenset(sublayer for layer, sublayer in drops if layer == layer_idx)
 
     def forward(self, hidden_states, attention_mask, lang: LanguageContext, slots: Slots):
         hidden_states = self._attention_block(

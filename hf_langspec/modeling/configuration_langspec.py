@@ -79,6 +79,10 @@ class LangSpecConfig(PretrainedConfig):
             and a batched matmul), `"group"` (rows grouped by language), `"dense"` (every language's
             weight in one matmul, each row keeping its own) or `"auto"` (chosen per call from the
             number of rows, the batch size, the languages present and the weight size).
+        encoder_drop_residual (`list[[int, str]]`, *optional*, defaults to `[]`):
+            Residual connections removed in the encoder, as `[layer, sublayer]` with sublayer `"self_attn"` or
+            `"ffn"`: `[[N // 2, "self_attn"]]` is the Residual baseline of Liu et al. (2021) for zero-shot
+            translation; CLL's SD removes `[[N // 2, "ffn"]]`.
         pad_token_id, bos_token_id, eos_token_id, decoder_start_token_id (`int`):
             fairseq's dictionary layout by default: `<s>`=0, `<pad>`=1, `</s>`=2; decoding starts from `</s>`.
     """
@@ -118,6 +122,7 @@ class LangSpecConfig(PretrainedConfig):
         high_resource_languages: Sequence[str] | None = None,
         language_pairs: Sequence[Sequence[str] | str] | None = None,
         routing_strategy: str = "auto",
+        encoder_drop_residual: Sequence[Sequence[int | str]] | None = None,
         use_cache: bool = True,
         pad_token_id: int = 1,
         bos_token_id: int = 0,
@@ -152,6 +157,7 @@ class LangSpecConfig(PretrainedConfig):
         self.high_resource_languages = list(high_resource_languages or [])
         self.language_pairs = [_split_pair(p) for p in (language_pairs or [])]
         self.routing_strategy = routing_strategy
+        self.encoder_drop_residual = [[int(layer), str(sublayer)] for layer, sublayer in (encoder_drop_residual or [])]
         self.use_cache = use_cache
         super().__init__(
             pad_token_id=pad_token_id,
@@ -268,6 +274,12 @@ class LangSpecConfig(PretrainedConfig):
         unknown_pairs = [p for p in self.language_pairs if p[0] not in known or p[1] not in known]
         if unknown_pairs:
             raise ValueError(f"language_pairs {unknown_pairs} use codes that are not in languages={langs}.")
+        for layer, sublayer in self.encoder_drop_residual:
+            if not 0 <= layer < self.encoder_layers or sublayer not in ("self_attn", "ffn"):
+                raise ValueError(
+                    f"encoder_drop_residual entry [{layer}, {sublayer!r}] must name an encoder layer in "
+                    f"[0, {self.encoder_layers}) and a sublayer 'self_attn' or 'ffn'."
+                )
 
 
 def _choice(field: str, value: object, allowed: Sequence[str]) -> None:

@@ -59,16 +59,20 @@ class LanguageAwareAttention(nn.Module):
         return lang.ids(self.language_side, needed_by=f"LAA in the {self.side} (the {self.language_side} language)")
 
     def _times(self, x: torch.Tensor, lang: LanguageContext, layer_idx: int | None, transpose: bool) -> torch.Tensor:
-        ids = self._ids(lang)
         weight = self.matrices(layer_idx)
-        slot = layer_idx if self.per_layer else None
-        gathered = self._caches.setdefault(slot, GatheredWeights()).get(weight, ids)
-        if gathered is not None:  # inference: the [B, d, d] matrices gathered once per generation
-            return torch.bmm(x, gathered.transpose(1, 2) if transpose else gathered)
         router_key = (id(self), "router")
         if router_key not in lang.scratch:
-            lang.scratch[router_key] = LanguageRouter(ids, weight.shape[0], lang.routing_strategy)
-        return lang.scratch[router_key].matmul(x, weight.transpose(1, 2) if transpose else weight)
+            lang.scratch[router_key] = LanguageRouter(self._ids(lang), weight.shape[0], lang.routing_strategy)
+        router = lang.scratch[router_key]
+        d = weight.shape[-1]
+        if router.choose(d, d, rows=x.shape[0] * x.shape[1]) == "gather":
+            # per-example matrices, gathered once per generation at inference and shared by W and W^T
+            slot = layer_idx if self.per_layer else None
+            cache = self._caches.setdefault(slot, GatheredWeights())
+            gathered = cache.get(weight, router.lang_ids)
+            gathered = gathered if gathered is not None else weight.index_select(0, router.lang_ids)
+            return torch.bmm(x, gathered.transpose(1, 2) if transpose else gathered)
+        return router.matmul(x, weight.transpose(1, 2) if transpose else weight)
 
     def forward(self, x: torch.Tensor, lang: LanguageContext, layer_idx: int | None, projection: str) -> torch.Tensor:
         if projection == "o":

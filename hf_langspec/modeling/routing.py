@@ -110,9 +110,9 @@ class LanguageRouter:
                 "src_lang_ids / tgt_lang_ids must have one id per example ([B])."
             )
         rows = x.reshape(batch, -1, d_in)
-        gathered = cache.get(weight, self.lang_ids) if cache is not None and self.strategy == "auto" else None
-        strategy = "gather" if gathered is not None else self.choose(d_in, d_out, rows=rows.shape[0] * rows.shape[1])
+        strategy = self.choose(d_in, d_out, rows=rows.shape[0] * rows.shape[1])
         if strategy == "gather":
+            gathered = cache.get(weight, self.lang_ids) if cache is not None else None
             gathered = gathered if gathered is not None else weight.index_select(0, self.lang_ids)
             out = torch.bmm(rows, gathered)
             if bias is not None:

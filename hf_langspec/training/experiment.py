@@ -14,7 +14,7 @@ data:        # the Bible corpus, or canonical JSONL files
 tokenizer:   # a saved LangSpecTokenizer (path), or train_tokenizer arguments
   vocab_size: 8000
   lang_tag_style: source
-model:       # `class` (baseline, xlp, clm, laa) and its config's fields (the tokenizer fixes vocabulary and languages)
+model:       # `class` (baseline, xlp, clm, laa, cll) and its config's fields (the tokenizer fixes vocabulary and languages)
   class: baseline
   d_model: 256
 training:    # LangSpecTrainingArguments fields
@@ -76,6 +76,8 @@ CARD_KEYS = {"model_name", "license", "datasets", "paper"}
 def model_classes() -> dict[str, tuple[type, type]]:
     """`[model] class` values: (config class, translation model class) of every variant."""
     from ..modeling import (
+        CLLConfig,
+        CLLForConditionalGeneration,
         CLMConfig,
         CLMForConditionalGeneration,
         LAAConfig,
@@ -91,6 +93,7 @@ def model_classes() -> dict[str, tuple[type, type]]:
         "xlp": (XLPMTConfig, XLPForConditionalGeneration),
         "clm": (CLMConfig, CLMForConditionalGeneration),
         "laa": (LAAConfig, LAAForConditionalGeneration),
+        "cll": (CLLConfig, CLLForConditionalGeneration),
     }
 
 

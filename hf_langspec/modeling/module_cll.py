@@ -1,0 +1,98 @@
+"""CLL: the central-language-aware layer (Qu & Watanabe 2022, equation 3), at the `dec_ffn` insertion point.
+
+In a CLL decoder layer the FFN sublayer becomes
+
+    FFN(h) + t_l LSL_l(h)    for a non-central target language l,      FFN(h)    for the central one,
+
+where h is the FFN's own input, LSL_l(h) = W2_l ReLU(W1_l h + b1_l) + b2_l is a small language-specific
+FFN and t_l a learned scalar per language and layer, initialised to 0.1. As in the authors' code the
+branch has its own dropout and joins the residual sum next to the FFN's output:
+`LN(h + Dropout(FFN(h)) + Dropout_cll(t_l LSL_l(h)))` (post-norm). The language is the target
+language of each example. Without a central language (the paper's non-centred Triangle and Square
+settings) every language has an LSL.
+
+Parameters per CLL layer: L' (2 d m + m + d + 1) for L' non-central languages and inner size m.
+Only the rows of examples with a non-central target go through the LSLs, grouped by language.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .routing import LanguageContext, LanguageRouter
+
+
+class CentralLanguageAwareLayers(nn.Module):
+    """The LSLs and scales t_l of the decoder layers listed in `layers` (one module for the stack).
+
+    Args:
+        config: a `CLLConfig`.
+        layers: decoder layer indexes with a CLL.
+    """
+
+    def __init__(self, config, layers: list[int]):
+        super().__init__()
+        d, m = config.d_model, config.cll_inner_dim
+        self.languages = list(config.languages)
+        self.central = config.central_language
+        self.specific = [code for code in self.languages if code != self.central]  # languages with an LSL
+        self.layers = list(layers)
+        n, count = len(self.layers), len(self.specific)
+        self.fc1 = nn.Parameter(torch.empty(n, count, d, m))
+        self.fc1_bias = nn.Parameter(torch.empty(n, count, m))
+        self.fc2 = nn.Parameter(torch.empty(n, count, m, d))
+        self.fc2_bias = nn.Parameter(torch.empty(n, count, d))
+        self.scale = nn.Parameter(torch.empty(n, count))  # t_l
+        self.scale_init = config.cll_scale_init
+        self.dropout = config.cll_dropout
+        self.disabled: set[str] = set()  # languages whose LSL is dropped at inference (Tables 9-10)
+        self._slot = {layer: i for i, layer in enumerate(self.layers)}
+        self._row: dict[torch.device, torch.Tensor] = {}
+
+    def initialize(self, init, config) -> None:
+        d, m = self.fc1.shape[-2:]
+        # fairseq's Linear: Xavier-uniform weights and zero biases, per language
+        init.uniform_(self.fc1, -math.sqrt(6.0 / (d + m)), math.sqrt(6.0 / (d + m)))
+        init.uniform_(self.fc2, -math.sqrt(6.0 / (d + m)), math.sqrt(6.0 / (d + m)))
+        init.zeros_(self.fc1_bias)
+        init.zeros_(self.fc2_bias)
+        init.constant_(self.scale, self.scale_init)
+
+    def row_of(self, device: torch.device) -> torch.Tensor:
+        """`[L]`: each language's LSL row, -1 for the central language (built per device on first use)."""
+        if device not in self._row:
+            rows = [self.specific.index(code) if code in self.specific else -1 for code in self.languages]
+            self._row[device] = torch.tensor(rows, device=device)
+        return self._row[device]
+
+    def forward(self, hidden: torch.Tensor, lang: LanguageContext, layer_idx: int) -> torch.Tensor:
+        """The term added next to the FFN output: `t_l LSL_l(h)`, zero for central-language examples."""
+        if layer_idx not in self._slot:
+            return torch.zeros_like(hidden)
+        slot = self._slot[layer_idx]
+        key = (id(self), "rows")
+        if key not in lang.scratch:  # which examples have an LSL, computed once per forward
+            tgt = lang.ids("target", needed_by="CLL (the target language's LSL)")
+            rows = self.row_of(tgt.device).index_select(0, tgt)
+            for code in self.disabled:
+                rows = rows.masked_fill(tgt == self.languages.index(code), -1)
+            keep = (rows >= 0).nonzero().squeeze(1)
+            router = LanguageRouter(rows.index_select(0, keep), len(self.specific), lang.routing_strategy)
+            lang.scratch[key] = (keep, router)
+        keep, router = lang.scratch[key]
+        out = torch.zeros_like(hidden)
+        if keep.numel() == 0:
+            return out
+        x = hidden.index_select(0, keep)
+        inner = router.matmul(x, self.fc1[slot], self.fc1_bias[slot])
+        inner = F.relu(inner)
+        lsl = router.matmul(inner, self.fc2[slot], self.fc2_bias[slot])
+        scaled = lsl * router.lookup(self.scale[slot]).view(-1, *([1] * (lsl.dim() - 1)))
+        return out.index_copy(0, keep, F.dropout(scaled, p=self.dropout, training=self.training))
+
+
+__all__ = ["CentralLanguageAwareLayers"]
