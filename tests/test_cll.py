@@ -147,7 +147,7 @@ def test_bad_cll_configs_are_named():
         tiny_config(CLLConfig, cll_layers="all")
     with pytest.raises(ValueError, match=r"encoder_drop_residual entry \[4, 'ffn'\]"):
         tiny_config(LangSpecConfig, encoder_drop_residual=[[4, "ffn"]])
-    with pytest.raises(ValueError, match="CLL .* needs `tgt_lang_ids`"):
+    with pytest.raises(ValueError, match=r"CLL .* needs `tgt_lang_ids`"):
         cll_model()(**{k: v for k, v in random_batch().items() if k != "tgt_lang_ids"})
 
 

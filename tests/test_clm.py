@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -308,14 +309,13 @@ def test_the_config_pipeline_trains_a_clm_model_with_overrides_and_its_card(tmp_
     saved = json.loads((model_dir / "config.json").read_text())
     assert saved["model_type"] == "langspec_clm"
     assert (saved["clm_encoder"], saved["clm_decoder"], saved["clm_decoder_key"]) == ("none", "mclm", "target")
-    trained = sorted(
-        {f"{r['src_lang']}-{r['tgt_lang']}" for r in map(json.loads, open(config["data"]["train_files"][0]))}
-    )
+    rows = [json.loads(line) for line in Path(config["data"]["train_files"][0]).read_text().splitlines()]
+    trained = sorted({f"{r['src_lang']}-{r['tgt_lang']}" for r in rows})
     assert ["-".join(p) for p in saved["language_pairs"]] == trained  # filled in from the training data
     card = (model_dir / "README.md").read_text()
     assert "Liu, Huang" in card and "Decoder CLM: mCLM (a gate per layer and target)" in card
     assert "hf-langspec clm-atp" in card
-    with pytest.raises(ConfigError, match="must look like section.key=value"):
+    with pytest.raises(ConfigError, match=r"must look like section\.key=value"):
         apply_overrides(config, ["model.clm_encoder"])
     with pytest.raises(ConfigError, match=r"unknown keys \['clm_encodr'\]"):
         apply_overrides(config, ["model.clm_encodr=none"])

@@ -168,7 +168,7 @@ def test_bad_lee_and_laa_configs_are_named():
         tiny_config(LAAConfig, laa_points=["enc_cross_attn"])
     with pytest.raises(ValueError, match="needs lang_tag_token_ids"):
         tiny_config(LAAConfig, lee_points=[5], lang_tag_token_ids=None)
-    with pytest.raises(ValueError, match="LAA in the decoder .* needs `tgt_lang_ids`"):
+    with pytest.raises(ValueError, match=r"LAA in the decoder .* needs `tgt_lang_ids`"):
         laa_model()(**{k: v for k, v in mixed_batch(7).items() if k != "tgt_lang_ids"})
 
 
@@ -198,7 +198,7 @@ def test_the_config_pipeline_trains_lee_and_laa_with_its_card(tmp_path):
             tmp_path,
             model={"class": "laa", "lee_points": [4, 5], "laa_points": ["dec_self_attn"]},
             evaluation={"max_sentences_per_direction": 2},
-        )  # fmt: skip
+        )
     )
     saved = json.loads((outcome["model_dir"] / "config.json").read_text())
     assert saved["model_type"] == "langspec_laa" and saved["lee_points"] == ["dec_cross_in", "dec_self_in"]
