@@ -181,3 +181,76 @@ def test_cll_checkpoints_load_through_auto_and_as_remote_code(tmp_path):
     result = json.loads(out.strip().splitlines()[-1])
     assert result["class"].endswith("modeling_cll.CLLForConditionalGeneration")
     torch.testing.assert_close(torch.tensor(result["logits"]), model(**batch).logits, atol=1e-6, rtol=0)
+
+
+# ---------------------------------------------------------------------------- analyses
+def _scaled_log_prob(model, batch, layer: int, alphas: dict[str, float]) -> float:
+    """F with decoder `layer`'s FFN and LSL outputs scaled separately (written independently of the package)."""
+    handles = [
+        model.model.decoder.layers[layer].fc2.register_forward_hook(lambda m, a, out: out * alphas["ffn"]),
+        model.cll().register_forward_hook(lambda m, a, out: out * alphas["lsl"] if a[2] == layer else out),
+    ]
+    try:
+        with torch.no_grad():
+            logits = model(**batch).logits.double()
+    finally:
+        for h in handles:
+            h.remove()
+    labels = batch["labels"]
+    logp = logits.log_softmax(-1).gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return float((logp * labels.ne(-100)).sum())
+
+
+def test_integrated_gradients_match_a_brute_force_riemann_sum_and_are_complete():
+    from hf_langspec.evaluation.cll_analysis import branch_attributions
+
+    # GELU downstream keeps F smooth along the path, so finite differences have no ReLU kinks to straddle
+    model = cll_model(seed=11, activation_function="gelu").double()
+    with torch.no_grad():
+        model.cll().scale.fill_(1.0)
+    batch = random_batch(seed=12)
+    batch["tgt_lang_ids"] = torch.tensor([1, 2, 0])
+    batch["labels"] = batch["decoder_input_ids"].roll(-1, 1)
+    result = branch_attributions(model, batch, layer=1, steps=64)
+    steps, eps = 64, 1e-5
+    brute = {"ffn": 0.0, "lsl": 0.0}
+    for k in range(steps):  # midpoint Riemann sum of central finite differences along the straight path
+        a = (k + 0.5) / steps
+        for name in brute:
+            up = {"ffn": a, "lsl": a} | {name: a + eps}
+            down = {"ffn": a, "lsl": a} | {name: a - eps}
+            brute[name] += (
+                (_scaled_log_prob(model, batch, 1, up) - _scaled_log_prob(model, batch, 1, down)) / (2 * eps) / steps
+            )
+    for name in brute:
+        assert result[name] == pytest.approx(brute[name], rel=1e-6), name
+    assert result["ffn"] + result["lsl"] == pytest.approx(result["total"], rel=1e-2)
+    assert result["lsl"] != 0.0
+
+
+def test_lsl_scales_and_ablation_report_per_language(tmp_path):
+    from hf_langspec import train_tokenizer
+    from hf_langspec.evaluation.cll_analysis import lsl_ablation, lsl_scales, plot_lsl_scales
+
+    texts = {c: [f"{c} word{i} other{i}" for i in range(6)] for c in LANGUAGES}
+    tok = train_tokenizer(texts, languages=LANGUAGES, vocab_size=70, show_progress=False)
+    torch.manual_seed(0)
+    model = CLLForConditionalGeneration(tiny_config(CLLConfig, **tok.model_config_kwargs() | {
+        "central_language": "en", "cll_inner_dim": 8, "cll_layers": [0, 2]})).eval()  # fmt: skip
+    scales = lsl_scales(model)
+    assert scales == {code: [pytest.approx(0.1)] * 2 for code in ["de", "fr", "es"]}
+    plot_lsl_scales(model, tmp_path / "scales.png")
+    assert (tmp_path / "scales.png").stat().st_size > 0
+
+    def identifier(outputs):
+        return ["de" if "de" in o else "xx" for o in outputs]
+
+    identifier.name = "toy"
+    report = lsl_ablation(
+        model, tok, texts["fr"][:3], "fr", "de", identifier=identifier, num_beams=1, max_new_tokens=4
+    )
+    assert report["dropped"] == ["de"] and len(report["without_lsl"]["hypotheses"]) == 3
+    assert sum(report["with_lsl"]["languages"].values()) == pytest.approx(1.0)
+    assert model.cll().disabled == set()  # restored after the ablation
+    with pytest.raises(ValueError, match=r"\['en'\] have no LSL"):
+        lsl_ablation(model, tok, ["x"], "fr", "en", identifier=identifier)
