@@ -66,11 +66,15 @@ class LanguageAwareAttention(nn.Module):
         router = lang.scratch[router_key]
         d = weight.shape[-1]
         if router.choose(d, d, rows=x.shape[0] * x.shape[1]) == "gather":
-            # per-example matrices, gathered once per generation at inference and shared by W and W^T
+            # per-example matrices gathered once per forward for every layer, q/k/v and o (appendix A), and
+            # at inference once per generation; W^T is a view of the same gather
             slot = layer_idx if self.per_layer else None
-            cache = self._caches.setdefault(slot, GatheredWeights())
-            gathered = cache.get(weight, router.lang_ids)
-            gathered = gathered if gathered is not None else weight.index_select(0, router.lang_ids)
+            gathered_key = (id(self), "gathered", slot)
+            gathered = lang.scratch.get(gathered_key)
+            if gathered is None:
+                gathered = self._caches.setdefault(slot, GatheredWeights()).get(weight, router.lang_ids)
+                gathered = gathered if gathered is not None else weight.index_select(0, router.lang_ids)
+                lang.scratch[gathered_key] = gathered
             return torch.bmm(x, gathered.transpose(1, 2) if transpose else gathered)
         return router.matmul(x, weight.transpose(1, 2) if transpose else weight)
 
