@@ -56,6 +56,13 @@ def matmul_peak_gflops(size: int = 2048, repeats: int = 5) -> float:
     return 2 * size**3 / best / 1e9
 
 
+def publish(name: str, title: str, table: str, write: bool = True) -> None:
+    """Print a benchmark's table and, unless `write` is False, put it in its section of BENCHMARKS.md."""
+    print(table)
+    if write:
+        write_section(name, title, table)
+
+
 def write_section(name: str, title: str, body: str, path: Path = ROOT / "BENCHMARKS.md") -> None:
     """Replace (or append) the section `name` of BENCHMARKS.md, stamped with machine, commit and command."""
     command = "python " + " ".join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])

@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
-import subprocess
-import sys
-import time
 
 import torch
-from bench_training import SHAPES, backbone_kwargs, make_batch
+from _report import publish
+from bench_training import SHAPES, backbone_kwargs, make_batch, run_worker_process, train_and_time
 
 LANGUAGES = 10
 
@@ -75,26 +72,11 @@ def worker(args) -> None:
         batch["src_lang_ids"] = torch.randint(0, LANGUAGES, (args.batch_size,), generator=g)
         batch["tgt_lang_ids"] = torch.randint(0, LANGUAGES, (args.batch_size,), generator=g)
     saved = saved_activation_bytes(model, batch)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    times = []
-    for step in range(args.warmup + args.steps):
-        start = time.perf_counter()
-        model(**batch).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if step >= args.warmup:
-            times.append(time.perf_counter() - start)
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    tokens = int(batch["labels"].ne(-100).sum())
-    print(json.dumps({"times": times, "peak_mib": peak_mib, "saved_mib": saved / 2**20, "tokens": tokens}))
+    print(json.dumps(train_and_time(model, batch, args.steps, args.warmup) | {"saved_mib": saved / 2**20}))
 
 
 def run_worker(kind: str, k: int, args) -> dict:
-    command = [sys.executable, __file__, "--worker", kind, "--k", str(k), "--shape", args.shape]
-    for name in ("batch_size", "src_len", "tgt_len", "vocab", "steps", "warmup"):
-        command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
-    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return run_worker_process(__file__, ["--worker", kind, "--k", str(k), "--shape", args.shape], args)
 
 
 def main() -> None:
@@ -144,12 +126,7 @@ def main() -> None:
             f"| {name} | {k or '-'} | {step * 1000:,.0f} | {entry['tokens'] / step:,.0f} | {step / baseline:.2f}x | "
             f"{entry['saved_mib']:,.0f} | {entry['peak_mib']:,.0f} |"
         )
-    table = "\n".join(rows)
-    print(table)
-    if not args.no_write:
-        from _report import write_section
-
-        write_section("clm", "CLM: the naive and the fast feature mix vs k", table)
+    publish("clm", "CLM: the naive and the fast feature mix vs k", "\n".join(rows), write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import statistics
 import time
 
 import torch
+from _report import publish
 from bench_training import SHAPES, backbone_kwargs, make_batch
 
 KINDS = ["marian", "baseline", "xlp", "laa", "lee"]
@@ -92,12 +93,9 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     tables = [run(args, int(n)) for n in args.languages.split(",")]
-    table = "\n\n".join(tables)
-    print(table)
-    if not args.no_write:
-        from _report import write_section
-
-        write_section("methods", "Methods vs the baseline backbone and MarianMTModel", table)
+    publish(
+        "methods", "Methods vs the baseline backbone and MarianMTModel", "\n\n".join(tables), write=not args.no_write
+    )
 
 
 def run(args, languages: int) -> str:

@@ -104,12 +104,14 @@ def main() -> None:
         "|---|---:|---:|---:|",
     ]
     lines += [f"| {name} | {len(rows) / t:,.0f} | {t:.2f} | {floor / t:.2f}x |" for name, t in results]
-    table = "\n".join(lines)
-    print(table)
-    if not args.no_write:
-        from _report import write_section
+    from _report import publish
 
-        write_section("tokenization", "Tokenization throughput: LangSpecTokenizer vs `tokenizers`", table)
+    publish(
+        "tokenization",
+        "Tokenization throughput: LangSpecTokenizer vs `tokenizers`",
+        "\n".join(lines),
+        write=not args.no_write,
+    )
 
 
 if __name__ == "__main__":

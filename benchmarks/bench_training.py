@@ -106,31 +106,39 @@ def training_flops(shape: dict, vocab: int, batch: int, src_len: int, tgt_len: i
     return 2 * 3 * (encoder + decoder + output)
 
 
-def worker(args) -> None:
-    torch.manual_seed(0)
-    model = build(args.worker, SHAPES[args.shape], args.vocab).train()
+def train_and_time(model, batch: dict, steps: int, warmup: int) -> dict:
+    """Forward + backward + AdamW `warmup + steps` times: step times, peak RSS of the process and target tokens."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    batch = make_batch(args.batch_size, args.src_len, args.tgt_len, args.vocab)
     times = []
-    for step in range(args.warmup + args.steps):
+    for step in range(warmup + steps):
         start = time.perf_counter()
-        loss = model(**batch).loss
-        loss.backward()
+        model(**batch).loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        if step >= args.warmup:
+        if step >= warmup:
             times.append(time.perf_counter() - start)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    tokens = int(batch["labels"].ne(-100).sum())
-    print(json.dumps({"times": times, "peak_mib": peak_mib, "tokens": tokens}))
+    return {"times": times, "peak_mib": peak_mib, "tokens": int(batch["labels"].ne(-100).sum())}
 
 
-def run_worker(kind: str, shape: str, args) -> dict:
-    command = [sys.executable, __file__, "--worker", kind, "--shape", shape]
+def run_worker_process(script: str, worker_args: list[str], args) -> dict:
+    """Run `script --worker ...` in a fresh process (its peak RSS is its own) and read its JSON line."""
+    command = [sys.executable, script, *worker_args]
     for name in ("batch_size", "src_len", "tgt_len", "vocab", "steps", "warmup"):
         command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def worker(args) -> None:
+    torch.manual_seed(0)
+    model = build(args.worker, SHAPES[args.shape], args.vocab).train()
+    batch = make_batch(args.batch_size, args.src_len, args.tgt_len, args.vocab)
+    print(json.dumps(train_and_time(model, batch, args.steps, args.warmup)))
+
+
+def run_worker(kind: str, shape: str, args) -> dict:
+    return run_worker_process(__file__, ["--worker", kind, "--shape", shape], args)
 
 
 def main() -> None:
@@ -150,7 +158,7 @@ def main() -> None:
     if args.worker:
         return worker(args)
 
-    from _report import matmul_peak_gflops, write_section
+    from _report import matmul_peak_gflops, publish
 
     peak = matmul_peak_gflops()
     rows = [
@@ -183,10 +191,12 @@ def main() -> None:
                     f"| {label} | {kind} | {tokens / step:,.0f} | {step * 1000:.0f} | {ratio} | {peak_mib:,.0f} | "
                     f"{rate:.0f} | {100 * rate / peak:.0f}% |"
                 )
-    table = "\n".join(rows)
-    print(table)
-    if not args.no_write:
-        write_section("training", "Training throughput: baseline backbone vs MarianMTModel / M2M100", table)
+    publish(
+        "training",
+        "Training throughput: baseline backbone vs MarianMTModel / M2M100",
+        "\n".join(rows),
+        write=not args.no_write,
+    )
 
 
 if __name__ == "__main__":

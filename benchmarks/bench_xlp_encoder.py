@@ -21,6 +21,7 @@ import statistics
 import time
 
 import torch
+from _report import publish
 from bench_training import SHAPES
 
 KINDS = {
@@ -131,12 +132,12 @@ def main() -> None:
             f"| {name} | {tokens / train:,.0f} | {base['train'] / train:.2f}x | {tokens / encode:,.0f} | "
             f"{base['encode'] / encode:.2f}x |"
         )
-    table = "\n".join(rows)
-    print(table)
-    if not args.no_write:
-        from _report import write_section
-
-        write_section("xlp_encoder", "XLP encoder (MLM) vs the same encoder without it and XLM", table)
+    publish(
+        "xlp_encoder",
+        "XLP encoder (MLM) vs the same encoder without it and XLM",
+        "\n".join(rows),
+        write=not args.no_write,
+    )
 
 
 if __name__ == "__main__":

@@ -91,3 +91,37 @@ def run_without_package(script: str, *args, cwd) -> str:
     env = dict(os.environ, HF_HOME=str(cwd / "hf_home"), HF_HUB_OFFLINE="1", PYTHONPATH="")
     command = [sys.executable, "-c", BLOCK_PACKAGE + script, *map(str, args)]
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=True, timeout=300).stdout
+
+
+REMOTE_FORWARD = """
+import json, sys, torch
+from transformers import AutoModelForSeq2SeqLM
+
+model = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
+batch = {k: torch.tensor(v) for k, v in json.loads(sys.argv[2]).items()}
+print(json.dumps({"class": type(model).__module__ + "." + type(model).__name__, "logits": model(**batch).logits.tolist()}))
+"""
+
+
+def assert_round_trips(model, batch: dict, tmp_path) -> None:
+    """Save `model`; it must reload through AutoModelForSeq2SeqLM with the same class and logits, here
+    and as remote code in a fresh process where hf_langspec cannot be imported."""
+    import json
+
+    from transformers import AutoModelForSeq2SeqLM
+
+    model.save_pretrained(tmp_path / "ckpt")
+    expected = model(**batch).logits
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "ckpt").eval()
+    assert type(loaded) is type(model)
+    torch.testing.assert_close(loaded(**batch).logits, expected, atol=0, rtol=0)
+    module = type(model).__module__.rsplit(".", 1)[-1]
+    saved = json.loads((tmp_path / "ckpt" / "config.json").read_text())
+    assert saved["auto_map"]["AutoModelForSeq2SeqLM"] == f"{module}.{type(model).__name__}"
+    out = run_without_package(
+        REMOTE_FORWARD, tmp_path / "ckpt", json.dumps({k: v.tolist() for k, v in batch.items()}), cwd=tmp_path
+    )
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["class"].startswith("transformers_modules.")
+    assert result["class"].endswith(f"{module}.{type(model).__name__}")
+    torch.testing.assert_close(torch.tensor(result["logits"]), expected, atol=1e-6, rtol=0)

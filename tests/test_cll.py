@@ -7,9 +7,7 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import LANGUAGES, random_batch, run_without_package, tiny_config
-from test_xlp import FRESH_PROCESS
-from transformers import AutoModelForSeq2SeqLM
+from conftest import LANGUAGES, assert_round_trips, random_batch, tiny_config
 
 from hf_langspec import CLLConfig, CLLForConditionalGeneration, LangSpecConfig, LangSpecForConditionalGeneration
 from hf_langspec.modeling.routing import LanguageContext
@@ -170,17 +168,8 @@ def test_the_config_pipeline_trains_fcll_without_tags_and_writes_its_card(tmp_pa
 @pytest.mark.slow
 def test_cll_checkpoints_load_through_auto_and_as_remote_code(tmp_path):
     model = cll_model(seed=8, cll_layers="sd")
-    model.save_pretrained(tmp_path / "ckpt")
-    batch = random_batch(seed=9)
-    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "ckpt").eval()
-    assert type(loaded) is CLLForConditionalGeneration and loaded.config.encoder_drop_residual == [[1, "ffn"]]
-    torch.testing.assert_close(loaded(**batch).logits, model(**batch).logits, atol=0, rtol=0)
-    out = run_without_package(
-        FRESH_PROCESS, tmp_path / "ckpt", json.dumps({k: v.tolist() for k, v in batch.items()}), cwd=tmp_path
-    )
-    result = json.loads(out.strip().splitlines()[-1])
-    assert result["class"].endswith("modeling_cll.CLLForConditionalGeneration")
-    torch.testing.assert_close(torch.tensor(result["logits"]), model(**batch).logits, atol=1e-6, rtol=0)
+    assert model.config.encoder_drop_residual == [[1, "ffn"]]
+    assert_round_trips(model, random_batch(seed=9), tmp_path)
 
 
 # ---------------------------------------------------------------------------- analyses

@@ -8,11 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import LANGUAGES, random_batch, run_without_package, tiny_config
+from conftest import LANGUAGES, assert_round_trips, random_batch, tiny_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_xlp import FRESH_PROCESS
-from transformers import AutoModelForSeq2SeqLM
 
 from hf_langspec import CLMConfig, CLMForConditionalGeneration, LangSpecConfig, LangSpecForConditionalGeneration
 from hf_langspec.modeling import module_clm
@@ -277,18 +275,7 @@ def test_beam_search_routes_each_example_by_its_pair():
 
 @pytest.mark.slow
 def test_clm_checkpoints_load_through_auto_and_as_remote_code(tmp_path):
-    model = clm_model(seed=8, clm_decoder="mclm")
-    model.save_pretrained(tmp_path / "ckpt")
-    batch = trained_pair_batch(seed=9)
-    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "ckpt").eval()
-    assert type(loaded) is CLMForConditionalGeneration
-    torch.testing.assert_close(loaded(**batch).logits, model(**batch).logits, atol=0, rtol=0)
-    out = run_without_package(
-        FRESH_PROCESS, tmp_path / "ckpt", json.dumps({k: v.tolist() for k, v in batch.items()}), cwd=tmp_path
-    )
-    result = json.loads(out.strip().splitlines()[-1])
-    assert result["class"].endswith("modeling_clm.CLMForConditionalGeneration")
-    torch.testing.assert_close(torch.tensor(result["logits"]), model(**batch).logits, atol=1e-6, rtol=0)
+    assert_round_trips(clm_model(seed=8, clm_decoder="mclm"), trained_pair_batch(seed=9), tmp_path)
 
 
 def test_the_config_pipeline_trains_a_clm_model_with_overrides_and_its_card(tmp_path):

@@ -6,9 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import LANGUAGES, TAG_IDS, random_batch, run_without_package, tiny_config
-from test_xlp import FRESH_PROCESS
-from transformers import AutoModelForSeq2SeqLM
+from conftest import LANGUAGES, TAG_IDS, assert_round_trips, random_batch, tiny_config
 
 from hf_langspec import LAAConfig, LAAForConditionalGeneration, LangSpecConfig, LangSpecForConditionalGeneration
 from hf_langspec.modeling.module_lee import LanguageEmbeddingEmbodiment
@@ -175,17 +173,7 @@ def test_bad_lee_and_laa_configs_are_named():
 @pytest.mark.slow
 def test_laa_checkpoints_load_through_auto_and_as_remote_code(tmp_path):
     model = laa_model(seed=8, dtype=torch.float32, lee_points=[4, 5], laa_points=["dec_self_attn", "dec_cross_attn"])
-    model.save_pretrained(tmp_path / "ckpt")
-    batch = mixed_batch(9)
-    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "ckpt").eval()
-    assert type(loaded) is LAAForConditionalGeneration
-    torch.testing.assert_close(loaded(**batch).logits, model(**batch).logits, atol=0, rtol=0)
-    out = run_without_package(
-        FRESH_PROCESS, tmp_path / "ckpt", json.dumps({k: v.tolist() for k, v in batch.items()}), cwd=tmp_path
-    )
-    result = json.loads(out.strip().splitlines()[-1])
-    assert result["class"].endswith("modeling_laa.LAAForConditionalGeneration")
-    torch.testing.assert_close(torch.tensor(result["logits"]), model(**batch).logits, atol=1e-6, rtol=0)
+    assert_round_trips(model, mixed_batch(9), tmp_path)
 
 
 def test_the_config_pipeline_trains_lee_and_laa_with_its_card(tmp_path):

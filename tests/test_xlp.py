@@ -6,8 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import LANGUAGES, random_batch, run_without_package, tiny_config
-from transformers import AutoModelForSeq2SeqLM
+from conftest import LANGUAGES, assert_round_trips, random_batch, tiny_config
 
 from hf_langspec import LangSpecForConditionalGeneration, XLPForConditionalGeneration, XLPMTConfig
 
@@ -88,16 +87,6 @@ def test_xlp_errors_name_the_fix():
         XLPMTConfig(vocab_size=50, languages=[], lang_tag_token_ids=None)
 
 
-FRESH_PROCESS = """
-import json, sys, torch
-from transformers import AutoModelForSeq2SeqLM
-
-model = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
-batch = {k: torch.tensor(v) for k, v in json.loads(sys.argv[2]).items()}
-print(json.dumps({"class": type(model).__module__ + "." + type(model).__name__, "logits": model(**batch).logits.tolist()}))
-"""
-
-
 @pytest.mark.slow
 def test_xlp_checkpoints_load_through_auto_classes_and_as_remote_code(tmp_path):
     model = xlp_model(seed=5)
@@ -105,21 +94,7 @@ def test_xlp_checkpoints_load_through_auto_classes_and_as_remote_code(tmp_path):
         model.model.encoder.insertions["embed"].weight.add_(
             0.01 * torch.randn_like(model.model.encoder.insertions["embed"].weight)
         )
-    model.save_pretrained(tmp_path / "ckpt")
-    batch = random_batch(batch=2, seed=6)
-    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "ckpt").eval()
-    assert type(loaded) is XLPForConditionalGeneration
-    torch.testing.assert_close(loaded(**batch).logits, model(**batch).logits, atol=0, rtol=0)
-    assert json.loads((tmp_path / "ckpt" / "config.json").read_text())["auto_map"]["AutoModelForSeq2SeqLM"] == (
-        "modeling_xlp_mt.XLPForConditionalGeneration"
-    )
-    out = run_without_package(
-        FRESH_PROCESS, tmp_path / "ckpt", json.dumps({k: v.tolist() for k, v in batch.items()}), cwd=tmp_path
-    )
-    result = json.loads(out.strip().splitlines()[-1])
-    assert result["class"].endswith("modeling_xlp_mt.XLPForConditionalGeneration")
-    assert result["class"].startswith("transformers_modules.")
-    torch.testing.assert_close(torch.tensor(result["logits"]), model(**batch).logits, atol=1e-6, rtol=0)
+    assert_round_trips(model, random_batch(batch=2, seed=6), tmp_path)
 
 
 def test_the_config_pipeline_trains_an_xlp_model_with_its_card(tmp_path):
