@@ -139,6 +139,7 @@ def test_lee_adds_the_target_tag_embedding_unscaled():
     lang = LanguageContext(None, torch.tensor([2, 0]), len(LANGUAGES), 2)
     lang.scratch["embed_tokens"] = model.model.decoder.embed_tokens
     h = torch.randn(2, 4, 32)
+    lee.prepare(lang, h)  # the stack calls it once per forward, before its layers
     tags = model.model.shared.weight[[TAG_IDS[2], TAG_IDS[0]]]
     torch.testing.assert_close(lee(h, lang, 0), h + tags[:, None, :], atol=0, rtol=0)
 

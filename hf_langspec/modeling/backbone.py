@@ -25,8 +25,11 @@ point                                              call and meaning
 ``dec_top``                                        ``h = m(h, lang, None)`` after the last decoder layer (HLT-MT's SLP)
 =================================================  =============================================
 
-`lang` is the forward's :class:`~.routing.LanguageContext`. An empty `insertions` dict is the
-plain multilingual Transformer (Johnson et al. 2017).
+`lang` is the forward's :class:`~.routing.LanguageContext`. A module with a `prepare(lang, hidden)`
+method gets it called once per stack forward, after the embeddings and before the layers: per-forward
+work (gathering per-example matrices, looking up tag embeddings) done there is shared by every layer
+and stays outside gradient-checkpointed layers. An empty `insertions` dict is the plain multilingual
+Transformer (Johnson et al. 2017).
 """
 
 from __future__ import annotations
@@ -413,6 +416,14 @@ class _Stack(nn.Module):
         lang.scratch["embed_tokens"] = self.embed_tokens  # LEE reads language-tag embeddings from it
         return lang
 
+    def _prepare(self, lang: LanguageContext, hidden: torch.Tensor) -> None:
+        """Modules' once-per-forward work (gathers, lookups) runs here, outside the layers, so gradient
+        checkpointing recomputes a layer with exactly the operations of its first run."""
+        for module in self.insertions.values():
+            prepare = getattr(module, "prepare", None)
+            if prepare is not None:
+                prepare(lang, hidden)
+
     def _embed(self, input_ids, inputs_embeds, lang: LanguageContext, slots: Slots, past_length: int = 0):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError(f"Pass exactly one of input_ids or inputs_embeds to the {self.side}.")
@@ -452,6 +463,7 @@ class LangSpecEncoder(_Stack):
         lang = self._language_context(batch, src_lang_ids, tgt_lang_ids)
         slots = dict(self.insertions.items())
         hidden = self._embed(input_ids, inputs_embeds, lang, slots)
+        self._prepare(lang, hidden)
         mask = _padding_mask(attention_mask, hidden.dtype)
         states = [hidden] if output_hidden_states else None
         for layer in self.layers:
@@ -501,6 +513,7 @@ class LangSpecDecoder(_Stack):
         lang = self._language_context(batch, src_lang_ids, tgt_lang_ids)
         slots = dict(self.insertions.items())
         hidden = self._embed(input_ids, inputs_embeds, lang, slots, past_length)
+        self._prepare(lang, hidden)
         self_mask, is_causal = _decoder_self_mask(attention_mask, length, past_length, hidden.dtype, hidden.device)
         cross_mask = _padding_mask(encoder_attention_mask, hidden.dtype)
         states = [hidden] if output_hidden_states else None

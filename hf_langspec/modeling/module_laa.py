@@ -58,25 +58,36 @@ class LanguageAwareAttention(nn.Module):
             return self.override_ids
         return lang.ids(self.language_side, needed_by=f"LAA in the {self.side} (the {self.language_side} language)")
 
+    def _router(self, lang: LanguageContext) -> LanguageRouter:
+        key = (id(self), "router")
+        if key not in lang.scratch:
+            lang.scratch[key] = LanguageRouter(self._ids(lang), self.weight.shape[-3], lang.routing_strategy)
+        return lang.scratch[key]
+
+    def prepare(self, lang: LanguageContext, hidden: torch.Tensor) -> None:
+        """Once per forward: gather each example's matrices when gathering is the routing choice (appendix A).
+
+        The gather serves every layer (shared matrices), q/k/v and, transposed, o; at inference it is
+        cached across decoding steps.
+        """
+        router = self._router(lang)
+        d = self.weight.shape[-1]
+        if router.choose(d, d, rows=hidden.shape[0] * hidden.shape[1]) != "gather":
+            return
+        gathered = {}
+        for slot in range(self.weight.shape[0]) if self.per_layer else [None]:
+            weight = self.matrices(slot)
+            cached = self._caches.setdefault(slot, GatheredWeights()).get(weight, router.lang_ids)
+            gathered[slot] = cached if cached is not None else weight.index_select(0, router.lang_ids)
+        lang.scratch[(id(self), "gathered")] = gathered
+
     def _times(self, x: torch.Tensor, lang: LanguageContext, layer_idx: int | None, transpose: bool) -> torch.Tensor:
+        gathered = lang.scratch.get((id(self), "gathered"))
+        if gathered is not None:
+            g = gathered[layer_idx if self.per_layer else None]
+            return torch.bmm(x, g.transpose(1, 2) if transpose else g)
         weight = self.matrices(layer_idx)
-        router_key = (id(self), "router")
-        if router_key not in lang.scratch:
-            lang.scratch[router_key] = LanguageRouter(self._ids(lang), weight.shape[0], lang.routing_strategy)
-        router = lang.scratch[router_key]
-        d = weight.shape[-1]
-        if router.choose(d, d, rows=x.shape[0] * x.shape[1]) == "gather":
-            # per-example matrices gathered once per forward for every layer, q/k/v and o (appendix A), and
-            # at inference once per generation; W^T is a view of the same gather
-            slot = layer_idx if self.per_layer else None
-            gathered_key = (id(self), "gathered", slot)
-            gathered = lang.scratch.get(gathered_key)
-            if gathered is None:
-                gathered = self._caches.setdefault(slot, GatheredWeights()).get(weight, router.lang_ids)
-                gathered = gathered if gathered is not None else weight.index_select(0, router.lang_ids)
-                lang.scratch[gathered_key] = gathered
-            return torch.bmm(x, gathered.transpose(1, 2) if transpose else gathered)
-        return router.matmul(x, weight.transpose(1, 2) if transpose else weight)
+        return self._router(lang).matmul(x, weight.transpose(1, 2) if transpose else weight)
 
     def forward(self, x: torch.Tensor, lang: LanguageContext, layer_idx: int | None, projection: str) -> torch.Tensor:
         if projection == "o":

@@ -45,17 +45,19 @@ class LanguageEmbeddingEmbodiment(nn.Module):
         if self.mode == "table":
             init.zeros_(self.weight)
 
-    def embeddings(self, lang: LanguageContext) -> torch.Tensor:
-        """`[B, d]`: each example's target-language embedding."""
+    def prepare(self, lang: LanguageContext, hidden: torch.Tensor) -> None:
+        """Once per forward, outside the layers: each example's target-language embedding `[B, d]`."""
         ids = lang.ids("target", needed_by="LEE (the target-language embedding)")
         if self.mode == "table":
-            return self.weight.index_select(0, ids)
-        cache_key = (id(self), "tags")
-        if cache_key not in lang.scratch:  # one lookup per forward for every point and layer
-            embed_tokens = lang.scratch["embed_tokens"]
+            embeddings = self.weight.index_select(0, ids)
+        else:  # the tag tokens' rows of the shared embedding, unscaled
             tags = torch.tensor(self.tag_ids, device=ids.device).index_select(0, ids)
-            lang.scratch[cache_key] = embed_tokens(tags)
-        return lang.scratch[cache_key]
+            embeddings = lang.scratch["embed_tokens"](tags)
+        lang.scratch[(id(self), "embeddings")] = embeddings
+
+    def embeddings(self, lang: LanguageContext) -> torch.Tensor:
+        """`[B, d]`: each example's target-language embedding (from `prepare`)."""
+        return lang.scratch[(id(self), "embeddings")]
 
     def forward(self, hidden: torch.Tensor, lang: LanguageContext, layer_idx: int | None = None) -> torch.Tensor:
         return hidden + self.embeddings(lang).unsqueeze(1).to(hidden.dtype)

@@ -1,0 +1,66 @@
+"""What every method's model must do alike: train under gradient checkpointing and bf16 autocast."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import random_batch, tiny_config
+
+from hf_langspec import (
+    CLLConfig,
+    CLLForConditionalGeneration,
+    CLMConfig,
+    CLMForConditionalGeneration,
+    LAAConfig,
+    LAAForConditionalGeneration,
+    XLPForConditionalGeneration,
+    XLPMTConfig,
+)
+
+VARIANTS = {
+    "xlp": (XLPMTConfig, XLPForConditionalGeneration, {}),
+    "clm": (CLMConfig, CLMForConditionalGeneration, {"clm_num_features": 4, "clm_decoder_key": "target", "clm_decoder": "mclm"}),
+    "laa": (LAAConfig, LAAForConditionalGeneration, {"laa_points": ["enc_self_attn", "dec_self_attn", "dec_cross_attn"], "lee_points": [2, 4, 6]}),
+    "cll": (CLLConfig, CLLForConditionalGeneration, {"central_language": "en", "cll_inner_dim": 8, "cll_dropout": 0.0}),
+}  # fmt: skip
+
+
+def build(name: str, seed: int = 0):
+    config_class, model_class, overrides = VARIANTS[name]
+    torch.manual_seed(seed)
+    return model_class(tiny_config(config_class, **overrides))
+
+
+def training_batch() -> dict[str, torch.Tensor]:
+    batch = random_batch(batch=4, seed=3)
+    batch["labels"] = batch.pop("decoder_input_ids").roll(-1, 1)
+    batch.pop("decoder_attention_mask")
+    return batch
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_gradient_checkpointing_gives_the_same_gradients(name):
+    grads = []
+    for checkpointing in (False, True):
+        model = build(name).train()
+        if checkpointing:
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        model(**training_batch()).loss.backward()
+        grads.append({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys()
+    assert any(".insertions." in n for n in grads[0])  # the language modules get gradients
+    for key, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][key], grad, atol=1e-6, rtol=1e-5, msg=key)
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_bf16_autocast_trains_close_to_float32(name):
+    model = build(name).train()
+    batch = training_batch()
+    full = model(**batch).loss
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = model(**batch).loss
+    mixed.backward()
+    assert mixed.dtype == torch.float32 and torch.isfinite(mixed)
+    assert mixed.item() == pytest.approx(full.item(), rel=2e-2)
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
