@@ -192,6 +192,35 @@ def cmd_typology(args: argparse.Namespace) -> None:
         plot_typology({label: table}, args.plot)
 
 
+def cmd_add_language(args: argparse.Namespace) -> None:
+    import json
+
+    from .data.local import read_sentences
+    from .data.processing import per_direction
+    from .data.schema import read_jsonl
+    from .training.new_language import add_language
+
+    model, tokenizer = _load_model(args.model, "cpu")
+    texts = [line for path in args.texts for line in read_sentences(path)]
+    old_texts = None
+    if args.old_texts:
+        old_texts = {}
+        for direction, rows in per_direction(read_jsonl(args.old_texts)).items():
+            old_texts.setdefault(direction.split("-")[0], []).extend(r["src"] for r in rows)
+    model, tokenizer, report = add_language(
+        model, tokenizer, args.language, texts, vocab_size=args.vocab_size, noise_std=args.noise_std, seed=args.seed,
+        old_texts=old_texts,
+    )  # fmt: skip
+    model.save_pretrained(args.output_dir)
+    tokenizer.save_pretrained(args.output_dir)
+    print(json.dumps(report, indent=2))
+    print(
+        f"saved to {args.output_dir}. Continue training with the new language's data and the old data mixed in:\n"
+        f"  hf-langspec train --config CONFIG --set model.init_from={args.output_dir} tokenizer.path={args.output_dir} "
+        "training.weight_decay=0"
+    )
+
+
 def cmd_card(args: argparse.Namespace) -> None:
     from .evaluation import load_results
     from .export import write_model_card
@@ -327,6 +356,19 @@ def build_parser() -> argparse.ArgumentParser:
     typ.add_argument("--output", help="write the accuracies as JSON")
     typ.add_argument("--plot", help="write Figure 3's plot (accuracy against k) to this image file")
     typ.set_defaults(func=cmd_typology)
+
+    add = commands.add_parser(
+        "add-language", help="add a language to a trained CLL model: vocabulary, tag, LSLs (old ones frozen)"
+    )
+    add.add_argument("--model", required=True)
+    add.add_argument("--language", required=True, help="the new language's code")
+    add.add_argument("--texts", nargs="+", required=True, help="the new language's text, one sentence per line")
+    add.add_argument("--vocab-size", type=int, default=8000, help="unigram vocabulary trained on --texts")
+    add.add_argument("--noise-std", type=float, default=0.01, help="noise on the mean embedding of new rows")
+    add.add_argument("--old-texts", help="canonical JSONL of old-language text: count changed segmentations")
+    add.add_argument("--seed", type=int, default=0)
+    add.add_argument("--output-dir", required=True, type=Path)
+    add.set_defaults(func=cmd_add_language)
 
     card = commands.add_parser("card", help="write README.md (model card with model-index) into a model folder")
     card.add_argument("model")

@@ -18,6 +18,8 @@ class CLLConfig(LangSpecConfig):
         cll_inner_dim (`int`, *optional*, defaults to 1024): the LSL's inner size (the authors' code at d = 512).
         cll_dropout (`float`, *optional*, defaults to 0.3): the LSL branch's own dropout (code: 0.3; paper 0.2-0.3).
         cll_scale_init (`float`, *optional*, defaults to 0.1): the initial t_l.
+        cll_frozen_languages (`list[str]`, *optional*, defaults to `[]`): languages whose LSLs and t_l get no
+            gradient (set when a new language is integrated: the existing ones stay as they were).
         central_language (`str`, *optional*): the language that keeps the plain FFN (English in the paper's
             English-centric settings); `None` gives every language an LSL (the non-centred Triangle / Square).
     """
@@ -30,12 +32,14 @@ class CLLConfig(LangSpecConfig):
         cll_inner_dim: int = 1024,
         cll_dropout: float = 0.3,
         cll_scale_init: float = 0.1,
+        cll_frozen_languages: Sequence[str] | None = None,
         **kwargs,
     ):
         self.cll_layers = cll_layers if isinstance(cll_layers, str) else [int(i) for i in cll_layers]
         self.cll_inner_dim = cll_inner_dim
         self.cll_dropout = cll_dropout
         self.cll_scale_init = cll_scale_init
+        self.cll_frozen_languages = list(cll_frozen_languages or [])
         super().__init__(**kwargs)
         if self.cll_layers == "sd":
             drop = [self.encoder_layers // 2, "ffn"]
@@ -61,6 +65,9 @@ class CLLConfig(LangSpecConfig):
             raise ValueError("CLL needs `languages`: one LSL per non-central language.")
         if self.cll_inner_dim < 1:
             raise ValueError(f"cll_inner_dim={self.cll_inner_dim} must be positive (the authors use 1024).")
+        unknown = [c for c in self.cll_frozen_languages if c not in self.languages or c == self.central_language]
+        if unknown:
+            raise ValueError(f"cll_frozen_languages {unknown} are not non-central languages of {self.languages}.")
         if not 0 <= self.cll_dropout < 1:
             raise ValueError(f"cll_dropout={self.cll_dropout} must be in [0, 1).")
 

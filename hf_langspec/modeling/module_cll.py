@@ -50,6 +50,7 @@ class CentralLanguageAwareLayers(nn.Module):
         self.scale_init = config.cll_scale_init
         self.dropout = config.cll_dropout
         self.disabled: set[str] = set()  # languages whose LSL is dropped at inference (Tables 9-10)
+        self.frozen: set[str] = set(config.cll_frozen_languages)  # no gradient (new-language integration)
         self._slot = {layer: i for i, layer in enumerate(self.layers)}
         self._row: dict[torch.device, torch.Tensor] = {}
 
@@ -61,6 +62,27 @@ class CentralLanguageAwareLayers(nn.Module):
         init.zeros_(self.fc1_bias)
         init.zeros_(self.fc2_bias)
         init.constant_(self.scale, self.scale_init)
+
+    PARAMETERS = ("fc1", "fc1_bias", "fc2", "fc2_bias", "scale")
+
+    def _weights(self, slot: int) -> dict[str, torch.Tensor]:
+        """The slot's parameters; rows of frozen languages detached (robust to from_pretrained and optimizers)."""
+        weights = {name: getattr(self, name)[slot] for name in self.PARAMETERS}
+        if not self.frozen:
+            return weights
+        mask = torch.tensor([code in self.frozen for code in self.specific], device=self.scale.device)
+        return {name: torch.where(mask.view(-1, *([1] * (w.dim() - 1))), w.detach(), w) for name, w in weights.items()}
+
+    @torch.no_grad()
+    def add_language(self, code: str, languages: list[str]) -> None:
+        """Give `code` an LSL and a t_l initialised as the mean of the existing languages' (section 4.4)."""
+        for name in self.PARAMETERS:
+            old = getattr(self, name)
+            mean = old.mean(dim=1, keepdim=True)
+            setattr(self, name, nn.Parameter(torch.cat([old, mean], dim=1), requires_grad=old.requires_grad))
+        self.languages = list(languages)
+        self.specific.append(code)
+        self._row.clear()
 
     def row_of(self, device: torch.device) -> torch.Tensor:
         """`[L]`: each language's LSL row, -1 for the central language (built per device on first use)."""
@@ -87,11 +109,11 @@ class CentralLanguageAwareLayers(nn.Module):
         out = torch.zeros_like(hidden)
         if keep.numel() == 0:
             return out
+        w = self._weights(slot)
         x = hidden.index_select(0, keep)
-        inner = router.matmul(x, self.fc1[slot], self.fc1_bias[slot])
-        inner = F.relu(inner)
-        lsl = router.matmul(inner, self.fc2[slot], self.fc2_bias[slot])
-        scaled = lsl * router.lookup(self.scale[slot]).view(-1, *([1] * (lsl.dim() - 1)))
+        inner = F.relu(router.matmul(x, w["fc1"], w["fc1_bias"]))
+        lsl = router.matmul(inner, w["fc2"], w["fc2_bias"])
+        scaled = lsl * router.lookup(w["scale"]).view(-1, *([1] * (lsl.dim() - 1)))
         return out.index_copy(0, keep, F.dropout(scaled, p=self.dropout, training=self.training))
 
 

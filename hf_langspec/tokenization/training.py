@@ -170,4 +170,61 @@ def train_tokenizer(
     )
 
 
-__all__ = ["covered_alphabet", "sentences_by_language", "temperature_sample", "train_tokenizer"]
+def extend_tokenizer(
+    tokenizer: LangSpecTokenizer, texts: Iterable[str], code: str, vocab_size: int = 8000, show_progress: bool = True
+) -> LangSpecTokenizer:
+    """Add a language to a unigram `LangSpecTokenizer`: its new pieces and its tag, appended (old ids unchanged).
+
+    A unigram vocabulary of `vocab_size` is trained on `texts`; its pieces the old vocabulary lacks are
+    appended with their scores, then the tag `<2code>`. Old-language text keeps its segmentation unless
+    a new piece occurs in it and scores higher (`changed_segmentations` counts such sentences).
+    (CLL's new-language integration, Qu & Watanabe 2022, section 4.4.)
+    """
+    import json
+
+    if code in tokenizer.languages:
+        raise ValueError(f"{code!r} is already one of the tokenizer's languages {tokenizer.languages}.")
+    state = json.loads(tokenizer.backend_tokenizer.to_str())
+    if state["model"]["type"] != "Unigram":
+        raise ValueError(
+            f"extend_tokenizer appends unigram pieces; this tokenizer's model is {state['model']['type']}. "
+            "Train the original tokenizer with model_type='unigram' (the default)."
+        )
+    fresh = train_tokenizer({code: list(texts)}, languages=[code], vocab_size=vocab_size, show_progress=show_progress)
+    fresh_state = json.loads(fresh.backend_tokenizer.to_str())
+    known = {piece for piece, _ in state["model"]["vocab"]}
+    specials = set(fresh.all_special_tokens)
+    added = [[p, score] for p, score in fresh_state["model"]["vocab"] if p not in known and p not in specials]
+    tag = tokenizer.lang_tag_template.format(code)
+    state["model"]["vocab"] += [*added, [tag, 0.0]]
+    state["added_tokens"].append({
+        "id": len(state["model"]["vocab"]) - 1, "content": tag, "single_word": False, "lstrip": False,
+        "rstrip": False, "normalized": False, "special": True,
+    })  # fmt: skip
+    old_tags = [tokenizer.lang_tag(c) for c in tokenizer.languages]
+    return LangSpecTokenizer(
+        tokenizer_object=Tokenizer.from_str(json.dumps(state)),
+        languages=[*tokenizer.languages, code],
+        lang_tag_style=tokenizer.lang_tag_style,
+        lang_tag_template=tokenizer.lang_tag_template,
+        extra_special_tokens=[*old_tags, tag],
+        **({"mask_token": tokenizer.mask_token} if tokenizer.mask_token is not None else {}),
+    )
+
+
+def changed_segmentations(old: LangSpecTokenizer, new: LangSpecTokenizer, texts: Iterable[str]) -> int:
+    """How many of `texts` the two tokenizers segment differently."""
+    texts = list(texts)
+    before = old.backend_tokenizer.encode_batch(texts, add_special_tokens=False)
+    after = new.backend_tokenizer.encode_batch(texts, add_special_tokens=False)
+    return sum(a.ids != b.ids for a, b in zip(before, after, strict=True))
+
+
+__all__ = [
+    "changed_segmentations",
+    "covered_alphabet",
+    "extend_tokenizer",
+    "sentences_by_language",
+    "temperature_sample",
+    "train_tokenizer",
+]

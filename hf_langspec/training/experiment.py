@@ -14,7 +14,7 @@ data:        # the Bible corpus, or canonical JSONL files
 tokenizer:   # a saved LangSpecTokenizer (path), or train_tokenizer arguments
   vocab_size: 8000
   lang_tag_style: source
-model:       # `class` (baseline, xlp, clm, laa, cll) and its config's fields (the tokenizer fixes vocabulary and languages)
+model:       # `class` (baseline, xlp, clm, laa, cll) and its config's fields, or `init_from: <saved model>` (the tokenizer fixes vocabulary and languages)
   class: baseline
   d_model: 256
 training:    # LangSpecTrainingArguments fields
@@ -165,7 +165,16 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
     model_keys = {
         name for cls in (config_class, LangSpecConfig) for name in inspect.signature(cls.__init__).parameters
     } - {"self", "kwargs"}
-    _check_keys(config.get("model", {}), model_keys | {"class"}, f"{where} [model]")
+    _check_keys(config.get("model", {}), model_keys | {"class", "init_from"}, f"{where} [model]")
+    if "init_from" in config.get("model", {}):
+        extra = sorted(set(config["model"]) - {"init_from", "class"})
+        if extra:
+            raise ConfigError(
+                f"{where} [model]: init_from continues a saved model with its own config; drop {extra} "
+                "(and give the tokenizer saved with it as tokenizer.path)."
+            )
+        if "path" not in config.get("tokenizer", {}):
+            raise ConfigError(f"{where} [tokenizer]: with model.init_from, give the model's tokenizer as `path`.")
     fixed = {"vocab_size", "languages", "lang_tag_token_ids", "lang_tag_style"} & set(config.get("model", {}))
     if fixed:
         raise ConfigError(
@@ -277,12 +286,21 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     train, report = filter_pairs(data["train"], tokenizer=tokenizer, max_length=data_section.get("max_length", 100))
     logger.info("Training data after filtering:\n%s", report.table())
     model_section = dict(config.get("model", {}))
-    # the trained directions: mCLM keys its gates by them (and every checkpoint records them)
-    model_section.setdefault("language_pairs", sorted(per_direction(train)))
-    config_class, model_class = model_classes()[model_section.pop("class", "baseline")]
-    model_config = config_class(**tokenizer.model_config_kwargs(), **model_section)
     torch.manual_seed(base_args.seed)
-    model = model_class(model_config)
+    if "init_from" in model_section:  # continue a saved model (e.g. one extended with a new language)
+        from transformers import AutoModelForSeq2SeqLM
+
+        model = AutoModelForSeq2SeqLM.from_pretrained(model_section["init_from"])
+    else:
+        # the trained directions: mCLM keys its gates by them (and every checkpoint records them)
+        model_section.setdefault("language_pairs", sorted(per_direction(train)))
+        config_class, model_class = model_classes()[model_section.pop("class", "baseline")]
+        model = model_class(config_class(**tokenizer.model_config_kwargs(), **model_section))
+    if getattr(model.config, "cll_frozen_languages", None) and base_args.weight_decay:
+        raise ConfigError(
+            f"The model freezes the LSLs of {model.config.cll_frozen_languages}, but weight_decay="
+            f"{base_args.weight_decay} would still shrink them; set training.weight_decay: 0."
+        )
     tokenizer.check_model(model)
 
     def encode(batch):
