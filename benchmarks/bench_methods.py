@@ -22,13 +22,14 @@ import torch
 from _report import publish
 from bench_training import SHAPES, backbone_kwargs, make_batch
 
-KINDS = ["marian", "baseline", "xlp", "laa", "lee"]
+KINDS = ["marian", "baseline", "xlp", "laa", "lee", "cll"]
 NAMES = {
     "marian": "MarianMTModel",
     "baseline": "baseline backbone",
     "xlp": "XLP (enc + dec projections)",
     "laa": "LAA dec.self",
     "lee": "LEE_{4,5} (tag embeddings)",
+    "cll": "FCLL (central l0, LSL inner 2d)",
 }
 
 
@@ -36,6 +37,8 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
     from transformers import MarianConfig, MarianMTModel
 
     from hf_langspec import (
+        CLLConfig,
+        CLLForConditionalGeneration,
         LAAConfig,
         LAAForConditionalGeneration,
         LangSpecConfig,
@@ -50,6 +53,11 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
     contract = dict(languages=[f"l{i}" for i in range(languages)], position_embedding_type="sinusoidal_marian")
     if kind == "xlp":
         return XLPForConditionalGeneration(XLPMTConfig(**common, **contract))
+    if kind == "cll":
+        inner = 2 * shape["d_model"]  # the authors' 1024 at d 512
+        return CLLForConditionalGeneration(
+            CLLConfig(**common, **contract, central_language="l0", cll_inner_dim=inner, cll_dropout=0.3)
+        )
     if kind in ("laa", "lee"):
         tags = dict(lang_tag_token_ids=list(range(4, 4 + languages)), lang_tag_style="none")
         points = dict(laa_points=["dec_self_attn"]) if kind == "laa" else dict(laa_points=[], lee_points=[4, 5])
