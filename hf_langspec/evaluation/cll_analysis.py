@@ -79,6 +79,9 @@ def lsl_ablation(
     Returns the hypotheses of both runs and, for each, the share of outputs per identified language.
     """
     drop = list(drop) if drop is not None else [tgt_lang]
+    unknown = [code for code in drop if code not in model.cll().specific]
+    if unknown:  # before any translating
+        raise ValueError(f"{unknown} have no LSL in this model; languages with one: {model.cll().specific}.")
     identifier = identifier or language_identifier()
     full = translate(model, tokenizer, texts, src_lang, tgt_lang, show_progress=False, **generate)
     with lsl_dropped(model, drop):

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .routing import LanguageContext, LanguageRouter
+from .routing import GatheredWeights, LanguageContext, LanguageRouter
 
 
 class CentralLanguageAwareLayers(nn.Module):
@@ -53,6 +53,7 @@ class CentralLanguageAwareLayers(nn.Module):
         self.frozen: set[str] = set(config.cll_frozen_languages)  # no gradient (new-language integration)
         self._slot = {layer: i for i, layer in enumerate(self.layers)}
         self._row: dict[torch.device, torch.Tensor] = {}
+        self._gathered: dict[tuple[int, str], GatheredWeights] = {}  # decoding: per-example LSLs gathered once
 
     def initialize(self, init, config) -> None:
         d, m = self.fc1.shape[-2:]
@@ -111,8 +112,9 @@ class CentralLanguageAwareLayers(nn.Module):
             return out
         w = self._weights(slot)
         x = hidden.index_select(0, keep)
-        inner = F.relu(router.matmul(x, w["fc1"], w["fc1_bias"]))
-        lsl = router.matmul(inner, w["fc2"], w["fc2_bias"])
+        cache = {name: self._gathered.setdefault((slot, name), GatheredWeights()) for name in ("fc1", "fc2")}
+        inner = F.relu(router.matmul(x, w["fc1"], w["fc1_bias"], cache=cache["fc1"]))
+        lsl = router.matmul(inner, w["fc2"], w["fc2_bias"], cache=cache["fc2"])
         scaled = lsl * router.lookup(w["scale"]).view(-1, *([1] * (lsl.dim() - 1)))
         return out.index_copy(0, keep, F.dropout(scaled, p=self.dropout, training=self.training))
 
