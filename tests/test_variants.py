@@ -6,23 +6,15 @@ import pytest
 import torch
 from conftest import random_batch, tiny_config
 
-from hf_langspec import (
-    CLLConfig,
-    CLLForConditionalGeneration,
-    CLMConfig,
-    CLMForConditionalGeneration,
-    LAAConfig,
-    LAAForConditionalGeneration,
-    XLPForConditionalGeneration,
-    XLPMTConfig,
-)
+from hf_langspec.training.experiment import model_classes
 
-VARIANTS = {
-    "xlp": (XLPMTConfig, XLPForConditionalGeneration, {}),
-    "clm": (CLMConfig, CLMForConditionalGeneration, {"clm_num_features": 4, "clm_decoder_key": "target", "clm_decoder": "mclm"}),
-    "laa": (LAAConfig, LAAForConditionalGeneration, {"laa_points": ["enc_self_attn", "dec_self_attn", "dec_cross_attn"], "lee_points": [2, 4, 6]}),
-    "cll": (CLLConfig, CLLForConditionalGeneration, {"central_language": "en", "cll_inner_dim": 8, "cll_dropout": 0.0}),
-}  # fmt: skip
+OVERRIDES = {
+    "xlp": {},
+    "clm": {"clm_num_features": 4, "clm_decoder_key": "target", "clm_decoder": "mclm"},
+    "laa": {"laa_points": ["enc_self_attn", "dec_self_attn", "dec_cross_attn"], "lee_points": [2, 4, 6]},
+    "cll": {"central_language": "en", "cll_inner_dim": 8, "cll_dropout": 0.0},
+}
+VARIANTS = {name: (*model_classes()[name], overrides) for name, overrides in OVERRIDES.items()}
 
 
 def build(name: str, seed: int = 0):
@@ -64,3 +56,7 @@ def test_bf16_autocast_trains_close_to_float32(name):
     assert mixed.dtype == torch.float32 and torch.isfinite(mixed)
     assert mixed.item() == pytest.approx(full.item(), rel=2e-2)
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_every_method_of_the_experiment_configs_is_covered_here():
+    assert set(OVERRIDES) == set(model_classes()) - {"baseline"}
