@@ -19,6 +19,9 @@ from .modeling import (
     CLMConfig,
     CLMForConditionalGeneration,
     CLMModel,
+    HLTConfig,
+    HLTForConditionalGeneration,
+    HLTModel,
     LAAConfig,
     LAAForConditionalGeneration,
     LAAModel,
@@ -46,6 +49,7 @@ VARIANTS = [
     (XLPMTConfig, XLPMTModel, XLPForConditionalGeneration),
     (CLMConfig, CLMModel, CLMForConditionalGeneration),
     (CLLConfig, CLLModel, CLLForConditionalGeneration),
+    (HLTConfig, HLTModel, HLTForConditionalGeneration),
     (LAAConfig, LAAModel, LAAForConditionalGeneration),
 ]
 
@@ -80,6 +84,9 @@ __all__ = [
     "CLMConfig",
     "CLMForConditionalGeneration",
     "CLMModel",
+    "HLTConfig",
+    "HLTForConditionalGeneration",
+    "HLTModel",
     "LAAConfig",
     "LAAForConditionalGeneration",
     "LAAModel",

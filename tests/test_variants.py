@@ -13,6 +13,7 @@ OVERRIDES = {
     "clm": {"clm_num_features": 4, "clm_decoder_key": "target", "clm_decoder": "mclm"},
     "laa": {"laa_points": ["enc_self_attn", "dec_self_attn", "dec_cross_attn"], "lee_points": [2, 4, 6]},
     "cll": {"central_language": "en", "cll_inner_dim": 8, "cll_dropout": 0.0},
+    "hlt": {"high_resource_languages": ["en", "de"], "hlt_hidden_dim": 48, "hlt_hard_probability": 1.0},
 }
 VARIANTS = {name: (*model_classes()[name], overrides) for name, overrides in OVERRIDES.items()}
 

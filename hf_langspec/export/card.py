@@ -31,6 +31,10 @@ QU = (
     "Qu and Watanabe (2022). Adapting to Non-Centered Languages for Zero-shot Multilingual Translation. "
     "COLING 2022. https://aclanthology.org/2022.coling-1.467"
 )
+YANG = (
+    "Yang, Yin, Ma, Yang, Huang, Zhang, Li and Wei (2022). High-resource Language-specific Training for "
+    "Multilingual Neural Machine Translation. IJCAI 2022. https://www.ijcai.org/proceedings/2022/619"
+)
 # model_type -> (what the model is, the paper to cite)
 METHODS = {
     "langspec_base": (
@@ -57,6 +61,11 @@ METHODS = {
         "the multilingual Transformer with central-language-aware layers (CLL, Qu and Watanabe 2022): decoder FFNs "
         "gain a small language-specific FFN, scaled by a learned t_l, for every non-central target language",
         QU,
+    ),
+    "langspec_hlt": (
+        "the multilingual Transformer with HLT-MT's selective language-specific pool (Yang et al. 2022): adapters "
+        "after the decoder, one per group of high-resource target languages and a universal one for the others",
+        YANG,
     ),
 }
 CLM_VARIANT_NAMES = {"sclm": "sCLM (one gate per layer)", "mclm": "mCLM (a gate per layer and {key})",

@@ -2,12 +2,14 @@
 
 from .configuration_cll import CLLConfig
 from .configuration_clm import CLMConfig
+from .configuration_hlt import HLTConfig
 from .configuration_laa import LAAConfig
 from .configuration_langspec import LangSpecConfig
 from .configuration_xlp import XLPConfig
 from .configuration_xlp_mt import XLPMTConfig
 from .modeling_cll import CLLForConditionalGeneration, CLLModel
 from .modeling_clm import CLMForConditionalGeneration, CLMModel
+from .modeling_hlt import HLTForConditionalGeneration, HLTModel
 from .modeling_laa import LAAForConditionalGeneration, LAAModel
 from .modeling_langspec import LangSpecForConditionalGeneration, LangSpecModel, LangSpecPreTrainedModel
 from .modeling_xlp import XLPForMaskedLM, XLPForSequenceClassification, XLPModel
@@ -20,6 +22,9 @@ __all__ = [
     "CLMConfig",
     "CLMForConditionalGeneration",
     "CLMModel",
+    "HLTConfig",
+    "HLTForConditionalGeneration",
+    "HLTModel",
     "LAAConfig",
     "LAAForConditionalGeneration",
     "LAAModel",

@@ -14,7 +14,7 @@ data:        # the Bible corpus, or canonical JSONL files
 tokenizer:   # a saved LangSpecTokenizer (path), or train_tokenizer arguments
   vocab_size: 8000
   lang_tag_style: source
-model:       # `class` (baseline, xlp, clm, laa, cll) and its config's fields, or `init_from: <saved model>` (the tokenizer fixes vocabulary and languages)
+model:       # `class` (baseline, xlp, clm, laa, cll, hlt) and its config's fields, or `init_from: <saved model>` (the tokenizer fixes vocabulary and languages)
   class: baseline
   d_model: 256
 training:    # LangSpecTrainingArguments fields
@@ -80,6 +80,8 @@ def model_classes() -> dict[str, tuple[type, type]]:
         CLLForConditionalGeneration,
         CLMConfig,
         CLMForConditionalGeneration,
+        HLTConfig,
+        HLTForConditionalGeneration,
         LAAConfig,
         LAAForConditionalGeneration,
         LangSpecConfig,
@@ -94,6 +96,7 @@ def model_classes() -> dict[str, tuple[type, type]]:
         "clm": (CLMConfig, CLMForConditionalGeneration),
         "laa": (LAAConfig, LAAForConditionalGeneration),
         "cll": (CLLConfig, CLLForConditionalGeneration),
+        "hlt": (HLTConfig, HLTForConditionalGeneration),
     }
 
 
@@ -324,6 +327,9 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
             output_dir=str(stage_dir), **{**config.get("training", {}), **stage.get("training", {})}
         )
         model, trainer = _run_stage(stage, stage_args, model, tokenizer, train_set, eval_sets, resume)
+        if stage is not stages[-1] and hasattr(model, "end_of_stage"):
+            # method-specific transitions, e.g. HLT-MT fixing each high-resource language's adapter
+            logger.info("End of stage %s: %s", stage["name"], model.end_of_stage())
     model_dir = output_dir / "model"
     if not trainer.is_world_process_zero():
         return {"model_dir": model_dir}

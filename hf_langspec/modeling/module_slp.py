@@ -1,0 +1,132 @@
+"""HLT-MT's selective language-specific pool (SLP; Yang et al. 2022, equations 3-10), at the `dec_top` point.
+
+After the last decoder layer each token's shared representation h goes through one of T adapters
+
+    F_t(h) = LN_t(W^d_t act(W^u_t h) + h)                                   (equation 4)
+
+chosen by a gate over the target language's tag embedding, alpha = softmax(W_g E[L_k]) (equation 7):
+
+* stage 1 (high-resource directions): in training each batch is, with probability
+  `hlt_hard_probability`, routed hard (the argmax adapter, equations 3 and 5), otherwise soft (the
+  alpha-weighted sum of all adapters, equation 6); the disparity loss (equation 10) over the
+  high-resource languages' alpha is returned as an auxiliary loss. At inference, hard.
+* stage 2 (all directions): each high-resource target uses the adapter fixed at the end of stage 1
+  (`fix_assignment`, stored in the checkpoint); every other target uses the universal adapter
+  (equation 9). The gate is no longer used.
+
+Routing is per example, so mixed-direction batches work (the original needs one direction per batch).
+Choices from the authors' code (../shared/notes/reference_implementations.md): post-norm adapters,
+the gate on the unscaled tag embedding, hard/soft alternation with p = 0.5; the paper's ReLU is the
+default activation (`hlt_activation="gelu"` is the code's), and the disparity loss of equation 10
+(pairs of different languages) is the default (`hlt_disparity="all"`: the code's sum of all entries of
+A A^T, diagonal included).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .routing import LanguageContext, LanguageRouter
+
+
+class SelectiveLanguagePool(nn.Module):
+    """T adapters plus the universal one (index T), the gate, and the stage-2 assignment."""
+
+    def __init__(self, config):
+        super().__init__()
+        d, h, n = config.d_model, config.hlt_hidden_dim, config.hlt_num_adapters + 1
+        self.num_adapters = config.hlt_num_adapters
+        self.up = nn.Parameter(torch.empty(n, d, h))
+        self.up_bias = nn.Parameter(torch.empty(n, h))
+        self.down = nn.Parameter(torch.empty(n, h, d))
+        self.down_bias = nn.Parameter(torch.empty(n, d))
+        self.norm_weight = nn.Parameter(torch.empty(n, d))
+        self.norm_bias = nn.Parameter(torch.empty(n, d))
+        self.gate = nn.Linear(d, config.hlt_num_adapters, bias=False)
+        # the adapter of each language in stage 2 (-1: not a high-resource language / not fixed yet)
+        self.register_buffer("assignment", torch.full((config.num_languages,), -1, dtype=torch.long))
+        self.languages = list(config.languages)
+        self.high = [self.languages.index(code) for code in config.high_resource_languages]
+        self.tag_ids = list(config.lang_tag_token_ids or [])
+        self.stage = config.hlt_stage
+        self.hard_probability = config.hlt_hard_probability
+        self.disparity = config.hlt_disparity
+        self.activation = F.relu if config.hlt_activation == "relu" else F.gelu
+        self.aux_loss: torch.Tensor | None = None  # the disparity loss of the last forward (stage 1, training)
+
+    def initialize(self, init, config) -> None:
+        d, h = self.up.shape[-2:]
+        bound = math.sqrt(6.0 / (d + h))
+        init.uniform_(self.up, -bound, bound)
+        init.uniform_(self.down, -bound, bound)
+        init.zeros_(self.up_bias)
+        init.zeros_(self.down_bias)
+        init.ones_(self.norm_weight)
+        init.zeros_(self.norm_bias)
+
+    # ------------------------------------------------------------------ pieces
+    def tag_embeddings(self, embed_tokens: nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
+        """E[L] of the tag tokens of `ids` (unscaled)."""
+        tags = torch.tensor(self.tag_ids, device=ids.device).index_select(0, ids)
+        return embed_tokens(tags)
+
+    def probabilities(self, embed_tokens: nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
+        """alpha (equation 7): `[len(ids), T]`."""
+        return self.gate(self.tag_embeddings(embed_tokens, ids)).softmax(-1)
+
+    def adapter(self, hidden: torch.Tensor, adapter_ids: torch.Tensor, strategy: str = "auto") -> torch.Tensor:
+        """F_t(h) (equation 4) with each example's adapter `adapter_ids[b]`."""
+        router = LanguageRouter(adapter_ids, self.up.shape[0], strategy)
+        inner = self.activation(router.matmul(hidden, self.up, self.up_bias))
+        out = router.matmul(inner, self.down, self.down_bias) + hidden
+        normed = F.layer_norm(out, out.shape[-1:])
+        return normed * router.lookup(self.norm_weight).unsqueeze(1) + router.lookup(self.norm_bias).unsqueeze(1)
+
+    def disparity_loss(self, embed_tokens: nn.Embedding, device: torch.device) -> torch.Tensor:
+        """Equation 10 over the high-resource languages (or the code's all-entries variant)."""
+        alpha = self.probabilities(embed_tokens, torch.tensor(self.high, device=device))
+        products = alpha @ alpha.T
+        if self.disparity == "all":
+            return products.sum()
+        return torch.triu(products, diagonal=1).sum()
+
+    @torch.no_grad()
+    def fix_assignment(self, embed_tokens: nn.Embedding) -> dict[str, int]:
+        """End of stage 1: each high-resource language keeps its argmax adapter for stage 2."""
+        ids = torch.tensor(self.high, device=self.assignment.device)
+        chosen = self.probabilities(embed_tokens, ids).argmax(-1)
+        self.assignment.fill_(-1)
+        self.assignment[ids] = chosen
+        return {self.languages[i]: int(t) for i, t in zip(self.high, chosen.tolist(), strict=True)}
+
+    # ------------------------------------------------------------------ forward
+    def prepare(self, lang: LanguageContext, hidden: torch.Tensor) -> None:
+        self.aux_loss = None
+
+    def forward(self, hidden: torch.Tensor, lang: LanguageContext, layer_idx: int | None = None) -> torch.Tensor:
+        tgt = lang.ids("target", needed_by="HLT-MT's language-specific pool (the target language)")
+        embed_tokens = lang.scratch["embed_tokens"]
+        if self.stage == 2:
+            fixed = self.assignment.index_select(0, tgt)
+            high = torch.tensor(self.high, device=tgt.device)
+            is_high = torch.isin(tgt, high)
+            if bool((is_high & (fixed < 0)).any()):
+                raise ValueError(
+                    "hlt_stage=2 but the adapter assignment of some high-resource languages is not fixed; call "
+                    "HLTForConditionalGeneration.fix_assignment() at the end of stage 1."
+                )
+            return self.adapter(hidden, torch.where(is_high, fixed, torch.full_like(fixed, self.num_adapters)))
+        alpha = self.probabilities(embed_tokens, tgt)
+        if self.training:
+            self.aux_loss = self.disparity_loss(embed_tokens, tgt.device)
+            if torch.rand(()) >= self.hard_probability:  # soft (equation 6): every adapter, weighted
+                every = torch.stack([self.adapter(hidden, torch.full_like(tgt, t)) for t in range(self.num_adapters)])
+                return torch.einsum("tbsd,bt->bsd", every, alpha)
+        return self.adapter(hidden, alpha.argmax(-1))  # hard (equations 3 and 5)
+
+
+__all__ = ["SelectiveLanguagePool"]
