@@ -132,8 +132,74 @@ def test_two_stages_in_one_config_fix_the_assignment_between_them(tmp_path):
     outcome = run_experiment(config)
     saved = json.loads((outcome["model_dir"] / "config.json").read_text())
     assert saved["hlt_stage"] == 2
+    card = (outcome["model_dir"] / "README.md").read_text()
+    assert "Yang, Yin" in card and "High-resource targets (pool adapters): de" in card
     model = HLTForConditionalGeneration.from_pretrained(outcome["model_dir"])
     languages = model.config.languages  # the pipeline's tokenizer orders the codes of the data
     assert model.slp().assignment[languages.index("de")] >= 0 and model.slp().assignment[languages.index("en")] == -1
     for stage in ("high", "all"):
         assert (tmp_path / "run" / "checkpoints" / stage / "final" / "stage_complete.json").exists()
+
+
+def test_the_encoder_starts_from_a_pretrained_xlp_encoder(tmp_path):
+    from hf_langspec import XLPConfig, XLPForMaskedLM
+    from hf_langspec.training.pretrained_encoder import init_encoder_from
+
+    model = hlt_model(decoder_ffn_dim=64)  # decoder FFN as wide as the encoder's, for the XLM-T-style copy
+    shape = ("vocab_size", "d_model", "encoder_layers", "encoder_attention_heads", "encoder_ffn_dim", "languages",
+             "lang_tag_token_ids", "max_position_embeddings")  # fmt: skip
+    torch.manual_seed(9)
+    encoder = XLPForMaskedLM(XLPConfig(**{k: getattr(model.config, k) for k in shape}))
+    encoder.save_pretrained(tmp_path / "xlp")
+    cross_before = model.model.decoder.layers[0].encoder_attn.q_proj.weight.clone()
+    copied = init_encoder_from(model, tmp_path / "xlp", decoder_layers=True)
+    source = encoder.model.encoder
+    assert torch.equal(model.model.encoder.layers[1].fc2.weight, source.layers[1].fc2.weight)
+    assert torch.equal(model.get_input_embeddings().weight, source.embed_tokens.weight)
+    assert torch.equal(model.lm_head.weight, source.embed_tokens.weight)  # still tied
+    assert torch.equal(model.model.decoder.layers[1].self_attn.k_proj.weight, source.layers[1].self_attn.k_proj.weight)
+    assert torch.equal(model.model.decoder.layers[0].encoder_attn.q_proj.weight, cross_before)  # cross-attention fresh
+    assert "model.encoder.layers.0.self_attn.q_proj.weight" in copied
+    with pytest.raises(ValueError, match="d_model is 32 there and 16 here"):
+        init_encoder_from(
+            hlt_model(d_model=16, encoder_attention_heads=2, decoder_attention_heads=2), tmp_path / "xlp"
+        )
+
+
+def test_selection_probabilities_and_gradient_similarity(tmp_path):
+    from hf_langspec.evaluation.hlt_analysis import gradient_similarity, plot_matrix, selection_probabilities
+
+    model = hlt_model(hlt_hard_probability=1.0)
+    alpha = selection_probabilities(model)
+    assert list(alpha) == LANGUAGES and all(sum(v) == pytest.approx(1.0) for v in alpha.values())
+    expected = model.slp().gate(model.get_input_embeddings().weight[TAG_IDS[2]]).softmax(-1)
+    assert alpha["fr"] == pytest.approx(expected.tolist())
+
+    def batch_for(tgt: int, seed: int) -> dict:
+        b = random_batch(batch=2, seed=seed)
+        b["tgt_lang_ids"] = torch.full((2,), tgt)
+        b["labels"] = b["decoder_input_ids"].roll(-1, 1)
+        return b
+
+    batches = {"en-de": batch_for(1, 1), "en-fr": batch_for(2, 2), "en-de (again)": batch_for(1, 1)}
+    names, sims = gradient_similarity(model, batches)
+    assert names == list(batches) and sims.shape == (3, 3)
+    assert sims[0, 2].item() == pytest.approx(1.0) and sims[0, 1].item() < 0.999  # same batch: identical gradient
+    # brute force for one pair, on the shared parameters only, without dropout and stage-1 training losses
+    model.eval()
+    grads = []
+    for b in (batches["en-de"], batches["en-fr"]):
+        model.zero_grad()
+        model(**b).loss.backward()
+        grads.append(
+            torch.cat(
+                [
+                    p.grad.flatten()
+                    for n, p in model.named_parameters()
+                    if ".insertions." not in n and p.grad is not None
+                ]
+            )
+        )
+    assert sims[0, 1].item() == pytest.approx(torch.nn.functional.cosine_similarity(*grads, dim=0).item(), abs=1e-5)
+    figure = plot_matrix(sims, names, names, tmp_path / "grad.png", "gradient cosine")
+    assert (tmp_path / "grad.png").stat().st_size > 0 and figure is not None

@@ -81,6 +81,11 @@ def method_settings(config: Any) -> str:
             + (" (one matrix per language per layer)" if config.laa_per_layer else " (one matrix per language per stack)")
             + ("; LAA^R: random matrices" if config.laa_random else ""),
         ])  # fmt: skip
+    if config.model_type == "langspec_hlt":
+        return "\n".join([
+            f"- High-resource targets (pool adapters): {', '.join(config.high_resource_languages)}; others: the universal adapter",
+            f"- {config.hlt_num_adapters} adapters of inner size {config.hlt_hidden_dim} ({config.hlt_activation}); stage {config.hlt_stage}",
+        ])  # fmt: skip
     if config.model_type == "langspec_cll":
         named = {"fcll": "every decoder layer (FCLL)", "sd": f"decoder layer {config.decoder_layers // 2} (SD)"}
         where = (
