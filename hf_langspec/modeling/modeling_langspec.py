@@ -13,6 +13,8 @@ in `initialize(init, config)`, using `transformers.initialization` so loaded wei
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -31,6 +33,13 @@ from .backbone import (
 from .configuration_langspec import LangSpecConfig
 from .module_language_embedding import AdditiveLanguageEmbedding
 from .routing import check_language_ids
+
+
+@dataclass
+class LangSpecSeq2SeqLMOutput(Seq2SeqLMOutput):
+    """`Seq2SeqLMOutput` plus `aux_loss`: the language modules' auxiliary losses, already included in `loss`."""
+
+    aux_loss: torch.FloatTensor | None = None
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -202,6 +211,16 @@ class LangSpecForConditionalGeneration(LangSpecPreTrainedModel, GenerationMixin)
     def set_output_embeddings(self, value: nn.Linear) -> None:
         self.lm_head = value
 
+    def _auxiliary_loss(self) -> torch.Tensor | None:
+        """The sum of the `aux_loss` that insertion modules set in this forward (e.g. HLT-MT's disparity loss)."""
+        losses = [
+            module.aux_loss
+            for stack in (self.model.encoder, self.model.decoder)
+            for module in stack.insertions.values()
+            if getattr(module, "aux_loss", None) is not None
+        ]
+        return sum(losses) if losses else None
+
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
@@ -254,8 +273,12 @@ class LangSpecForConditionalGeneration(LangSpecPreTrainedModel, GenerationMixin)
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
-        return Seq2SeqLMOutput(
+        aux = self._auxiliary_loss()
+        if loss is not None and aux is not None:
+            loss = loss + aux
+        return LangSpecSeq2SeqLMOutput(
             loss=loss,
+            aux_loss=aux,
             logits=logits,
             past_key_values=outputs.past_key_values,
             decoder_hidden_states=outputs.decoder_hidden_states,
