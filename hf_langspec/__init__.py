@@ -13,6 +13,9 @@ from transformers import (
 )
 
 from .modeling import (
+    AdapterConfig,
+    AdapterForConditionalGeneration,
+    AdapterModel,
     CLLConfig,
     CLLForConditionalGeneration,
     CLLModel,
@@ -51,6 +54,7 @@ VARIANTS = [
     (CLLConfig, CLLModel, CLLForConditionalGeneration),
     (HLTConfig, HLTModel, HLTForConditionalGeneration),
     (LAAConfig, LAAModel, LAAForConditionalGeneration),
+    (AdapterConfig, AdapterModel, AdapterForConditionalGeneration),
 ]
 
 
@@ -78,6 +82,9 @@ def _register() -> None:
 _register()
 
 __all__ = [
+    "AdapterConfig",
+    "AdapterForConditionalGeneration",
+    "AdapterModel",
     "CLLConfig",
     "CLLForConditionalGeneration",
     "CLLModel",

@@ -16,17 +16,18 @@ def hlt_model(seed: int = 0, **overrides) -> HLTForConditionalGeneration:
     overrides = {"hlt_hidden_dim": 48, "high_resource_languages": ["en", "de"]} | overrides
     model = HLTForConditionalGeneration(tiny_config(HLTConfig, **overrides))
     with torch.no_grad():  # distinct adapters and norms, so a wrong choice shows
-        slp = model.slp()
-        slp.up_bias.normal_()
-        slp.norm_weight.uniform_(0.5, 1.5)
-        slp.norm_bias.normal_()
+        adapters = model.slp().adapters
+        adapters.fc1_bias.normal_()
+        adapters.norm_weight.uniform_(0.5, 1.5)
+        adapters.norm_bias.normal_()
     return model
 
 
 def by_hand(slp, h: torch.Tensor, t: int) -> torch.Tensor:
     """Equation 4 for one adapter t, written out."""
-    out = F.relu(h @ slp.up[t] + slp.up_bias[t]) @ slp.down[t] + slp.down_bias[t] + h
-    return F.layer_norm(out, (h.shape[-1],), slp.norm_weight[t], slp.norm_bias[t])
+    a = slp.adapters
+    out = F.relu(h @ a.fc1[0, t] + a.fc1_bias[0, t]) @ a.fc2[0, t] + a.fc2_bias[0, t] + h
+    return F.layer_norm(out, (h.shape[-1],), a.norm_weight[0, t], a.norm_bias[0, t])
 
 
 def context(model, tgt: list[str]) -> LanguageContext:
@@ -166,6 +167,37 @@ def test_the_encoder_starts_from_a_pretrained_xlp_encoder(tmp_path):
         )
 
 
+def test_the_config_pipeline_starts_the_encoder_from_a_saved_xlp_encoder(tmp_path):
+    from safetensors.torch import load_file
+    from test_training import _config, synthetic_pairs
+
+    from hf_langspec import XLPConfig, XLPForMaskedLM
+    from hf_langspec.tokenization import train_tokenizer
+    from hf_langspec.training.experiment import ConfigError, run_experiment, validate_config
+
+    texts: dict[str, list[str]] = {}
+    for row in synthetic_pairs(24):
+        texts.setdefault(row["src_lang"], []).append(row["src"])
+    tokenizer = train_tokenizer(texts, languages=["de", "en", "fr"], vocab_size=100, show_progress=False)
+    tokenizer.save_pretrained(tmp_path / "tok")
+    config = _config(tmp_path, tokenizer={"path": str(tmp_path / "tok")}, evaluation={"splits": []})
+    torch.manual_seed(4)
+    shape = {
+        k: config["model"][k] for k in ("d_model", "encoder_layers", "encoder_attention_heads", "encoder_ffn_dim")
+    }
+    encoder = XLPForMaskedLM(XLPConfig(**tokenizer.model_config_kwargs(), **shape))
+    encoder.save_pretrained(tmp_path / "xlp")
+    config["model"] |= {"init_encoder_from": {"path": str(tmp_path / "xlp")}}
+    config["training"] |= {"max_steps": 1, "learning_rate": 0.0}  # no update: the weights stay the copied ones
+    trained = load_file(run_experiment(config)["model_dir"] / "model.safetensors")
+    source = encoder.model.encoder.state_dict()
+    assert torch.equal(trained["model.encoder.layers.0.fc1.weight"], source["layers.0.fc1.weight"])
+    assert torch.equal(trained["model.shared.weight"], source["embed_tokens.weight"])
+    config["model"]["init_encoder_from"] = {"dir": "x"}
+    with pytest.raises(ConfigError, match="init_encoder_from must be a saved encoder's directory"):
+        validate_config(config)
+
+
 def test_selection_probabilities_and_gradient_similarity(tmp_path):
     from hf_langspec.evaluation.hlt_analysis import gradient_similarity, plot_matrix, selection_probabilities
 
@@ -203,3 +235,102 @@ def test_selection_probabilities_and_gradient_similarity(tmp_path):
     assert sims[0, 1].item() == pytest.approx(torch.nn.functional.cosine_similarity(*grads, dim=0).item(), abs=1e-5)
     figure = plot_matrix(sims, names, names, tmp_path / "grad.png", "gradient cosine")
     assert (tmp_path / "grad.png").stat().st_size > 0 and figure is not None
+
+
+KILL_AT = """
+import os, signal, sys
+from transformers import TrainerCallback
+from hf_langspec.training import trainer as trainer_module
+from hf_langspec.training.experiment import load_config, run_experiment
+
+stage, step = sys.argv[2], int(sys.argv[3])
+
+class Kill(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        if args.output_dir.endswith(stage) and state.global_step == step:
+            os.kill(os.getpid(), signal.SIGKILL)  # no clean-up, no atexit: a real kill
+
+original = trainer_module.LangSpecSeq2SeqTrainer.__init__
+def patched(self, *a, **k):
+    original(self, *a, **k)
+    self.add_callback(Kill())
+trainer_module.LangSpecSeq2SeqTrainer.__init__ = patched
+run_experiment(load_config(sys.argv[1]))
+"""
+
+
+@pytest.mark.slow
+def test_a_two_stage_run_split_by_data_size_resumes_from_a_kill_in_either_stage(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+    from test_training import _config
+    from transformers import AutoModelForSeq2SeqLM
+
+    from hf_langspec.training.experiment import run_experiment
+
+    saving = {"save_strategy": "steps", "save_steps": 2}
+    config = _config(
+        tmp_path,
+        data={"max_train_examples_per_direction": {"en-fr": 4, "fr-en": 4}},  # fr becomes low-resource
+        model={"class": "hlt", "hlt_hidden_dim": 16, "high_resource_languages": {"min_examples": 10}},
+        stages=[{"name": "high", "directions": "high_resource", "training": {"max_steps": 6, **saving}},
+                {"name": "all", "training": {"max_steps": 6, **saving}}],
+        evaluation={"splits": []},
+    )  # fmt: skip
+    path = tmp_path / "hlt.yaml"
+    path.write_text(yaml.safe_dump(config))
+    root = tmp_path / "run" / "checkpoints"
+    for stage in ("high", "all"):
+        killed = subprocess.run([sys.executable, "-c", KILL_AT, str(path), stage, "3"], capture_output=True, text=True)
+        assert killed.returncode == -9, killed.stderr[-2000:]
+        assert (root / stage / "checkpoint-2").exists() and not (root / stage / "final").exists()
+    stage_one = root / "high" / "final"
+    assert json.loads((stage_one / "stage_complete.json").read_text())["step"] == 6
+    resumed_from = root / "all" / "checkpoint-2" / "model.safetensors"
+    written = resumed_from.stat().st_mtime_ns
+    outcome = run_experiment(config)
+    assert resumed_from.stat().st_mtime_ns == written  # stage 2 continued from its checkpoint
+    assert json.loads((root / "all" / "final" / "stage_complete.json").read_text())["step"] == 6
+    # the data-size split: en (16 examples into it) and de (12) are high-resource, fr (4) is not
+    model = AutoModelForSeq2SeqLM.from_pretrained(outcome["model_dir"])
+    assert type(model) is HLTForConditionalGeneration and model.config.hlt_stage == 2
+    assert model.config.high_resource_languages == ["de", "en"]
+    expected = HLTForConditionalGeneration.from_pretrained(stage_one).fix_assignment()
+    languages = model.config.languages
+    kept = {code: int(model.slp().assignment[languages.index(code)]) for code in languages}
+    assert kept == {code: expected.get(code, -1) for code in languages}
+
+
+def test_the_high_low_split_and_the_first_stage_directions_come_from_data_sizes():
+    from types import SimpleNamespace
+
+    from hf_langspec.training.experiment import ConfigError, _stage_directions, cap_directions, resolve_high_resource
+
+    rows = [
+        {"src_lang": s, "tgt_lang": t, "i": i}
+        for s, t in (("en", "de"), ("de", "en"), ("en", "fr"), ("fr", "en"))
+        for i in range(10)
+    ]
+    capped = cap_directions(rows, {"en-fr": 3, "fr-en": 2})
+    sizes = {
+        d: sum(1 for r in capped if f"{r['src_lang']}-{r['tgt_lang']}" == d)
+        for d in ("en-de", "de-en", "en-fr", "fr-en")
+    }
+    assert sizes == {"en-de": 10, "de-en": 10, "en-fr": 3, "fr-en": 2}
+    assert [r["i"] for r in capped if r["tgt_lang"] == "fr"] == [0, 1, 2]  # the first ones, in order
+    assert len(cap_directions(rows, {"default": 4, "en-de": 6})) == 6 + 3 * 4
+    with pytest.raises(ConfigError, match=r"names \['es-en'\], which have no training data"):
+        cap_directions(rows, {"es-en": 1})
+    section = {"high_resource_languages": {"min_examples": 10}}
+    resolve_high_resource(section, sizes)  # into en: 10 + 2, de: 10, fr: 3
+    assert section["high_resource_languages"] == ["de", "en"]
+    config = SimpleNamespace(high_resource_languages=["de", "en"])
+    stage = {"name": "high", "directions": "high_resource"}
+    assert _stage_directions(stage, config, sorted(sizes)) == ["de-en", "en-de"]
+    with pytest.raises(ConfigError, match="no language has 50 training examples"):
+        resolve_high_resource({"high_resource_languages": {"min_examples": 50}}, sizes)
+    with pytest.raises(ConfigError, match="no training direction joins two high-resource languages"):
+        _stage_directions(stage, SimpleNamespace(high_resource_languages=["de"]), sorted(sizes))

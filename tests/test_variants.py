@@ -14,6 +14,7 @@ OVERRIDES = {
     "laa": {"laa_points": ["enc_self_attn", "dec_self_attn", "dec_cross_attn"], "lee_points": [2, 4, 6]},
     "cll": {"central_language": "en", "cll_inner_dim": 8, "cll_dropout": 0.0},
     "hlt": {"high_resource_languages": ["en", "de"], "hlt_hidden_dim": 48, "hlt_hard_probability": 1.0},
+    "adapter": {"adapter_preset": "monolingual", "adapter_dim": 8},
 }
 VARIANTS = {name: (*model_classes()[name], overrides) for name, overrides in OVERRIDES.items()}
 

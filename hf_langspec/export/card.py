@@ -35,6 +35,12 @@ YANG = (
     "Yang, Yin, Ma, Yang, Huang, Zhang, Li and Wei (2022). High-resource Language-specific Training for "
     "Multilingual Neural Machine Translation. IJCAI 2022. https://www.ijcai.org/proceedings/2022/619"
 )
+BAPNA = (
+    "Bapna and Firat (2019). Simple, Scalable Adaptation for Neural Machine Translation. EMNLP 2019. "
+    "https://aclanthology.org/D19-1165; Philip, Berard, Galle and Besacier (2020). Monolingual Adapters for "
+    "Zero-Shot Neural Machine Translation. EMNLP 2020. https://aclanthology.org/2020.emnlp-main.361; Fan et al. "
+    "(2021). Beyond English-Centric Multilingual Machine Translation. JMLR 22 (LS-MNMT)"
+)
 # model_type -> (what the model is, the paper to cite)
 METHODS = {
     "langspec_base": (
@@ -67,6 +73,11 @@ METHODS = {
         "after the decoder, one per group of high-resource target languages and a universal one for the others",
         YANG,
     ),
+    "langspec_adapter": (
+        "the multilingual Transformer with per-language adapters, the adapter-family baseline (Bapna and Firat "
+        "2019; monolingual adapters of Philip et al. 2020; LS-MNMT's language-specific layers of Fan et al.)",
+        BAPNA,
+    ),
 }
 CLM_VARIANT_NAMES = {"sclm": "sCLM (one gate per layer)", "mclm": "mCLM (a gate per layer and {key})",
                      "ls": "LS ablation (one map per {key}, no gate)", "none": "none"}  # fmt: skip
@@ -85,6 +96,16 @@ def method_settings(config: Any) -> str:
         return "\n".join([
             f"- High-resource targets (pool adapters): {', '.join(config.high_resource_languages)}; others: the universal adapter",
             f"- {config.hlt_num_adapters} adapters of inner size {config.hlt_hidden_dim} ({config.hlt_activation}); stage {config.hlt_stage}",
+        ])  # fmt: skip
+    if config.model_type == "langspec_adapter":
+        form = "a d x d matrix" if config.adapter_form == "matrix" else f"bottleneck {config.adapter_dim}"
+        return "\n".join([
+            f"- Preset: {config.adapter_preset or 'none (fields set one by one)'}",
+            f"- Adapters in: {', '.join(config.adapter_stacks)}, "
+            + ("after every layer" if config.adapter_position == "layers" else "once after the stack")
+            + (" (one per key shared by all layers)" if config.adapter_share_layers else ""),
+            f"- One adapter per {'direction' if config.adapter_key == 'pair' else 'language (source in the encoder, target in the decoder)'}",
+            f"- Form: {form}, LayerNorm {config.adapter_norm}, {config.adapter_activation}",
         ])  # fmt: skip
     if config.model_type == "langspec_cll":
         named = {"fcll": "every decoder layer (FCLL)", "sd": f"decoder layer {config.decoder_layers // 2} (SD)"}

@@ -1,5 +1,6 @@
 """Model definitions. Every file here imports only its flat siblings, so a saved checkpoint carries them as remote code."""
 
+from .configuration_adapter import ADAPTER_PRESETS, AdapterConfig
 from .configuration_cll import CLLConfig
 from .configuration_clm import CLMConfig
 from .configuration_hlt import HLTConfig
@@ -7,6 +8,7 @@ from .configuration_laa import LAAConfig
 from .configuration_langspec import LangSpecConfig
 from .configuration_xlp import XLPConfig
 from .configuration_xlp_mt import XLPMTConfig
+from .modeling_adapter import AdapterForConditionalGeneration, AdapterModel
 from .modeling_cll import CLLForConditionalGeneration, CLLModel
 from .modeling_clm import CLMForConditionalGeneration, CLMModel
 from .modeling_hlt import HLTForConditionalGeneration, HLTModel
@@ -16,6 +18,10 @@ from .modeling_xlp import XLPForMaskedLM, XLPForSequenceClassification, XLPModel
 from .modeling_xlp_mt import XLPForConditionalGeneration, XLPMTModel
 
 __all__ = [
+    "ADAPTER_PRESETS",
+    "AdapterConfig",
+    "AdapterForConditionalGeneration",
+    "AdapterModel",
     "CLLConfig",
     "CLLForConditionalGeneration",
     "CLLModel",

@@ -24,12 +24,10 @@ A A^T, diagonal included).
 
 from __future__ import annotations
 
-import math
-
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from .module_adapter import BottleneckAdapters
 from .routing import LanguageContext, LanguageRouter
 
 
@@ -38,14 +36,12 @@ class SelectiveLanguagePool(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        d, h, n = config.d_model, config.hlt_hidden_dim, config.hlt_num_adapters + 1
+        d, n = config.d_model, config.hlt_num_adapters + 1
         self.num_adapters = config.hlt_num_adapters
-        self.up = nn.Parameter(torch.empty(n, d, h))
-        self.up_bias = nn.Parameter(torch.empty(n, h))
-        self.down = nn.Parameter(torch.empty(n, h, d))
-        self.down_bias = nn.Parameter(torch.empty(n, d))
-        self.norm_weight = nn.Parameter(torch.empty(n, d))
-        self.norm_bias = nn.Parameter(torch.empty(n, d))
+        # equation 4: post-norm adapters, the adapter family's shared module (one slot, T + 1 keys)
+        self.adapters = BottleneckAdapters(
+            1, n, d, config.hlt_hidden_dim, norm="post", activation=config.hlt_activation
+        )
         self.gate = nn.Linear(d, config.hlt_num_adapters, bias=False)
         # the adapter of each language in stage 2 (-1: not a high-resource language / not fixed yet)
         self.register_buffer("assignment", torch.full((config.num_languages,), -1, dtype=torch.long))
@@ -55,18 +51,7 @@ class SelectiveLanguagePool(nn.Module):
         self.stage = config.hlt_stage
         self.hard_probability = config.hlt_hard_probability
         self.disparity = config.hlt_disparity
-        self.activation = F.relu if config.hlt_activation == "relu" else F.gelu
         self.aux_loss: torch.Tensor | None = None  # the disparity loss of the last forward (stage 1, training)
-
-    def initialize(self, init, config) -> None:
-        d, h = self.up.shape[-2:]
-        bound = math.sqrt(6.0 / (d + h))
-        init.uniform_(self.up, -bound, bound)
-        init.uniform_(self.down, -bound, bound)
-        init.zeros_(self.up_bias)
-        init.zeros_(self.down_bias)
-        init.ones_(self.norm_weight)
-        init.zeros_(self.norm_bias)
 
     # ------------------------------------------------------------------ pieces
     def tag_embeddings(self, embed_tokens: nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
@@ -80,11 +65,7 @@ class SelectiveLanguagePool(nn.Module):
 
     def adapter(self, hidden: torch.Tensor, adapter_ids: torch.Tensor, strategy: str = "auto") -> torch.Tensor:
         """F_t(h) (equation 4) with each example's adapter `adapter_ids[b]`."""
-        router = LanguageRouter(adapter_ids, self.up.shape[0], strategy)
-        inner = self.activation(router.matmul(hidden, self.up, self.up_bias))
-        out = router.matmul(inner, self.down, self.down_bias) + hidden
-        normed = F.layer_norm(out, out.shape[-1:])
-        return normed * router.lookup(self.norm_weight).unsqueeze(1) + router.lookup(self.norm_bias).unsqueeze(1)
+        return self.adapters(hidden, LanguageRouter(adapter_ids, self.num_adapters + 1, strategy))
 
     def disparity_loss(self, embed_tokens: nn.Embedding, device: torch.device) -> torch.Tensor:
         """Equation 10 over the high-resource languages (or the code's all-entries variant)."""

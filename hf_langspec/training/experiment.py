@@ -10,12 +10,14 @@ data:        # the Bible corpus, or canonical JSONL files
   bible: {languages: [en, de, fr, es], valid_chapters: 30, test_chapters: 30}
   # train_files: [...]; valid_files: [...]; test_files: {supervised: ..., zero-shot: ...}
   max_length: 100                     # the papers drop pairs longer than 100 subwords
-  max_train_examples_per_direction: null
+  max_train_examples_per_direction: null   # or {en-fr: 1500, default: null}: subsample some directions
 tokenizer:   # a saved LangSpecTokenizer (path), or train_tokenizer arguments
   vocab_size: 8000
   lang_tag_style: source
-model:       # `class` (baseline, xlp, clm, laa, cll, hlt) and its config's fields, or `init_from: <saved model>` (the tokenizer fixes vocabulary and languages)
+model:       # `class` (baseline, xlp, clm, laa, cll, hlt, adapter) and its config's fields, or `init_from: <saved model>` (the tokenizer fixes vocabulary and languages)
   class: baseline
+  # high_resource_languages: {min_examples: 100000}   # HLT-MT: split by data size (or a list of codes)
+  # init_encoder_from: {path: runs/xlp/model, decoder_layers: true}   # start from a pretrained XLP/XLM encoder
   d_model: 256
 training:    # LangSpecTrainingArguments fields
   max_steps: 2000
@@ -24,7 +26,7 @@ evaluation:
   num_beams: 4
 translate:   # an example printed at the end
   {text: "In the beginning God created the heavens and the earth.", src_lang: en, tgt_lang: de}
-stages:      # optional: train on some directions, then on all (each stage resumable)
+stages:      # optional: train on some directions (a list, or high_resource), then on all (each stage resumable)
   - {name: high, directions: [en-de, de-en], training: {max_steps: 1000}}
   - {name: all, training: {max_steps: 2000}}
 ```
@@ -76,6 +78,8 @@ CARD_KEYS = {"model_name", "license", "datasets", "paper"}
 def model_classes() -> dict[str, tuple[type, type]]:
     """`[model] class` values: (config class, translation model class) of every variant."""
     from ..modeling import (
+        AdapterConfig,
+        AdapterForConditionalGeneration,
         CLLConfig,
         CLLForConditionalGeneration,
         CLMConfig,
@@ -97,6 +101,7 @@ def model_classes() -> dict[str, tuple[type, type]]:
         "laa": (LAAConfig, LAAForConditionalGeneration),
         "cll": (CLLConfig, CLLForConditionalGeneration),
         "hlt": (HLTConfig, HLTForConditionalGeneration),
+        "adapter": (AdapterConfig, AdapterForConditionalGeneration),
     }
 
 
@@ -168,7 +173,20 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
     model_keys = {
         name for cls in (config_class, LangSpecConfig) for name in inspect.signature(cls.__init__).parameters
     } - {"self", "kwargs"}
-    _check_keys(config.get("model", {}), model_keys | {"class", "init_from"}, f"{where} [model]")
+    _check_keys(config.get("model", {}), model_keys | {"class", "init_from", "init_encoder_from"}, f"{where} [model]")
+    encoder_init = config.get("model", {}).get("init_encoder_from")
+    if encoder_init is not None and not (
+        isinstance(encoder_init, str)
+        or (
+            isinstance(encoder_init, dict)
+            and set(encoder_init) <= {"path", "decoder_layers"}
+            and "path" in encoder_init
+        )
+    ):
+        raise ConfigError(
+            f"{where} [model]: init_encoder_from must be a saved encoder's directory or {{path: DIR, decoder_layers: "
+            f"true}}, got {encoder_init!r}."
+        )
     if "init_from" in config.get("model", {}):
         extra = sorted(set(config["model"]) - {"init_from", "class"})
         if extra:
@@ -193,6 +211,12 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
         if "name" not in stage:
             raise ConfigError(f"{where} [stages][{i}] needs a name (it names the stage's checkpoint folder).")
         _check_keys(stage.get("training", {}), training_keys - {"output_dir"}, f"{where} [stages][{i}].training")
+        directions = stage.get("directions", [])
+        if directions != "high_resource" and not isinstance(directions, list):
+            raise ConfigError(
+                f"{where} [stages][{i}]: directions must be a list like [en-de, de-en] or `high_resource`, "
+                f"got {directions!r}."
+            )
     names = [stage.get("name") for stage in stages]
     if len(set(names)) != len(names):
         raise ConfigError(f"{where} [stages]: names {names} must be unique.")
@@ -216,7 +240,6 @@ def _check_writable(directory: Path) -> None:
 def _load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> dict[str, Any]:
     from ..data.bible import BibleCorpusConfig, build_bible_corpus
     from ..data.local import load_local
-    from ..data.processing import per_direction
 
     if "bible" in data:
         with main_process_first(desc="building the Bible corpus"):
@@ -234,10 +257,74 @@ def _load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> di
     tests = {name: load_local(path).to_list() for name, path in test_files.items()}
     cap = data.get("max_train_examples_per_direction")
     if cap:
-        kept = [row for rows in per_direction(train, cap).values() for row in rows]
-        logger.info("Capped training data at %d examples per direction: %d of %d kept", cap, len(kept), len(train))
-        train = kept
+        train = cap_directions(train, cap)
     return {"train": train, "valid": valid, "tests": tests}
+
+
+def cap_directions(rows: list[dict], cap: int | dict[str, int]) -> list[dict]:
+    """The first `cap` rows of every direction; a mapping caps the directions it names (`"default"`: the rest).
+
+    A mapping turns an equal-sized corpus into high- and low-resource directions by subsampling, e.g.
+    `{en-fr: 1500, fr-en: 1500}` for HLT-MT's split on the Bible corpus.
+    """
+    from ..data.processing import per_direction
+
+    groups = per_direction(rows)
+    limits = cap if isinstance(cap, dict) else {"default": cap}
+    unknown = sorted(set(limits) - set(groups) - {"default"})
+    if unknown:
+        raise ConfigError(
+            f"[data] max_train_examples_per_direction names {unknown}, which have no training data; the directions "
+            f"are {sorted(groups)}."
+        )
+    kept = []
+    for direction, group in groups.items():
+        limit = limits.get(direction, limits.get("default"))
+        kept += group if limit is None else group[: int(limit)]
+        if limit is not None and len(group) > int(limit):
+            logger.info("Capped %s at %d of %d training examples", direction, int(limit), len(group))
+    return kept
+
+
+def resolve_high_resource(model_section: dict[str, Any], train_sizes: dict[str, int]) -> None:
+    """`high_resource_languages: {min_examples: N}`: the languages with at least N training examples into them.
+
+    HLT-MT's split of the languages by data size (section 3.5); English, the target of every xx-en
+    direction, counts them all. An explicit list is kept as it is.
+    """
+    rule = model_section.get("high_resource_languages")
+    if not isinstance(rule, dict):
+        return
+    if set(rule) != {"min_examples"}:
+        raise ConfigError(
+            f"[model] high_resource_languages must be a list of codes or {{min_examples: N}}, got {rule}."
+        )
+    into: Counter = Counter()
+    for direction, size in train_sizes.items():
+        into[direction.split("-")[1]] += size
+    high = sorted(code for code, size in into.items() if size >= rule["min_examples"])
+    if not high:
+        raise ConfigError(
+            f"[model] no language has {rule['min_examples']} training examples into it (the most: "
+            f"{into.most_common(1)}); lower high_resource_languages.min_examples."
+        )
+    logger.info("High-resource languages (at least %d examples into them): %s", rule["min_examples"], high)
+    model_section["high_resource_languages"] = high
+
+
+def _stage_directions(stage: dict[str, Any], config: Any, available: list[str]) -> list[str] | None:
+    """A stage's directions: a list, or `high_resource` (source and target both high-resource)."""
+    directions = stage.get("directions")
+    if directions != "high_resource":
+        return directions
+    high = set(getattr(config, "high_resource_languages", []) or [])
+    chosen = [d for d in available if set(d.split("-")) <= high]
+    if not chosen:
+        raise ConfigError(
+            f"Stage {stage['name']!r}: directions=high_resource, but no training direction joins two high-resource "
+            f"languages ({sorted(high) or 'none set'}); set model.high_resource_languages."
+        )
+    return chosen
 
 
 def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path, main_process_first):
@@ -297,8 +384,16 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     else:
         # the trained directions: mCLM keys its gates by them (and every checkpoint records them)
         model_section.setdefault("language_pairs", sorted(per_direction(train)))
+        resolve_high_resource(model_section, {d: len(rows) for d, rows in per_direction(train).items()})
         config_class, model_class = model_classes()[model_section.pop("class", "baseline")]
+        encoder_init = model_section.pop("init_encoder_from", None)
         model = model_class(config_class(**tokenizer.model_config_kwargs(), **model_section))
+        if encoder_init is not None:  # HLT-MT starts from XLM-R: here a saved XLP/XLM encoder (resuming overrides it)
+            from .pretrained_encoder import init_encoder_from
+
+            spec = {"path": encoder_init} if isinstance(encoder_init, str) else encoder_init
+            copied = init_encoder_from(model, spec["path"], decoder_layers=spec.get("decoder_layers", False))
+            logger.info("Initialised %d tensors from the encoder in %s", len(copied), spec["path"])
     if getattr(model.config, "cll_frozen_languages", None) and base_args.weight_decay:
         raise ConfigError(
             f"The model freezes the LSLs of {model.config.cll_frozen_languages}, but weight_decay="
@@ -321,6 +416,11 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
             for direction, rows in valid_per_direction.items()
         }
     stages = config.get("stages") or [{"name": "main"}]
+    trained = sorted(per_direction(train))
+    stages = [
+        {**stage, "directions": _stage_directions(stage, model.config, trained)} if "directions" in stage else stage
+        for stage in stages
+    ]
     for stage in stages:
         stage_dir = output_dir / "checkpoints" / stage["name"] if len(stages) > 1 else output_dir / "checkpoints"
         stage_args = LangSpecTrainingArguments(
