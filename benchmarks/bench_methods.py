@@ -10,6 +10,7 @@ measured ratios that varied by +-10% between runs. Peak memory is in bench_train
 
     python benchmarks/bench_methods.py                   # writes BENCHMARKS.md
     python benchmarks/bench_methods.py --rounds 1 --no-write
+    python benchmarks/bench_methods.py --kinds hlt1,hlt2,adapter,ls_mnmt   # a subset, in its own section
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch
 from _report import publish
 from bench_training import SHAPES, backbone_kwargs, make_batch
 
-KINDS = ["marian", "baseline", "xlp", "laa", "lee", "cll"]
+KINDS = ["marian", "baseline", "xlp", "laa", "lee", "cll", "hlt1", "hlt2", "adapter", "ls_mnmt"]
 NAMES = {
     "marian": "MarianMTModel",
     "baseline": "baseline backbone",
@@ -30,6 +31,10 @@ NAMES = {
     "laa": "LAA dec.self",
     "lee": "LEE_{4,5} (tag embeddings)",
     "cll": "FCLL (central l0, LSL inner 2d)",
+    "hlt1": "HLT-MT stage 1 (T 3, d_h 4d, half hard / half soft)",
+    "hlt2": "HLT-MT stage 2 (fixed assignment, universal adapter)",
+    "adapter": "monolingual adapters (bottleneck d/2, every layer)",
+    "ls_mnmt": "LS-MNMT (one FFN layer per target, decoder top)",
 }
 
 
@@ -37,8 +42,12 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
     from transformers import MarianConfig, MarianMTModel
 
     from hf_langspec import (
+        AdapterConfig,
+        AdapterForConditionalGeneration,
         CLLConfig,
         CLLForConditionalGeneration,
+        HLTConfig,
+        HLTForConditionalGeneration,
         LAAConfig,
         LAAForConditionalGeneration,
         LangSpecConfig,
@@ -58,6 +67,21 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
         return CLLForConditionalGeneration(
             CLLConfig(**common, **contract, central_language="l0", cll_inner_dim=inner, cll_dropout=0.3)
         )
+    if kind in ("hlt1", "hlt2"):
+        high = contract["languages"][: max(1, languages // 2)]  # half the languages high-resource
+        tags = dict(lang_tag_token_ids=list(range(4, 4 + languages)))
+        model = HLTForConditionalGeneration(
+            HLTConfig(**common, **contract, **tags, high_resource_languages=high, hlt_num_adapters=3,
+                      hlt_hidden_dim=4 * shape["d_model"])
+        )  # fmt: skip
+        if kind == "hlt2":
+            model.fix_assignment()
+        return model
+    if kind == "adapter":
+        preset = dict(adapter_preset="monolingual", adapter_dim=shape["d_model"] // 2)
+        return AdapterForConditionalGeneration(AdapterConfig(**common, **contract, **preset))
+    if kind == "ls_mnmt":
+        return AdapterForConditionalGeneration(AdapterConfig(**common, **contract, adapter_preset="ls_mnmt"))
     if kind in ("laa", "lee"):
         tags = dict(lang_tag_token_ids=list(range(4, 4 + languages)), lang_tag_style="none")
         points = dict(laa_points=["dec_self_attn"]) if kind == "laa" else dict(laa_points=[], lee_points=[4, 5])
@@ -98,12 +122,20 @@ def main() -> None:
     parser.add_argument("--generation-repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--kinds", default=",".join(KINDS[2:]), help=f"methods to measure, of {KINDS[2:]}")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
+    args.kinds = ["marian", "baseline"] + [k for k in args.kinds.split(",") if k not in ("marian", "baseline")]
+    unknown = sorted(set(args.kinds) - set(KINDS))
+    if unknown:
+        parser.error(f"unknown --kinds {unknown}; choose from {KINDS[2:]}")
     tables = [run(args, int(n)) for n in args.languages.split(",")]
-    publish(
-        "methods", "Methods vs the baseline backbone and MarianMTModel", "\n\n".join(tables), write=not args.no_write
-    )
+    # a subset of the methods gets its own section, so it does not replace the full table
+    section = "methods" if args.kinds == KINDS else "methods-" + "-".join(args.kinds[2:])
+    title = "Methods vs the baseline backbone and MarianMTModel"
+    if section != "methods":
+        title += f": {', '.join(NAMES[k] for k in args.kinds[2:])}"
+    publish(section, title, "\n\n".join(tables), write=not args.no_write)
 
 
 def run(args, languages: int) -> str:
@@ -115,7 +147,7 @@ def run(args, languages: int) -> str:
         "tgt_lang_ids": torch.randint(0, languages, (args.batch_size,), generator=g),
     }
     models = {}
-    for kind in KINDS:
+    for kind in args.kinds:
         torch.manual_seed(0)
         model = build(kind, shape, args.vocab, languages)
         models[kind] = (
@@ -123,7 +155,7 @@ def run(args, languages: int) -> str:
             torch.optim.AdamW(model.parameters(), lr=1e-4),
             batch if kind == "marian" else batch | lang_ids,
         )
-    results: dict[str, dict[str, list[float]]] = {k: {"train": [], "generate": []} for k in KINDS}
+    results: dict[str, dict[str, list[float]]] = {k: {"train": [], "generate": []} for k in args.kinds}
     for round_index in range(args.rounds + 1):  # round 0 warms every model up and is not counted
         for kind, (model, optimizer, inputs) in models.items():
             train, generated_times = measure(kind, model, optimizer, inputs, args)
@@ -145,7 +177,7 @@ def run(args, languages: int) -> str:
         "| model | training target tokens/s | vs baseline | generation tokens/s | vs baseline |",
         "|---|---:|---:|---:|---:|",
     ]
-    for kind in KINDS:
+    for kind in args.kinds:
         train = statistics.median(results[kind]["train"])
         gen = statistics.median(results[kind]["generate"])
         rows.append(

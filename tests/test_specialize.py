@@ -1,0 +1,167 @@
+"""Specialization: one direction folded into a plain MarianMTModel / M2M100ForConditionalGeneration."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import LANGUAGES, random_batch, run_without_package, tiny_config
+from transformers import M2M100ForConditionalGeneration, MarianMTModel
+
+from hf_langspec import (
+    AdapterConfig,
+    AdapterForConditionalGeneration,
+    CLLConfig,
+    CLLForConditionalGeneration,
+    CLMConfig,
+    CLMForConditionalGeneration,
+    HLTConfig,
+    HLTForConditionalGeneration,
+    LAAConfig,
+    LAAForConditionalGeneration,
+    LangSpecConfig,
+    LangSpecForConditionalGeneration,
+    XLPForConditionalGeneration,
+    XLPMTConfig,
+)
+from hf_langspec.export import specialize
+
+MARIAN = {"normalize_before": False, "position_embedding_type": "sinusoidal_marian"}
+M2M = {"normalize_before": True, "position_embedding_type": "sinusoidal"}
+LAA_ALL = {"laa_points": ["enc_self_attn", "dec_self_attn", "dec_cross_attn"]}
+# (name, config class, model class, settings, target class)
+FOLDABLE = [
+    ("baseline-marian", LangSpecConfig, LangSpecForConditionalGeneration, MARIAN, MarianMTModel),
+    ("baseline-m2m100", LangSpecConfig, LangSpecForConditionalGeneration, M2M, M2M100ForConditionalGeneration),
+    ("additive-marian", LangSpecConfig, LangSpecForConditionalGeneration, MARIAN | {"language_embedding": "additive"}, MarianMTModel),
+    ("xlp-marian", XLPMTConfig, XLPForConditionalGeneration, MARIAN, MarianMTModel),
+    ("laa-marian", LAAConfig, LAAForConditionalGeneration, MARIAN | LAA_ALL, MarianMTModel),
+    ("laa-per-layer-m2m100", LAAConfig, LAAForConditionalGeneration, M2M | LAA_ALL | {"laa_per_layer": True}, M2M100ForConditionalGeneration),
+    ("lee-all-marian", LAAConfig, LAAForConditionalGeneration, MARIAN | {"laa_points": [], "lee_points": [1, 2, 3, 4, 5, 6]}, MarianMTModel),
+    ("lee-table-m2m100", LAAConfig, LAAForConditionalGeneration, M2M | {"laa_points": [], "lee_points": [1, 3, 4, 6], "lee_embedding": "table"}, M2M100ForConditionalGeneration),
+    ("laa+lee-target-tag-m2m100", LAAConfig, LAAForConditionalGeneration, M2M | {"lee_points": [4], "lang_tag_style": "target"}, M2M100ForConditionalGeneration),
+    ("fcll-marian", CLLConfig, CLLForConditionalGeneration, MARIAN | {"central_language": "en", "cll_inner_dim": 8}, MarianMTModel),
+    ("cll-one-layer-m2m100", CLLConfig, CLLForConditionalGeneration, M2M | {"cll_layers": [1], "cll_inner_dim": 8}, M2M100ForConditionalGeneration),
+]  # fmt: skip
+
+
+def build(config_class, model_class, settings, seed: int = 0):
+    torch.manual_seed(seed)
+    model = model_class(tiny_config(config_class, **settings)).eval()
+    with torch.no_grad():  # identity / zero initialisations would hide a wrong fold: make every module matter
+        for name, p in model.named_parameters():
+            if ".insertions." in name:
+                p.add_(torch.randn_like(p) * 0.2)
+    return model
+
+
+def direction_batch(src: str, tgt: str, batch: int = 3) -> dict[str, torch.Tensor]:
+    data = random_batch(batch=batch)
+    data["src_lang_ids"] = torch.full((batch,), LANGUAGES.index(src))
+    data["tgt_lang_ids"] = torch.full((batch,), LANGUAGES.index(tgt))
+    return data
+
+
+def plain_inputs(batch: dict) -> dict:
+    return {k: v for k, v in batch.items() if not k.endswith("lang_ids")}
+
+
+@pytest.mark.parametrize(
+    ("name", "config_class", "model_class", "settings", "target"), FOLDABLE, ids=[f[0] for f in FOLDABLE]
+)
+@pytest.mark.parametrize(("src", "tgt"), [("en", "de"), ("fr", "en")])
+def test_the_specialized_model_gives_the_generic_logits_and_outputs(
+    name, config_class, model_class, settings, target, src, tgt
+):
+    model = build(config_class, model_class, settings)
+    plain = specialize(model, src, tgt).model
+    assert type(plain) is target
+    batch = direction_batch(src, tgt)
+    expected = model(**batch).logits
+    torch.testing.assert_close(plain(**plain_inputs(batch)).logits, expected, atol=1e-4, rtol=1e-4)
+    inputs = {k: v for k, v in batch.items() if not k.startswith("decoder_")}
+    forced_tag = int(model.config.lang_tag_style == "target")  # a forced first token counts as a new one
+    for beams in (1, 4):
+        generic = model.generate(**inputs, num_beams=beams, max_new_tokens=8, do_sample=False)
+        out = plain.generate(**plain_inputs(inputs), num_beams=beams, max_new_tokens=8 + forced_tag, do_sample=False)
+        assert out.tolist() == generic.tolist()
+
+
+def test_each_direction_folds_its_own_languages():
+    model = build(LAAConfig, LAAForConditionalGeneration, MARIAN | LAA_ALL | {"lee_points": [4, 5]})
+    en_de, en_fr = specialize(model, "en", "de").model, specialize(model, "en", "fr").model
+    batch = plain_inputs(direction_batch("en", "de"))
+    assert not torch.allclose(en_de(**batch).logits, en_fr(**batch).logits, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("config_class", "model_class", "settings", "message"),
+    [
+        (CLMConfig, CLMForConditionalGeneration, MARIAN | {"clm_num_features": 4}, "softmax of each token itself"),
+        (HLTConfig, HLTForConditionalGeneration, MARIAN | {"high_resource_languages": ["de"], "hlt_hidden_dim": 8}, "HLT-MT's pool"),
+        (AdapterConfig, AdapterForConditionalGeneration, MARIAN | {"adapter_preset": "monolingual", "adapter_dim": 8}, "ReLU bottleneck"),
+        (LAAConfig, LAAForConditionalGeneration, MARIAN | {"laa_random": True}, r"LAA\^R"),
+        (LangSpecConfig, LangSpecForConditionalGeneration, MARIAN | {"layernorm_embedding": True}, "layernorm_embedding=True"),
+        (LangSpecConfig, LangSpecForConditionalGeneration, {"normalize_before": False}, "numbers sinusoids from 0: 'sinusoidal_marian'"),
+        (CLLConfig, CLLForConditionalGeneration, MARIAN | {"cll_layers": "sd", "cll_inner_dim": 8}, r"encoder_drop_residual=\[\[1, 'ffn'\]\]"),
+        (XLPMTConfig, XLPForConditionalGeneration, M2M, "M2M100 shares one matrix"),
+    ],
+)  # fmt: skip
+def test_what_cannot_fold_is_refused_with_the_reason(config_class, model_class, settings, message):
+    with pytest.raises(ValueError, match=message):
+        specialize(build(config_class, model_class, settings), "en", "de")
+
+
+def test_unknown_languages_are_named():
+    with pytest.raises(ValueError, match="Unknown language code 'xx'"):
+        specialize(build(LangSpecConfig, LangSpecForConditionalGeneration, MARIAN), "en", "xx")
+
+
+PLAIN_LOAD = """
+import json, sys, torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+model = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1]).eval()
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])
+batch = tokenizer(json.loads(sys.argv[2]), return_tensors="pt", padding=True)
+out = model.generate(**batch, num_beams=4, max_new_tokens=12)
+print(json.dumps({"class": type(model).__name__, "ids": batch["input_ids"].tolist(), "out": out.tolist()}))
+"""
+
+
+@pytest.mark.slow
+def test_a_specialized_bible_model_loads_without_the_package_and_translates_alike(tmp_path):
+    import json
+
+    from hf_langspec import LangSpecTokenizer
+    from hf_langspec.training.experiment import run_experiment
+
+    config = {
+        "output_dir": str(tmp_path / "run"),
+        "data": {"bible": {"languages": ["en", "de", "fr"], "books": [41, 57, 59], "valid_chapters": 2, "test_chapters": 2}},
+        "tokenizer": {"vocab_size": 600},
+        "model": {"class": "laa", "laa_points": ["dec_self_attn"], "lee_points": [4], "d_model": 32, "encoder_layers": 1,
+                  "decoder_layers": 2, "encoder_attention_heads": 2, "decoder_attention_heads": 2, "encoder_ffn_dim": 64,
+                  "decoder_ffn_dim": 64, **M2M},
+        "training": {"max_steps": 30, "per_device_train_batch_size": 16, "learning_rate": 0.003, "report_to": "none",
+                     "use_cpu": True, "save_strategy": "no", "disable_tqdm": True},
+        "evaluation": {"splits": []},
+    }  # fmt: skip
+    outcome = run_experiment(config)
+    model = LAAForConditionalGeneration.from_pretrained(outcome["model_dir"]).eval()
+    tokenizer = LangSpecTokenizer.from_pretrained(outcome["model_dir"])
+    with open(tmp_path / "run" / "data" / "test.jsonl") as f:
+        rows = [json.loads(line) for line in f]
+    sentences = [r["src"] for r in rows if r["src_lang"] == "en" and r["tgt_lang"] == "de"][:6]
+    plain, plain_tokenizer = specialize(model, "en", "de", tokenizer)
+    plain.save_pretrained(tmp_path / "plain")
+    plain_tokenizer.save_pretrained(tmp_path / "plain")
+    generic = tokenizer(sentences, src_lang="en", tgt_lang="de", padding=True, return_tensors="pt")
+    expected = model.generate(**generic, num_beams=4, max_new_tokens=12)
+    result = json.loads(
+        run_without_package(PLAIN_LOAD, tmp_path / "plain", json.dumps(sentences), cwd=tmp_path)
+        .strip()
+        .splitlines()[-1]
+    )
+    assert result["class"] == "M2M100ForConditionalGeneration"
+    assert result["ids"] == generic["input_ids"].tolist()  # the plain tokenizer adds the direction's tag itself
+    assert result["out"] == expected.tolist()
