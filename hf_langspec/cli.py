@@ -4,6 +4,7 @@ hf-langspec data bible --output-dir data/bible --languages en,de,fr
 hf-langspec data hub opus100 --directions en-de,de-en --split train --output data/opus/train.jsonl
 hf-langspec data local corpus.de --tgt-path corpus.en --src-lang de --tgt-lang en --output data/local.jsonl
 hf-langspec train-tokenizer --train data/bible/train.jsonl --output-dir tok --vocab-size 8000
+hf-langspec export --model runs/bible-baseline/model --src-lang en --tgt-lang de --output-dir serve/en-de
 """
 
 from __future__ import annotations
@@ -232,6 +233,18 @@ def cmd_card(args: argparse.Namespace) -> None:
     print(f"model card written to {path}")
 
 
+def cmd_export(args: argparse.Namespace) -> None:
+    from .export.ct2 import export_direction
+
+    model, tokenizer = _load_model(args.model, "cpu")
+    paths = export_direction(
+        model, tokenizer, args.src_lang, args.tgt_lang, args.output_dir,
+        ctranslate2=not args.no_ctranslate2, quantization=args.quantization, force=args.force,
+    )  # fmt: skip
+    for kind, path in paths.items():
+        print(f"{kind}: {path}")
+
+
 def cmd_push(args: argparse.Namespace) -> None:
     from .export import push_model
 
@@ -377,6 +390,18 @@ def build_parser() -> argparse.ArgumentParser:
     card.add_argument("--repo-id")
     card.add_argument("--license", default="apache-2.0")
     card.set_defaults(func=cmd_card)
+
+    export = commands.add_parser(
+        "export", help="fold one direction into a plain Marian/M2M100 model and convert it to CTranslate2"
+    )
+    export.add_argument("--model", required=True, help="a trained model folder (with its tokenizer)")
+    export.add_argument("--src-lang", required=True)
+    export.add_argument("--tgt-lang", required=True)
+    export.add_argument("--output-dir", required=True, help="gets transformers/ and ctranslate2/")
+    export.add_argument("--no-ctranslate2", action="store_true", help="write only the plain transformers model")
+    export.add_argument("--quantization", default=None, help="CTranslate2 weight type, e.g. int8 or int8_float32")
+    export.add_argument("--force", action="store_true", help="overwrite an existing export")
+    export.set_defaults(func=cmd_export)
 
     push = commands.add_parser("push", help="upload a model folder to the Hugging Face Hub")
     push.add_argument("model")

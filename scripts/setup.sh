@@ -11,5 +11,5 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   # torch first: a plain `torch` requirement would pull several GB of CUDA packages.
   .venv/bin/python -m pip install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "$TORCH_SPEC"
 fi
-.venv/bin/python -m pip install -q -e ".[dev,eval]"
+.venv/bin/python -m pip install -q -e ".[dev,eval,export]"
 .venv/bin/python -c "import torch, transformers, hf_langspec; print('hf_langspec', hf_langspec.__version__, '| torch', torch.__version__, '| transformers', transformers.__version__)"

@@ -24,6 +24,9 @@ from hf_langspec import (
     XLPMTConfig,
 )
 from hf_langspec.export import specialize
+from hf_langspec.export.ct2 import export_ctranslate2, translate_ctranslate2
+
+ctranslate2 = pytest.importorskip("ctranslate2")
 
 MARIAN = {"normalize_before": False, "position_embedding_type": "sinusoidal_marian"}
 M2M = {"normalize_before": True, "position_embedding_type": "sinusoidal"}
@@ -165,3 +168,94 @@ def test_a_specialized_bible_model_loads_without_the_package_and_translates_alik
     assert result["class"] == "M2M100ForConditionalGeneration"
     assert result["ids"] == generic["input_ids"].tolist()  # the plain tokenizer adds the direction's tag itself
     assert result["out"] == expected.tolist()
+    # greedy through the generic model and through its CTranslate2 export
+    export_ctranslate2(tmp_path / "plain", tmp_path / "ct2")
+    greedy = model.generate(**generic, num_beams=1, max_new_tokens=12)
+    translator = ctranslate2.Translator(str(tmp_path / "ct2"))
+    ct2 = translate_ctranslate2(translator, plain_tokenizer, sentences, beam_size=1, max_new_tokens=12)
+    assert ct2 == [_strip(row) for row in greedy.tolist()]
+    assert any(len(row) > 3 for row in ct2)  # real translations, not empty ones
+
+
+def _strip(ids: list[int]) -> list[int]:
+    """transformers' output without the start token, the first </s> and what follows."""
+    ids = ids[1:]
+    return ids[: ids.index(2)] if 2 in ids else ids
+
+
+def tiny_tokenizer():
+    from test_training import synthetic_pairs
+
+    from hf_langspec.tokenization import train_tokenizer
+
+    texts: dict[str, list[str]] = {}
+    for row in synthetic_pairs(96):
+        texts.setdefault(row["src_lang"], []).append(row["src"])
+    return train_tokenizer(texts, languages=["de", "en", "fr"], vocab_size=120, show_progress=False)
+
+
+@pytest.mark.parametrize(("settings", "tag_style"), [(MARIAN, "source"), (M2M, "source"), (M2M, "target")])
+def test_the_cli_exports_both_models_and_ctranslate2_decodes_greedily_alike(tmp_path, settings, tag_style):
+    from hf_langspec.cli import main
+
+    tokenizer = tiny_tokenizer()
+    tokenizer.lang_tag_style = tag_style
+    config = LAAConfig(**tokenizer.model_config_kwargs(), **settings, **LAA_ALL, lee_points=[4], d_model=32,
+                       encoder_layers=1, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
+                       encoder_ffn_dim=64, decoder_ffn_dim=64)  # fmt: skip
+    torch.manual_seed(0)
+    model = LAAForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.add_(torch.randn_like(p) * (0.3 if ".insertions." in name else 0.1))
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    main(
+        [
+            "export",
+            "--model",
+            str(tmp_path / "model"),
+            "--src-lang",
+            "en",
+            "--tgt-lang",
+            "de",
+            "--output-dir",
+            str(tmp_path / "out"),
+        ]
+    )
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    plain = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "out" / "transformers")
+    plain_tokenizer = AutoTokenizer.from_pretrained(tmp_path / "out" / "transformers")
+    sentences = ["alpha beta gamma", "delta alpha beta beta", "gamma"]
+    generic = model.generate(**tokenizer(sentences, src_lang="en", tgt_lang="de", padding=True, return_tensors="pt"),
+                             num_beams=1, max_new_tokens=10)  # fmt: skip
+    forced = tokenizer.lang_tag("de") if tag_style == "target" else None
+    plain_out = plain.generate(
+        **plain_tokenizer(sentences, padding=True, return_tensors="pt"), num_beams=1, max_new_tokens=10 + bool(forced)
+    )
+    assert plain_out.tolist() == generic.tolist()
+    translator = ctranslate2.Translator(str(tmp_path / "out" / "ctranslate2"))
+    ct2 = translate_ctranslate2(
+        translator,
+        plain_tokenizer,
+        sentences,
+        beam_size=1,
+        max_new_tokens=10 + bool(forced),
+        forced_first_token=forced,
+    )
+    assert ct2 == [_strip(row) for row in generic.tolist()]
+    with pytest.raises(FileExistsError, match="--force"):
+        main(
+            [
+                "export",
+                "--model",
+                str(tmp_path / "model"),
+                "--src-lang",
+                "en",
+                "--tgt-lang",
+                "de",
+                "--output-dir",
+                str(tmp_path / "out"),
+            ]
+        )
