@@ -5,7 +5,9 @@ hits all alike), generation speed of:
 
 (a) the generic model with its language modules (`model.generate` with language ids),
 (b) its specialization for one direction (`hf_langspec.specialize`: a plain MarianMTModel),
-(c) the CTranslate2 export of (b) (`hf_langspec.export.ct2`, float32, as many threads as torch),
+(c) the CTranslate2 export of (b) (`hf_langspec.export.ct2`, float32, as many threads as torch), and the
+    same export run with int8 weights (`compute_type="int8_float32"`, CTranslate2's usual CPU setting;
+    not bit-identical to float32, so outside the equality tests),
 (d) the baseline `MarianMTModel` of the same shape.
 
 Greedy and beam 4, batch 1 and 32, exactly `--new-tokens` new tokens per sentence (transformers:
@@ -97,10 +99,12 @@ def transformers_runner(model, inputs: dict, new_tokens: int):
     return run
 
 
-def ctranslate2_runner(path: Path, tokens: list[list[str]], new_tokens: int):
+def ctranslate2_runner(path: Path, tokens: list[list[str]], new_tokens: int, compute_type: str = "float32"):
     import ctranslate2
 
-    translator = ctranslate2.Translator(str(path), device="cpu", intra_threads=torch.get_num_threads())
+    translator = ctranslate2.Translator(
+        str(path), device="cpu", compute_type=compute_type, intra_threads=torch.get_num_threads()
+    )
 
     def run(beams: int, batch: int) -> None:
         translator.translate_batch(
@@ -117,7 +121,7 @@ def main() -> None:
     parser.add_argument("--languages", type=int, default=10, help="languages of the generic models")
     parser.add_argument("--src-len", type=int, default=24)
     parser.add_argument("--new-tokens", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
@@ -145,6 +149,9 @@ def main() -> None:
         runners[f"{method}:generic"] = transformers_runner(model, generic_inputs, args.new_tokens)
         runners[f"{method}:specialized"] = transformers_runner(plain, plain_inputs, args.new_tokens)
         runners[f"{method}:ctranslate2"] = ctranslate2_runner(paths["ctranslate2"], pieces, args.new_tokens)
+        runners[f"{method}:ctranslate2-int8"] = ctranslate2_runner(
+            paths["ctranslate2"], pieces, args.new_tokens, "int8_float32"
+        )
     baseline_inputs = {k: v for k, v in generic_inputs.items() if k in ("input_ids", "attention_mask")}
     runners["marian"] = transformers_runner(marian(shape, args.vocab), baseline_inputs, args.new_tokens)
 
@@ -179,7 +186,8 @@ def table(median: dict, args, shape: dict) -> str:
             f"{n * args.new_tokens / median[name][b, n]:,.0f} ({n / median[name][b, n]:,.1f})" for b, n in SETTINGS
         )
 
-    names = {"generic": "(a) generic", "specialized": "(b) specialized", "ctranslate2": "(c) CTranslate2"}
+    names = {"generic": "(a) generic", "specialized": "(b) specialized", "ctranslate2": "(c) CTranslate2",
+             "ctranslate2-int8": "(c') CTranslate2 int8"}  # fmt: skip
     for name in median:
         if name == "marian":
             continue
@@ -188,8 +196,9 @@ def table(median: dict, args, shape: dict) -> str:
     rows.append(f"| (d) MarianMTModel, same shape | {cells('marian')} |")
     rows += ["", "Ratios (speed of the first over the second, same setting):", ""]
     rows += ["| method | " + head + " |", "|---|" + "---:|" * len(SETTINGS)]
-    for method in {n.split(":")[0] for n in median if ":" in n}:
+    for method in dict.fromkeys(n.split(":")[0] for n in median if ":" in n):
         for first, second, label_ in (("specialized", "marian", "(b) / (d)"), ("ctranslate2", "specialized", "(c) / (b)"),
+                                      ("ctranslate2-int8", "specialized", "(c') / (b)"),
                                       ("specialized", "generic", "(b) / (a)")):  # fmt: skip
             a = f"{method}:{first}"
             b = "marian" if second == "marian" else f"{method}:{second}"

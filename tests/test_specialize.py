@@ -131,9 +131,21 @@ print(json.dumps({"class": type(model).__name__, "ids": batch["input_ids"].tolis
 """
 
 
+BIBLE_METHODS = {
+    "laa+lee": {"class": "laa", "laa_points": ["dec_self_attn"], "lee_points": [4], **M2M},
+    "lee-all-points": {"class": "laa", "laa_points": [], "lee_points": [1, 2, 3, 4, 5, 6], **MARIAN},
+    "xlp": {"class": "xlp", **MARIAN},
+    "fcll": {"class": "cll", "central_language": "en", "cll_inner_dim": 16, **M2M},
+    "baseline": {"class": "baseline", **MARIAN},
+}
+
+
 @pytest.mark.slow
-def test_a_specialized_bible_model_loads_without_the_package_and_translates_alike(tmp_path):
+@pytest.mark.parametrize("method", list(BIBLE_METHODS))
+def test_a_specialized_bible_model_loads_without_the_package_and_translates_alike(tmp_path, method):
     import json
+
+    from transformers import AutoModelForSeq2SeqLM
 
     from hf_langspec import LangSpecTokenizer
     from hf_langspec.training.experiment import run_experiment
@@ -142,15 +154,14 @@ def test_a_specialized_bible_model_loads_without_the_package_and_translates_alik
         "output_dir": str(tmp_path / "run"),
         "data": {"bible": {"languages": ["en", "de", "fr"], "books": [41, 57, 59], "valid_chapters": 2, "test_chapters": 2}},
         "tokenizer": {"vocab_size": 600},
-        "model": {"class": "laa", "laa_points": ["dec_self_attn"], "lee_points": [4], "d_model": 32, "encoder_layers": 1,
-                  "decoder_layers": 2, "encoder_attention_heads": 2, "decoder_attention_heads": 2, "encoder_ffn_dim": 64,
-                  "decoder_ffn_dim": 64, **M2M},
+        "model": {"d_model": 32, "encoder_layers": 1, "decoder_layers": 2, "encoder_attention_heads": 2,
+                  "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, **BIBLE_METHODS[method]},
         "training": {"max_steps": 30, "per_device_train_batch_size": 16, "learning_rate": 0.003, "report_to": "none",
                      "use_cpu": True, "save_strategy": "no", "disable_tqdm": True},
         "evaluation": {"splits": []},
     }  # fmt: skip
     outcome = run_experiment(config)
-    model = LAAForConditionalGeneration.from_pretrained(outcome["model_dir"]).eval()
+    model = AutoModelForSeq2SeqLM.from_pretrained(outcome["model_dir"]).eval()
     tokenizer = LangSpecTokenizer.from_pretrained(outcome["model_dir"])
     with open(tmp_path / "run" / "data" / "test.jsonl") as f:
         rows = [json.loads(line) for line in f]
@@ -165,7 +176,8 @@ def test_a_specialized_bible_model_loads_without_the_package_and_translates_alik
         .strip()
         .splitlines()[-1]
     )
-    assert result["class"] == "M2M100ForConditionalGeneration"
+    pre_norm = BIBLE_METHODS[method]["normalize_before"]
+    assert result["class"] == ("M2M100ForConditionalGeneration" if pre_norm else "MarianMTModel")
     assert result["ids"] == generic["input_ids"].tolist()  # the plain tokenizer adds the direction's tag itself
     assert result["out"] == expected.tolist()
     # greedy through the generic model and through its CTranslate2 export
@@ -210,19 +222,9 @@ def test_the_cli_exports_both_models_and_ctranslate2_decodes_greedily_alike(tmp_
             p.add_(torch.randn_like(p) * (0.3 if ".insertions." in name else 0.1))
     model.save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")
-    main(
-        [
-            "export",
-            "--model",
-            str(tmp_path / "model"),
-            "--src-lang",
-            "en",
-            "--tgt-lang",
-            "de",
-            "--output-dir",
-            str(tmp_path / "out"),
-        ]
-    )
+    command = ["export", "--model", str(tmp_path / "model"), "--src-lang", "en", "--tgt-lang", "de"]
+    command += ["--output-dir", str(tmp_path / "out")]
+    main(command)
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     plain = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "out" / "transformers")
@@ -246,16 +248,4 @@ def test_the_cli_exports_both_models_and_ctranslate2_decodes_greedily_alike(tmp_
     )
     assert ct2 == [_strip(row) for row in generic.tolist()]
     with pytest.raises(FileExistsError, match="--force"):
-        main(
-            [
-                "export",
-                "--model",
-                str(tmp_path / "model"),
-                "--src-lang",
-                "en",
-                "--tgt-lang",
-                "de",
-                "--output-dir",
-                str(tmp_path / "out"),
-            ]
-        )
+        main(command)
