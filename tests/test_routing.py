@@ -46,11 +46,15 @@ def test_strategies_equal_a_per_example_loop(batch, tokens, num_languages, d_in,
 
 def test_auto_strategy_choices():
     same = LanguageRouter(torch.zeros(8, dtype=torch.long), 4)
-    assert same.choose(16, 16, rows=8 * 4096) == "group"
+    assert same.choose(16, 16) == "group"
     mixed = LanguageRouter(torch.arange(8) % 8, 8)
-    assert mixed.choose(16, 16, rows=8 * 4096) == "gather"
-    assert mixed.choose(4096, 4096, rows=8 * 4096) == "group"  # gathered weights would exceed the budget
-    assert mixed.choose(256, 256, rows=8) == "dense"  # one decoding step: few rows
+    assert mixed.choose(16, 16) == "gather"
+    assert mixed.choose(4096, 4096) == "group"  # gathered weights would exceed the budget
+    with torch.no_grad():  # decoding: gathered once, reused every step, when the module keeps a cache
+        assert same.choose(256, 256, cached=True) == "gather"
+        assert same.choose(256, 256) == "group"
+    assert same.choose(256, 256, cached=True) == "group"  # training gathers anew every step
+    assert LanguageRouter(torch.tensor([3]), 4).choose(4096, 4096) == "gather"  # one example: its own weight
 
 
 @pytest.mark.parametrize(

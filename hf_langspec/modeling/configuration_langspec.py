@@ -78,7 +78,7 @@ class LangSpecConfig(PretrainedConfig):
             How per-language parameters are applied to a mixed batch: `"gather"` (per-example weights
             and a batched matmul), `"group"` (rows grouped by language), `"dense"` (every language's
             weight in one matmul, each row keeping its own) or `"auto"` (chosen per call from the
-            number of rows, the batch size, the languages present and the weight size).
+            batch size, the languages present, the weight size and whether decoding can reuse gathered weights).
         encoder_drop_residual (`list[[int, str]]`, *optional*, defaults to `[]`):
             Residual connections removed in the encoder, as `[layer, sublayer]` with sublayer `"self_attn"` or
             `"ffn"`: `[[N // 2, "self_attn"]]` is the Residual baseline of Liu et al. (2021) for zero-shot

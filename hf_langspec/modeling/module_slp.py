@@ -52,6 +52,7 @@ class SelectiveLanguagePool(nn.Module):
         self.hard_probability = config.hlt_hard_probability
         self.disparity = config.hlt_disparity
         self.aux_loss: torch.Tensor | None = None  # the disparity loss of the last forward (stage 1, training)
+        self._route: tuple[tuple, torch.Tensor] | None = None
 
     # ------------------------------------------------------------------ pieces
     def tag_embeddings(self, embed_tokens: nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
@@ -84,6 +85,26 @@ class SelectiveLanguagePool(nn.Module):
         self.assignment[ids] = chosen
         return {self.languages[i]: int(t) for i, t in zip(self.high, chosen.tolist(), strict=True)}
 
+    def route_table(self) -> torch.Tensor:
+        """Stage 2: `[L]` adapter of every target language (its fixed one, or the universal one).
+
+        Built once per assignment (checked then, not at every decoding step: no host synchronisation).
+        """
+        key = (id(self.assignment), self.assignment._version, self.assignment.device)
+        if self._route is None or self._route[0] != key:
+            high = torch.zeros_like(self.assignment, dtype=torch.bool)
+            high[self.high] = True
+            if bool((high & (self.assignment < 0)).any()):
+                raise ValueError(
+                    "hlt_stage=2 but the adapter assignment of some high-resource languages is not fixed; call "
+                    "HLTForConditionalGeneration.fix_assignment() at the end of stage 1."
+                )
+            self._route = (
+                key,
+                torch.where(high, self.assignment, torch.full_like(self.assignment, self.num_adapters)),
+            )
+        return self._route[1]
+
     # ------------------------------------------------------------------ forward
     def prepare(self, lang: LanguageContext, hidden: torch.Tensor) -> None:
         self.aux_loss = None
@@ -92,15 +113,7 @@ class SelectiveLanguagePool(nn.Module):
         tgt = lang.ids("target", needed_by="HLT-MT's language-specific pool (the target language)")
         embed_tokens = lang.scratch["embed_tokens"]
         if self.stage == 2:
-            fixed = self.assignment.index_select(0, tgt)
-            high = torch.tensor(self.high, device=tgt.device)
-            is_high = torch.isin(tgt, high)
-            if bool((is_high & (fixed < 0)).any()):
-                raise ValueError(
-                    "hlt_stage=2 but the adapter assignment of some high-resource languages is not fixed; call "
-                    "HLTForConditionalGeneration.fix_assignment() at the end of stage 1."
-                )
-            return self.adapter(hidden, torch.where(is_high, fixed, torch.full_like(fixed, self.num_adapters)))
+            return self.adapter(hidden, self.route_table().index_select(0, tgt))
         alpha = self.probabilities(embed_tokens, tgt)
         if self.training:
             self.aux_loss = self.disparity_loss(embed_tokens, tgt.device)
