@@ -122,6 +122,7 @@ def main() -> None:
     parser.add_argument("--src-len", type=int, default=24)
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each setting per round")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
@@ -160,10 +161,11 @@ def main() -> None:
         for round_index in range(args.rounds + 1):  # round 0 warms up and is not counted
             for name, run in runners.items():
                 for beams, batch in SETTINGS:
-                    start = time.perf_counter()
-                    run(beams, batch)
-                    if round_index:
-                        times[name][beams, batch].append(time.perf_counter() - start)
+                    for _ in range(args.repeats):
+                        start = time.perf_counter()
+                        run(beams, batch)
+                        if round_index:
+                            times[name][beams, batch].append(time.perf_counter() - start)
     median = {name: {s: statistics.median(v) for s, v in per.items()} for name, per in times.items()}
     publish("serving", "Serving one direction: generic vs specialized vs CTranslate2 vs MarianMTModel",
             table(median, args, shape), write=not args.no_write)  # fmt: skip
@@ -174,8 +176,9 @@ def table(median: dict, args, shape: dict) -> str:
     head = " | ".join(f"{'greedy' if b == 1 else f'beam {b}'}, batch {n}" for b, n in SETTINGS)
     rows = [
         f"{label}, vocabulary {args.vocab}, generic models with {args.languages} languages; source {args.src_len} "
-        f"tokens, exactly {args.new_tokens} new tokens per sentence; median of {args.rounds} interleaved rounds "
-        "after a warm-up round. Cells: generated tokens/s (sentences/s).",
+        f"tokens, exactly {args.new_tokens} new tokens per sentence; median of {args.repeats} runs x {args.rounds} "
+        "interleaved rounds after a warm-up round. Cells: generated tokens/s (sentences/s). (b) of LAA is a "
+        "MarianMTModel of exactly (d)'s shape, so its (b) / (d) row shows the measurement's noise.",
         "",
         f"| model | {head} |",
         "|---|" + "---:|" * len(SETTINGS),

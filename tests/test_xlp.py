@@ -109,7 +109,8 @@ def test_the_config_pipeline_trains_an_xlp_model_with_its_card(tmp_path):
     assert saved["model_type"] == "langspec_xlp_mt" and saved["xlp_decoder"] is False
     assert "Luo" in (outcome["model_dir"] / "README.md").read_text()
     with pytest.raises(
-        ConfigError, match=r"class='xlm' is unknown; use one of \['adapter', 'baseline', 'cll', 'clm', 'hlt', 'laa', 'xlp'\]"
+        ConfigError,
+        match=r"class='xlm' is unknown; use one of \['adapter', 'baseline', 'cll', 'clm', 'hlt', 'laa', 'xlp'\]",
     ):
         validate_config(_config(tmp_path, model={"class": "xlm"}))
     with pytest.raises(ConfigError, match=r"unknown keys \['xlp_decoder'\]"):

@@ -72,7 +72,7 @@ class LanguageAwareAttention(nn.Module):
         """
         router = self._router(lang)
         d = self.weight.shape[-1]
-        if router.choose(d, d, cached=True) != "gather":
+        if router.choose(d, d) != "gather":
             return
         gathered = {}
         for slot in range(self.weight.shape[0]) if self.per_layer else [None]:

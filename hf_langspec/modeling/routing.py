@@ -15,10 +15,10 @@ forward and offers two ways to apply a ``[L, d_in, d_out]`` weight to ``[B, T, d
   keeps its own language's block. L times the FLOPs, but one kernel and no weight copies (explicit
   choice only: measured slower than ``group`` at every decoding shape tried, even with 2 languages).
 
-``auto`` picks ``gather`` for a single example, and at inference with a per-module cache when the
-gathered weights fit :data:`GATHER_BUDGET_ELEMENTS` (gathered once per generation, reused every
-decoding step); otherwise ``group`` when the batch holds at most half as many distinct languages as
-examples or when the gathered weights would exceed the budget; otherwise ``gather``.
+``auto`` picks ``gather`` for a single example; otherwise ``group`` when the batch holds at most half as
+many distinct languages as examples or when the gathered weights would exceed
+:data:`GATHER_BUDGET_ELEMENTS`; otherwise ``gather`` (at inference, modules with a cache gather once
+per generation and reuse the weights every decoding step).
 Measured on the 2-core CPU, one decoding step of 32 rows (256 x 1024 weights, 4 languages, 2 present):
 dense 0.75 ms, group 0.23 ms, uncached gather 16 ms (the copy of 32 weights). Modules never loop over
 examples in Python.
@@ -80,8 +80,8 @@ class LanguageRouter:
     def languages_present(self) -> int:
         return sum(1 for c in self._group_index()[2] if c)
 
-    def choose(self, d_in: int, d_out: int, cached: bool = False) -> str:
-        """The strategy for a `[d_in, d_out]` weight; `cached`: the caller reuses gathered weights across calls."""
+    def choose(self, d_in: int, d_out: int) -> str:
+        """The strategy for a `[d_in, d_out]` weight (see the module docstring)."""
         if self.strategy != "auto":
             return self.strategy
         batch = self.lang_ids.numel()
@@ -89,8 +89,6 @@ class LanguageRouter:
             return "gather"
         if batch * d_in * d_out > GATHER_BUDGET_ELEMENTS:
             return "group"
-        if cached and not torch.is_grad_enabled():
-            return "gather"
         return "group" if 2 * self.languages_present() <= batch else "gather"
 
     def matmul(
@@ -113,7 +111,7 @@ class LanguageRouter:
                 "src_lang_ids / tgt_lang_ids must have one id per example ([B])."
             )
         rows = x.reshape(batch, -1, d_in)
-        strategy = self.choose(d_in, d_out, cached=cache is not None)
+        strategy = self.choose(d_in, d_out)
         if strategy == "gather":
             gathered = cache.get(weight, self.lang_ids) if cache is not None else None
             gathered = gathered if gathered is not None else weight.index_select(0, self.lang_ids)
