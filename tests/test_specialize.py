@@ -249,3 +249,9 @@ def test_the_cli_exports_both_models_and_ctranslate2_decodes_greedily_alike(tmp_
     assert ct2 == [_strip(row) for row in generic.tolist()]
     with pytest.raises(FileExistsError, match="--force"):
         main(command)
+
+
+def test_a_tokenizer_of_another_model_is_refused():
+    tokenizer = tiny_tokenizer()  # 3 languages and its own vocabulary; the model has 4 and 120 ids
+    with pytest.raises(ValueError, match=r"does not match the model \(vocab_size: model has 120, tokenizer has"):
+        specialize(build(LangSpecConfig, LangSpecForConditionalGeneration, MARIAN), "en", "de", tokenizer)

@@ -88,6 +88,8 @@ def specialize(model: Any, src_lang: str, tgt_lang: str, tokenizer: Any = None) 
     """
     config = model.config
     src, tgt = config.language_id(src_lang), config.language_id(tgt_lang)
+    if tokenizer is not None:
+        tokenizer.check_model(model)  # the vocabulary, languages and tags must be the model's
     if getattr(config, "laa_random", False):
         raise ValueError("Cannot specialize LAA^R (laa_random=True): its matrices are drawn at random per example.")
     target = _target(config)
@@ -106,7 +108,7 @@ def specialize(model: Any, src_lang: str, tgt_lang: str, tokenizer: Any = None) 
                 if point == "embed":
                     embeddings[side] = _affine(module, lang, config.d_model, embeddings[side])
                 elif point in _INPUT_POINTS or point == "enc_out":
-                    _fold_constants(module, lang, side, point, state, config, target, embeddings)
+                    _fold_constants(module, lang, side, point, state, config, embeddings)
                 elif point in _ATTENTION_POINTS:
                     _fold_attention(module, lang, side, point, state, config)
                 elif point == "dec_ffn":
@@ -123,7 +125,8 @@ def specialize_tokenizer(tokenizer: Any, src_lang: str, tgt_lang: str) -> PreTra
     """A plain `PreTrainedTokenizerFast` for one direction: `[tag] pieces </s>` with source tags, else `pieces </s>`."""
     from tokenizers import processors
 
-    tokenizer.language_id(src_lang)  # unknown codes fail here, with the tokenizer's message
+    for code in (src_lang, tgt_lang):
+        tokenizer.language_id(code)  # unknown codes fail here, with the tokenizer's message
     backend = copy.deepcopy(tokenizer.backend_tokenizer)
     eos = tokenizer.eos_token
     specials = [(eos, tokenizer.eos_token_id)]
@@ -206,7 +209,7 @@ def _layers(point: str, config) -> list[int | None]:
     return list(range(config.encoder_layers if point.startswith("enc") else config.decoder_layers))
 
 
-def _fold_constants(module, lang, side, point, state, config, target, embeddings) -> None:
+def _fold_constants(module, lang, side, point, state, config, embeddings) -> None:
     """LEE: `h + e` before a sublayer goes into whatever wrote `h` last."""
     style = "pre" if config.normalize_before else "post"
     prefix = f"{side}.layers"
