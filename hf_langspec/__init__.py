@@ -110,5 +110,15 @@ __all__ = [
     "XLPMTConfig",
     "XLPMTModel",
     "XLPModel",
+    "specialize",
     "train_tokenizer",
 ]
+
+
+def __getattr__(name: str):
+    # `hf_langspec.specialize` without importing the export stack (model cards, the Hub client) at start-up
+    if name == "specialize":
+        from .export.specialize import specialize
+
+        return specialize
+    raise AttributeError(f"module 'hf_langspec' has no attribute {name!r}")

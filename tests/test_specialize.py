@@ -114,6 +114,12 @@ def test_what_cannot_fold_is_refused_with_the_reason(config_class, model_class, 
         specialize(build(config_class, model_class, settings), "en", "de")
 
 
+def test_specialize_is_part_of_the_package_api():
+    import hf_langspec
+
+    assert hf_langspec.specialize is specialize
+
+
 def test_unknown_languages_are_named():
     with pytest.raises(ValueError, match="Unknown language code 'xx'"):
         specialize(build(LangSpecConfig, LangSpecForConditionalGeneration, MARIAN), "en", "xx")
