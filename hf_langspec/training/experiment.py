@@ -375,6 +375,8 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
 
     train, report = filter_pairs(data["train"], tokenizer=tokenizer, max_length=data_section.get("max_length", 100))
     logger.info("Training data after filtering:\n%s", report.table())
+    # examples per direction, counted once: language pairs, the high/low split, stage directions, the card
+    train_sizes = Counter(f"{s}-{t}" for s, t in zip(train["src_lang"], train["tgt_lang"], strict=True))
     model_section = dict(config.get("model", {}))
     torch.manual_seed(base_args.seed)
     if "init_from" in model_section:  # continue a saved model (e.g. one extended with a new language)
@@ -383,8 +385,8 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
         model = AutoModelForSeq2SeqLM.from_pretrained(model_section["init_from"])
     else:
         # the trained directions: mCLM keys its gates by them (and every checkpoint records them)
-        model_section.setdefault("language_pairs", sorted(per_direction(train)))
-        resolve_high_resource(model_section, {d: len(rows) for d, rows in per_direction(train).items()})
+        model_section.setdefault("language_pairs", sorted(train_sizes))
+        resolve_high_resource(model_section, train_sizes)
         config_class, model_class = model_classes()[model_section.pop("class", "baseline")]
         encoder_init = model_section.pop("init_encoder_from", None)
         model = model_class(config_class(**tokenizer.model_config_kwargs(), **model_section))
@@ -416,9 +418,10 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
             for direction, rows in valid_per_direction.items()
         }
     stages = config.get("stages") or [{"name": "main"}]
-    trained = sorted(per_direction(train))
     stages = [
-        {**stage, "directions": _stage_directions(stage, model.config, trained)} if "directions" in stage else stage
+        {**stage, "directions": _stage_directions(stage, model.config, sorted(train_sizes))}
+        if "directions" in stage
+        else stage
         for stage in stages
     ]
     for stage in stages:
@@ -462,9 +465,7 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     from ..export.card import write_model_card
 
     card_section = config.get("card", {})
-    write_model_card(
-        model_dir, results, train_sizes=Counter(f"{r['src_lang']}-{r['tgt_lang']}" for r in train), **card_section
-    )
+    write_model_card(model_dir, results, train_sizes=train_sizes, **card_section)
     outcome |= {"results": results, "results_files": paths}
     example = config.get("translate")
     if example:
