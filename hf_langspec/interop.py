@@ -50,19 +50,38 @@ _TARGETS: dict[str, dict[str, Any]] = {
 }
 
 
-def _check_convertible(model: LangSpecForConditionalGeneration, target: str) -> None:
-    config = model.config
-    problems = [
-        f"{field}={getattr(config, field)!r} (needs {value!r})"
-        for field, value in _TARGETS[target].items()
-        if getattr(config, field) != value
-    ]
+# why each target's position numbering is what it is (an error names it next to the setting it needs)
+_POSITION_NUMBERING = {
+    "marian": "Marian numbers sinusoids from 0",
+    "m2m100": "M2M100 numbers fairseq sinusoids from pad + 1",
+}
+
+
+def backbone_problems(config: LangSpecConfig, target: str) -> list[str]:
+    """What in `config`'s backbone the reference model `target` ("marian" or "m2m100") cannot represent.
+
+    These are fixed when a model is built; conversion and specialization both refuse them.
+    """
+    problems = []
+    needed = _TARGETS[target]
+    if config.normalize_before != needed["normalize_before"]:
+        problems.append(f"normalize_before={config.normalize_before!r} (needs {needed['normalize_before']!r})")
+    if config.position_embedding_type != needed["position_embedding_type"]:
+        problems.append(
+            f"position_embedding_type={config.position_embedding_type!r} "
+            f"({_POSITION_NUMBERING[target]}: {needed['position_embedding_type']!r})"
+        )
     if config.layernorm_embedding:
         problems.append("layernorm_embedding=True (the reference model has no embedding layer norm)")
     if config.encoder_drop_residual:
         problems.append(
             f"encoder_drop_residual={config.encoder_drop_residual} (the reference model keeps every residual)"
         )
+    return problems
+
+
+def _check_convertible(model: LangSpecForConditionalGeneration, target: str) -> None:
+    problems = backbone_problems(model.config, target)
     modules = {
         f"{stack}.{point}": type(module).__name__
         for stack in ("encoder", "decoder")
@@ -78,21 +97,31 @@ def _check_convertible(model: LangSpecForConditionalGeneration, target: str) -> 
         )
 
 
-def _copy_weights(source: PreTrainedModel, target: PreTrainedModel, ignore: tuple[str, ...] = ()) -> None:
-    """Copy every tensor by name; missing or unexpected names (except `ignore`) are an error."""
-    source_state = {k: v for k, v in source.state_dict().items() if not k.endswith(ignore)}
-    target_keys = {k for k in target.state_dict() if not k.endswith(ignore)}
+def copy_state(
+    state: dict[str, torch.Tensor], target: PreTrainedModel, ignore: tuple[str, ...] = (), source: str = "the weights"
+) -> None:
+    """Copy every tensor of `state` into `target` by name; missing or unexpected names (except `ignore`) and
+    shapes that differ are an error."""
+    source_state = {k: v for k, v in state.items() if not k.endswith(ignore)}
+    target_state = target.state_dict()
+    target_keys = {k for k in target_state if not k.endswith(ignore)}
     missing, unexpected = target_keys - set(source_state), set(source_state) - target_keys
     if missing or unexpected:
         raise ValueError(
-            f"Weight names do not line up between {type(source).__name__} and {type(target).__name__}: "
+            f"Weight names do not line up between {source} and {type(target).__name__}: "
             f"missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}."
         )
     with torch.no_grad():
-        target_state = target.state_dict()
         for name, tensor in source_state.items():
+            if target_state[name].shape != tensor.shape:
+                raise ValueError(f"{name}: {tuple(tensor.shape)} does not fit {tuple(target_state[name].shape)}.")
             target_state[name].copy_(tensor)
     target.tie_weights()
+
+
+def _copy_weights(source: PreTrainedModel, target: PreTrainedModel, ignore: tuple[str, ...] = ()) -> None:
+    """Copy every tensor of `source` into `target` by name (see :func:`copy_state`)."""
+    copy_state(source.state_dict(), target, ignore, source=type(source).__name__)
 
 
 def _backbone_kwargs(config) -> dict[str, Any]:
@@ -164,4 +193,4 @@ def from_m2m100(m2m: M2M100ForConditionalGeneration, **language_contract: Any) -
     return model.train(m2m.training)
 
 
-__all__ = ["from_m2m100", "from_marian", "to_m2m100", "to_marian"]
+__all__ = ["backbone_problems", "copy_state", "from_m2m100", "from_marian", "to_m2m100", "to_marian"]

@@ -45,7 +45,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from ..interop import _reference_kwargs
+from ..interop import _reference_kwargs, backbone_problems, copy_state
 from ..modeling.routing import LanguageContext
 
 # LEE-style constants: (stack, point) -> the sublayer whose input they join
@@ -150,22 +150,8 @@ def specialize_tokenizer(tokenizer: Any, src_lang: str, tgt_lang: str) -> PreTra
 
 # ---------------------------------------------------------------------------- checks and probes
 def _target(config) -> str:
-    problems = []
-    if config.layernorm_embedding:
-        problems.append("layernorm_embedding=True (Marian and M2M100 have no LayerNorm on the embeddings)")
-    if config.encoder_drop_residual:
-        problems.append(f"encoder_drop_residual={config.encoder_drop_residual} (the plain models keep every residual)")
-    if config.normalize_before:
-        target, positions = "m2m100", "sinusoidal"
-    else:
-        target, positions = "marian", "sinusoidal_marian"
-    if config.position_embedding_type != positions:
-        problems.append(
-            f"position_embedding_type={config.position_embedding_type!r} ("
-            + ("M2M100, the pre-norm target, numbers fairseq sinusoids from pad + 1: 'sinusoidal'"
-               if target == "m2m100" else "Marian, the post-norm target, numbers sinusoids from 0: 'sinusoidal_marian'")
-            + ")"
-        )  # fmt: skip
+    target = "m2m100" if config.normalize_before else "marian"
+    problems = backbone_problems(config, target)
     if problems:
         raise ValueError(
             f"Cannot specialize a {'pre' if config.normalize_before else 'post'}-norm model into {target}: "
@@ -298,47 +284,22 @@ def _build(config, target: str, state: dict, embeddings: dict, widths: dict[int,
                 "position_embedding_type='sinusoidal_marian', which specializes into MarianMTModel's separate matrices."
             )
         plain = M2M100ForConditionalGeneration(M2M100Config(**kwargs))
-        names = {f"model.{k}": v for k, v in state.items()} | {"lm_head.weight": shared}
     else:
-        untied = bool(own)
         plain = MarianMTModel(
             MarianConfig(
-                **kwargs | {"tie_word_embeddings": not untied},
+                **kwargs | {"tie_word_embeddings": not own},
                 decoder_vocab_size=config.vocab_size,
-                share_encoder_decoder_embeddings=not untied,
+                share_encoder_decoder_embeddings=not own,
                 forced_eos_token_id=None,
             )
         )
-        names = {f"model.{k}": v for k, v in state.items() if not k.endswith("embed_tokens.weight")}
-        names["lm_head.weight"] = shared
-        if untied:
-            names.pop("model.shared.weight")
-            names["model.encoder.embed_tokens.weight"] = own.get("encoder", shared)
-            names["model.decoder.embed_tokens.weight"] = own.get("decoder", shared)
-    _load(plain, names)
+    names = {f"model.{k}": v for k, v in state.items()} | {"lm_head.weight": shared}
+    if own:  # Marian's separate matrices: the output projection keeps `shared`
+        del names["model.shared.weight"]
+        names["model.encoder.embed_tokens.weight"] = own.get("encoder", shared)
+        names["model.decoder.embed_tokens.weight"] = own.get("decoder", shared)
+    copy_state(names, plain, ignore=("final_logits_bias", "embed_positions.weight"), source="the folded weights")
     return plain
-
-
-def _load(plain: PreTrainedModel, names: dict[str, torch.Tensor]) -> None:
-    target = plain.state_dict()
-    skip = ("embed_positions.weight", "final_logits_bias", "embed_positions._float_tensor")
-    expected = {k for k in target if not k.endswith(skip)}
-    given = {k for k in names if not k.endswith(skip)}
-    # tied copies (encoder/decoder embed_tokens = shared, lm_head = shared) are one tensor
-    tied = {
-        k for k in expected - given if target[k].data_ptr() in {target[g].data_ptr() for g in given if g in target}
-    }
-    missing, unexpected = expected - given - tied, given - expected
-    if missing or unexpected:
-        raise ValueError(f"Specialization does not line up with {type(plain).__name__}: missing {sorted(missing)[:5]}, "
-                         f"unexpected {sorted(unexpected)[:5]}.")  # fmt: skip
-    with torch.no_grad():
-        for name in given:
-            if target[name].shape != names[name].shape:
-                raise ValueError(f"{name}: {tuple(names[name].shape)} does not fit {tuple(target[name].shape)}.")
-            target[name].copy_(names[name])
-        if "final_logits_bias" in target:
-            target["final_logits_bias"].zero_()
 
 
 def _set_generation(plain: PreTrainedModel, model: Any, tgt: int) -> None:
