@@ -162,12 +162,9 @@ def _target(config) -> str:
 
 
 def _context(model, stack, src: int, tgt: int) -> LanguageContext:
-    lang = LanguageContext(torch.tensor([src]), torch.tensor([tgt]), model.config.num_languages, 1, "gather")
-    lang.scratch["embed_tokens"] = model.get_input_embeddings()
-    hidden = torch.zeros(1, 1, model.config.d_model, dtype=model.dtype)
-    for module in stack.insertions.values():
-        if hasattr(module, "prepare"):
-            module.prepare(lang, hidden)
+    """One example of the direction, with the stack's modules prepared as in its own forward."""
+    lang = stack.language_context(1, torch.tensor([src]), torch.tensor([tgt]))
+    stack.prepare_modules(lang, torch.zeros(1, 1, model.config.d_model, dtype=model.dtype))
     return lang
 
 

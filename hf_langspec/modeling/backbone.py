@@ -409,14 +409,15 @@ class _Stack(nn.Module):
             )
         self.insertions = nn.ModuleDict(insertions or {})
 
-    def _language_context(self, batch_size, src_lang_ids, tgt_lang_ids) -> LanguageContext:
+    def language_context(self, batch_size, src_lang_ids, tgt_lang_ids) -> LanguageContext:
+        """The validated language ids of one forward, with the shared embeddings in its scratch (LEE, SLP read them)."""
         lang = LanguageContext(
             src_lang_ids, tgt_lang_ids, self.config.num_languages, batch_size, self.config.routing_strategy
         )
         lang.scratch["embed_tokens"] = self.embed_tokens  # LEE reads language-tag embeddings from it
         return lang
 
-    def _prepare(self, lang: LanguageContext, hidden: torch.Tensor) -> None:
+    def prepare_modules(self, lang: LanguageContext, hidden: torch.Tensor) -> None:
         """Modules' once-per-forward work (gathers, lookups) runs here, outside the layers, so gradient
         checkpointing recomputes a layer with exactly the operations of its first run."""
         for module in self.insertions.values():
@@ -460,10 +461,10 @@ class LangSpecEncoder(_Stack):
     ) -> BaseModelOutput:
         _check_no_attentions(output_attentions)
         batch = (input_ids if input_ids is not None else inputs_embeds).shape[0]
-        lang = self._language_context(batch, src_lang_ids, tgt_lang_ids)
+        lang = self.language_context(batch, src_lang_ids, tgt_lang_ids)
         slots = dict(self.insertions.items())
         hidden = self._embed(input_ids, inputs_embeds, lang, slots)
-        self._prepare(lang, hidden)
+        self.prepare_modules(lang, hidden)
         mask = _padding_mask(attention_mask, hidden.dtype)
         states = [hidden] if output_hidden_states else None
         for layer in self.layers:
@@ -510,10 +511,10 @@ class LangSpecDecoder(_Stack):
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         reference = input_ids if input_ids is not None else inputs_embeds
         batch, length = reference.shape[:2]
-        lang = self._language_context(batch, src_lang_ids, tgt_lang_ids)
+        lang = self.language_context(batch, src_lang_ids, tgt_lang_ids)
         slots = dict(self.insertions.items())
         hidden = self._embed(input_ids, inputs_embeds, lang, slots, past_length)
-        self._prepare(lang, hidden)
+        self.prepare_modules(lang, hidden)
         self_mask, is_causal = _decoder_self_mask(attention_mask, length, past_length, hidden.dtype, hidden.device)
         cross_mask = _padding_mask(encoder_attention_mask, hidden.dtype)
         states = [hidden] if output_hidden_states else None
