@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .routing import GatheredWeights, LanguageContext, LanguageRouter
+from .routing import GatheredWeights, LanguageContext, LanguageRouter, PairIndex
 
 ADAPTER_NORMS = ("pre", "post", "none")
 ADAPTER_FORMS = ("bottleneck", "matrix")
@@ -122,9 +122,8 @@ class LanguageAdapters(nn.Module):
         super().__init__()
         self.side = side
         self.key = config.adapter_key
-        self.languages = list(config.languages)
-        self.pairs = [(self.languages.index(s), self.languages.index(t)) for s, t in config.language_pairs]
-        keys = len(self.pairs) if self.key == "pair" else len(self.languages)
+        self.pair_index = PairIndex(config.languages, config.language_pairs)
+        keys = len(self.pair_index) if self.key == "pair" else config.num_languages
         layers = config.encoder_layers if side == "encoder" else config.decoder_layers
         self.per_layer = config.adapter_position == "layers" and not config.adapter_share_layers
         self.adapters = BottleneckAdapters(
@@ -136,7 +135,6 @@ class LanguageAdapters(nn.Module):
             activation=config.adapter_activation,
             form=config.adapter_form,
         )
-        self._pair_index: dict[torch.device, torch.Tensor] = {}
 
     def key_ids(self, lang: LanguageContext) -> torch.Tensor:
         """`[B]` adapter keys: the example's language on this side, or its direction's index."""
@@ -145,16 +143,9 @@ class LanguageAdapters(nn.Module):
             return lang.ids(role, needed_by=f"the {self.side}'s language adapters (the {role} language)")
         src = lang.ids("source", needed_by="language-pair adapters (the source language)")
         tgt = lang.ids("target", needed_by="language-pair adapters (the target language)")
-        device = src.device
-        if device not in self._pair_index:
-            index = torch.full((len(self.languages), len(self.languages)), -1, dtype=torch.long)
-            for i, (s, t) in enumerate(self.pairs):
-                index[s, t] = i
-            self._pair_index[device] = index.to(device)
-        ids = self._pair_index[device][src, tgt]
+        ids = self.pair_index.ids(src, tgt)
         if bool((ids < 0).any()):
-            missing = zip(src[ids < 0].tolist(), tgt[ids < 0].tolist(), strict=True)
-            unseen = sorted({f"{self.languages[s]}-{self.languages[t]}" for s, t in missing})
+            unseen = self.pair_index.names(src[ids < 0], tgt[ids < 0])
             raise ValueError(
                 f"Language-pair adapters have no adapter for {unseen}: they are not in config.language_pairs. "
                 "Pair adapters only cover trained directions; key the adapters by language "

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .routing import LanguageContext, LanguageRouter
+from .routing import LanguageContext, LanguageRouter, PairIndex
 
 MIX_CHUNK_ELEMENTS = 1 << 23  # transient [tokens, chunk, d] block of the fast mix: 32 MiB of float32
 CLM_VARIANTS = ("none", "sclm", "mclm", "ls")
@@ -177,22 +177,17 @@ class CrossLingualMixing(nn.Module):
         self.recorder: list | None = None  # set by the ATP analysis (section 5.1) to collect proportions
         self.layer_norms = nn.ModuleList(nn.ModuleDict({s: nn.LayerNorm(d) for s in sublayers}) for _ in range(layers))
         self.languages = list(config.languages)
-        # trained pairs as (source index, target index); lookup tables are built per device on first use
-        # (not buffers: from_pretrained materialises non-persistent buffers without their values)
-        self.pairs = [(self.languages.index(s), self.languages.index(t)) for s, t in config.language_pairs]
-        self._tables: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.pair_index = PairIndex(config.languages, config.language_pairs)
+        self._by_target: dict[torch.device, torch.Tensor] = {}
 
-    def _pair_tables(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """`(index [L, L] of each trained pair or -1, by_target [L, n_pairs] one-hot of pairs into each target)`."""
-        if device not in self._tables:
-            n = len(self.languages)
-            index = torch.full((n, n), -1, dtype=torch.long)
-            by_target = torch.zeros(n, len(self.pairs))
-            for i, (src, tgt) in enumerate(self.pairs):
-                index[src, tgt] = i
+    def _pairs_into(self, device: torch.device) -> torch.Tensor:
+        """`[L, n_pairs]`: one-hot of the trained pairs into each target language (built per device on first use)."""
+        if device not in self._by_target:
+            by_target = torch.zeros(len(self.languages), len(self.pair_index))
+            for i, (_, tgt) in enumerate(self.pair_index.pairs):
                 by_target[tgt, i] = 1.0
-            self._tables[device] = (index.to(device), by_target.to(device))
-        return self._tables[device]
+            self._by_target[device] = by_target.to(device)
+        return self._by_target[device]
 
     def initialize(self, init, config) -> None:
         # Xavier-uniform per d x d map and per d x k gate (fairseq's Linear initialisation)
@@ -219,7 +214,7 @@ class CrossLingualMixing(nn.Module):
             ids = lang.ids("target", needed_by)
         else:
             src, tgt = lang.ids("source", needed_by), lang.ids("target", needed_by)
-            ids = self._pair_tables(src.device)[0][src, tgt]
+            ids = self.pair_index.ids(src, tgt)
             unseen = ids < 0
             if bool(unseen.any()):
                 ids, mix = self._resolve_unseen(ids, unseen, src, tgt)
@@ -228,15 +223,14 @@ class CrossLingualMixing(nn.Module):
         return keys
 
     def _resolve_unseen(self, ids, unseen, src, tgt) -> tuple[torch.Tensor, torch.Tensor]:
-        unseen_pairs = zip(src[unseen].tolist(), tgt[unseen].tolist(), strict=True)
-        names = sorted({f"{self.languages[s]}-{self.languages[t]}" for s, t in unseen_pairs})
+        names = self.pair_index.names(src[unseen], tgt[unseen])
         if self.unseen_rule == "error":
             raise ValueError(
                 f"mCLM keyed by language pair has no parameters for {names}: they are not in config.language_pairs "
-                f"({len(self.pairs)} trained pairs). Set clm_unseen_pair='target_mean' to use the mean of the "
+                f"({len(self.pair_index)} trained pairs). Set clm_unseen_pair='target_mean' to use the mean of the "
                 "trained pairs into the same target language, or key the decoder by target (clm_decoder_key='target')."
             )
-        by_target = self._pair_tables(src.device)[1]
+        by_target = self._pairs_into(src.device)
         targets = torch.unique(tgt[unseen])
         counts = by_target[targets].sum(-1)
         if bool((counts == 0).any()):

@@ -136,6 +136,37 @@ class LanguageRouter:
         return out.reshape(*x.shape[:-1], d_out)
 
 
+class PairIndex:
+    """Direction keys: each `(source, target)` pair's index in `config.language_pairs`, -1 for an untrained one.
+
+    The `[L, L]` lookup table is built per device on first use (not a buffer: `from_pretrained`
+    materialises non-persistent buffers without their values).
+    """
+
+    def __init__(self, languages: list[str], language_pairs: list[list[str]]):
+        self.languages = list(languages)
+        self.pairs = [(self.languages.index(s), self.languages.index(t)) for s, t in language_pairs]
+        self._tables: dict[torch.device, torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def ids(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        """`[B]` pair index of each example (-1: not a trained direction)."""
+        if src.device not in self._tables:
+            n = len(self.languages)
+            table = torch.full((n, n), -1, dtype=torch.long)
+            for i, (s, t) in enumerate(self.pairs):
+                table[s, t] = i
+            self._tables[src.device] = table.to(src.device)
+        return self._tables[src.device][src, tgt]
+
+    def names(self, src: torch.Tensor, tgt: torch.Tensor) -> list[str]:
+        """The sorted `"src-tgt"` names of the examples' directions (for error messages)."""
+        pairs = zip(src.tolist(), tgt.tolist(), strict=True)
+        return sorted({f"{self.languages[s]}-{self.languages[t]}" for s, t in pairs})
+
+
 class LanguageContext:
     """The language ids of one forward pass, handed to every insertion-point module.
 
@@ -211,4 +242,4 @@ def check_language_ids(
     return ids.long()
 
 
-__all__ = ["GatheredWeights", "LanguageContext", "LanguageRouter", "check_language_ids"]
+__all__ = ["GatheredWeights", "LanguageContext", "LanguageRouter", "PairIndex", "check_language_ids"]
