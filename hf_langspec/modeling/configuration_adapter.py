@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .configuration_langspec import LangSpecConfig
+from .configuration_langspec import LangSpecConfig, check_choice
 from .module_adapter import ADAPTER_FORMS, ADAPTER_NORMS
 
 ADAPTER_STACKS = ("encoder", "decoder")
@@ -102,8 +102,7 @@ class AdapterConfig(LangSpecConfig):
             "adapter_form": ADAPTER_FORMS, "adapter_norm": ADAPTER_NORMS, "adapter_activation": ("relu", "gelu"),
         }  # fmt: skip
         for field, allowed in choices.items():
-            if getattr(self, field) not in allowed:
-                raise ValueError(f"{field}={getattr(self, field)!r} is not supported; use one of {list(allowed)}.")
+            check_choice(field, getattr(self, field), allowed)
         if not self.adapter_stacks or any(s not in ADAPTER_STACKS for s in self.adapter_stacks):
             raise ValueError(f"adapter_stacks={self.adapter_stacks} must list one or both of {list(ADAPTER_STACKS)}.")
         if self.adapter_dim < 1:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .configuration_langspec import LangSpecConfig
+from .configuration_langspec import LangSpecConfig, check_choice
 from .module_clm import CLM_KEYS, CLM_VARIANTS, UNSEEN_PAIR_RULES
 
 
@@ -82,8 +82,7 @@ class CLMConfig(LangSpecConfig):
             "clm_implementation": ("fast", "naive"),
         }  # fmt: skip
         for field, allowed in choices.items():
-            if getattr(self, field) not in allowed:
-                raise ValueError(f"{field}={getattr(self, field)!r} is not supported; use one of {list(allowed)}.")
+            check_choice(field, getattr(self, field), allowed)
         if self.clm_num_features < 1:
             raise ValueError(f"clm_num_features={self.clm_num_features} must be at least 1 (the paper uses 35-560).")
         if not 0 <= self.clm_alpha <= 1:  # 1: uniform proportions (a hand-checkable case)

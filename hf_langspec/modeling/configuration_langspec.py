@@ -204,10 +204,10 @@ class LangSpecConfig(PretrainedConfig):
     # ------------------------------------------------------------------ validation
     def validate_langspec(self) -> None:
         """Raise a ValueError naming the field and the fix for any impossible setting."""
-        _choice("lang_tag_style", self.lang_tag_style, LANG_TAG_STYLES)
-        _choice("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
-        _choice("language_embedding", self.language_embedding, LANGUAGE_EMBEDDING_TYPES)
-        _choice("routing_strategy", self.routing_strategy, ROUTING_STRATEGIES)
+        check_choice("lang_tag_style", self.lang_tag_style, LANG_TAG_STYLES)
+        check_choice("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
+        check_choice("language_embedding", self.language_embedding, LANGUAGE_EMBEDDING_TYPES)
+        check_choice("routing_strategy", self.routing_strategy, ROUTING_STRATEGIES)
         if self.activation_function not in ACT2FN:
             raise ValueError(
                 f"activation_function={self.activation_function!r} is unknown; use one of "
@@ -282,7 +282,8 @@ class LangSpecConfig(PretrainedConfig):
                 )
 
 
-def _choice(field: str, value: object, allowed: Sequence[str]) -> None:
+def check_choice(field: str, value: object, allowed: Sequence[str]) -> None:
+    """A ValueError naming `field` and the allowed values when `value` is not one of them."""
     if value not in allowed:
         raise ValueError(f"{field}={value!r} is not supported; use one of {list(allowed)}.")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .configuration_langspec import LangSpecConfig
+from .configuration_langspec import LangSpecConfig, check_choice
 
 LANGUAGE_ENCODINGS = ("projection", "additive", "none")
 
@@ -37,10 +37,7 @@ class XLPConfig(LangSpecConfig):
         is_encoder_decoder: bool = False,
         **kwargs,
     ):
-        if language_encoding not in LANGUAGE_ENCODINGS:
-            raise ValueError(
-                f"language_encoding={language_encoding!r} is not supported; use one of {list(LANGUAGE_ENCODINGS)}."
-            )
+        check_choice("language_encoding", language_encoding, LANGUAGE_ENCODINGS)
         self.language_encoding = language_encoding
         self.freeze_language_projections = freeze_language_projections
         self.classifier_dropout = classifier_dropout
