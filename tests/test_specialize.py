@@ -162,7 +162,7 @@ def test_a_specialized_bible_model_loads_without_the_package_and_translates_alik
         "tokenizer": {"vocab_size": 600},
         "model": {"d_model": 32, "encoder_layers": 1, "decoder_layers": 2, "encoder_attention_heads": 2,
                   "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, **BIBLE_METHODS[method]},
-        "training": {"max_steps": 30, "per_device_train_batch_size": 16, "learning_rate": 0.003, "report_to": "none",
+        "training": {"max_steps": 200, "per_device_train_batch_size": 16, "learning_rate": 0.003, "report_to": "none",
                      "use_cpu": True, "save_strategy": "no", "disable_tqdm": True},
         "evaluation": {"splits": []},
     }  # fmt: skip
