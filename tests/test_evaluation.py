@@ -19,6 +19,7 @@ from hf_langspec.evaluation import (
     off_target_rate,
     resource_groups,
     save_results,
+    translate,
     win_ratio,
 )
 from hf_langspec.evaluation.evaluate import copy_baseline, load_results
@@ -108,6 +109,28 @@ def test_pipeline_scores_equal_sacrebleu_on_the_same_outputs(model_and_tokenizer
         evaluate_model(model, tok, {"supervised": rows, "zero-shot": []}, show_progress=False)
     with pytest.raises(ValueError, match="Unknown language code 'xx'"):
         evaluate_model(model, tok, {"supervised": [{**rows[0], "tgt_lang": "xx"}]}, show_progress=False)
+
+
+def test_translate_batches_one_target_language_and_keeps_the_input_order(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    texts = GERMAN + ENGLISH * 2 + ["Au commencement, Dieu créa."]
+    src = ["de"] * 4 + ["en", "en", "fr"]
+    tgt = ["fr", "en", "fr", "en", "de", "fr", "en"]
+    seen = []
+    generate = model.generate
+    model.generate = lambda **kw: seen.append(kw["tgt_lang_ids"].tolist()) or generate(**kw)
+    try:
+        batched = translate(model, tok, texts, src, tgt, batch_size=2, num_beams=2, max_new_tokens=5,
+                            show_progress=False)  # fmt: skip
+    finally:
+        del model.generate
+    assert all(len(set(ids)) == 1 for ids in seen) and sorted(i for ids in seen for i in ids) == sorted(
+        model.config.language_ids(tgt)
+    )
+    assert len(seen) == 5  # fr: 3 texts -> 2 batches, en: 3 -> 2, de: 1
+    alone = [translate(model, tok, [t], s, g, num_beams=2, max_new_tokens=5, show_progress=False)[0]
+             for t, s, g in zip(texts, src, tgt, strict=True)]  # fmt: skip
+    assert batched == alone
 
 
 def test_model_card_has_model_index_and_languages(model_and_tokenizer, tmp_path):

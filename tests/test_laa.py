@@ -98,6 +98,35 @@ def test_cached_decoding_and_beam_search_match_the_effective_weights(num_beams):
         assert generated[i, : direct.shape[1]].tolist() == direct[0].tolist()
 
 
+@pytest.mark.parametrize("overrides", [{}, {"laa_per_layer": True}])
+def test_one_language_batches_fold_the_matrices_into_the_projections(overrides):
+    """At inference a one-language batch uses W + W^lang (cached); outputs equal the direct formulation."""
+    model = laa_model(laa_points=["enc_self_attn", "dec_self_attn", "dec_cross_attn"], **overrides)
+    batch = random_batch(batch=3, seed=4)
+    batch["tgt_lang_ids"] = torch.tensor([2, 2, 2])
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+    calls = {"hook": 0}
+    laa = model.laa_modules()["decoder"]
+    laa.register_forward_hook(lambda *_: calls.__setitem__("hook", calls["hook"] + 1))
+    unfolded = model(**batch).logits  # autograd on: the matrix term is added per call
+    assert calls["hook"] > 0
+    calls["hook"] = 0
+    with torch.no_grad():
+        torch.testing.assert_close(model(**batch).logits, unfolded, atol=1e-10, rtol=0)
+        generated = model.generate(**inputs, num_beams=3, max_new_tokens=7, min_new_tokens=7, do_sample=False)
+    assert calls["hook"] == 0 and laa._folded  # every projection took the folded weight
+    direct = folded(model, 2)
+    for i in range(3):
+        example = trim(inputs["input_ids"][i], inputs["attention_mask"][i])
+        expected = direct.generate(**example, num_beams=3, max_new_tokens=7, min_new_tokens=7)
+        assert generated[i, : expected.shape[1]].tolist() == expected[0].tolist()
+    with torch.no_grad():  # an in-place update of the matrices is seen: the cached sums are recomputed
+        laa.weight.mul_(2)
+        changed = model(**batch).logits
+    torch.testing.assert_close(changed, model(**batch).logits, atol=1e-10, rtol=0)  # unfolded again
+    assert not torch.allclose(changed, unfolded)
+
+
 def test_the_decoder_shares_its_matrices_between_self_and_cross_attention():
     model = laa_model(laa_points=["dec_self_attn", "dec_cross_attn"], dtype=torch.float32)
     names = [n for n, _ in model.named_parameters() if ".insertions." in n]

@@ -24,7 +24,10 @@ def translate(
 ) -> list[str]:
     """Translate `texts`; `src_lang` / `tgt_lang` are a code or one per text (directions may mix).
 
-    Batches are formed from texts of similar length (less padding), and outputs come back in input order.
+    Each batch holds one target language and texts of similar length, and outputs come back in input
+    order. One target language per batch matters for speed: a decoding step of a language-specific
+    module reads the weights of every language present in the batch (LAA's matrices, CLL's LSLs,
+    adapters), and with one language LAA folds its matrices into the attention projections.
     """
     texts = list(texts)
     if not texts:
@@ -35,13 +38,12 @@ def translate(
     if len(src) != n or len(tgt) != n:
         raise ValueError(f"Got {n} texts but {len(src)} source and {len(tgt)} target language codes.")
     tokenizer.check_model(model)
-    order = sorted(range(n), key=lambda i: len(texts[i]), reverse=True)
+    batches = _batches_by_target(tgt, [len(t) for t in texts], batch_size)
     outputs: list[str] = [""] * n
     device = next(model.parameters()).device
     model.eval()
     with torch.no_grad(), tqdm(total=n, desc="translating", unit="sent", disable=not show_progress) as bar:
-        for start in range(0, n, batch_size):
-            chunk = order[start : start + batch_size]
+        for chunk in batches:
             batch = tokenizer(
                 [texts[i] for i in chunk],
                 src_lang=[src[i] for i in chunk],
@@ -55,6 +57,18 @@ def translate(
                 outputs[i] = text.strip()
             bar.update(len(chunk))
     return outputs
+
+
+def _batches_by_target(tgt: list[str], lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Indexes of each batch: per target language (in order of first appearance), longest texts first."""
+    by_target: dict[str, list[int]] = {}
+    for i, code in enumerate(tgt):
+        by_target.setdefault(code, []).append(i)
+    batches = []
+    for indexes in by_target.values():
+        indexes.sort(key=lambda i: lengths[i], reverse=True)
+        batches += [indexes[start : start + batch_size] for start in range(0, len(indexes), batch_size)]
+    return batches
 
 
 __all__ = ["translate"]

@@ -158,7 +158,9 @@ class LangSpecAttention(nn.Module):
     """Multi-head attention (Vaswani et al. 2017) on PyTorch SDPA, with an optional language hook.
 
     The hook (an attention insertion-point module) returns a term added to each of the q, k, v
-    projections and to the output projection; query scaling happens inside SDPA, after the sum.
+    projections and to the output projection; query scaling happens inside SDPA, after the sum. A hook
+    with a `folded_weight(weight, lang, layer_idx, name)` method may instead return the projection's
+    effective weight (None when it cannot), which replaces the weight for that call.
     """
 
     def __init__(self, config: LangSpecConfig, num_heads: int, layer_idx: int | None = None):
@@ -176,10 +178,14 @@ class LangSpecAttention(nn.Module):
             proj.init_gain = 1 / math.sqrt(2)  # fairseq MultiheadAttention.reset_parameters
 
     def _project(self, linear: nn.Linear, x, hook, lang, name):
-        out = linear(x)
-        if hook is not None:
-            out = out + hook(x, lang, self.layer_idx, name)
-        return out
+        if hook is None:
+            return linear(x)
+        # a hook may fold its term into the projection's weight (LAA at inference, one language in the batch)
+        fold = getattr(hook, "folded_weight", None)
+        weight = fold(linear.weight, lang, self.layer_idx, name) if fold is not None else None
+        if weight is not None:
+            return F.linear(x, weight, linear.bias)
+        return linear(x) + hook(x, lang, self.layer_idx, name)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:2], self.num_heads, self.head_dim).transpose(1, 2)

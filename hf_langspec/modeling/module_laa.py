@@ -8,6 +8,8 @@ and value projections and its transpose to the output projection (equations 3 an
 computed as appendix A does (equations 6-7), without forming W + W^lang per example: the language term
 `X W^lang` is computed once per input and cached (self-attention's q, k and v share it), and the
 per-example matrices come from the routing primitive (gathered once per generation during decoding).
+At inference on a batch of one target language (how `translate` batches a test set) the matrix is
+folded into the projections instead, W + W^lang computed once, so decoding costs what the baseline costs.
 
 Choices (the authors' code; ../shared/notes/reference_implementations.md): one matrix per language per
 stack, shared by the stack's layers and by q, k and v (`laa_per_layer=True` gives one per layer); in the
@@ -43,6 +45,7 @@ class LanguageAwareAttention(nn.Module):
         self.language_side = config.laa_encoder_language if side == "encoder" else "target"
         self.override_ids: torch.Tensor | None = None  # LAA^R: per-example random languages, set by the model
         self._caches: dict[int | None, GatheredWeights] = {}
+        self._folded: dict[tuple, tuple[tuple, torch.Tensor]] = {}  # per projection: (stamp, W + W^lang)
 
     def initialize(self, init, config) -> None:
         d = self.weight.shape[-1]
@@ -64,15 +67,42 @@ class LanguageAwareAttention(nn.Module):
             lang.scratch[key] = LanguageRouter(self._ids(lang), self.weight.shape[-3], lang.routing_strategy)
         return lang.scratch[key]
 
+    def _fold_language(self, lang: LanguageContext) -> int | None:
+        """The batch's one language when its matrix can be folded into the projections (inference), else None."""
+        if torch.is_grad_enabled() or self.override_ids is not None:
+            return None
+        return self._router(lang).single_language()
+
+    def folded_weight(
+        self, weight: torch.Tensor, lang: LanguageContext, layer_idx: int | None, projection: str
+    ) -> torch.Tensor | None:
+        """Inference on a batch of one language: the effective weight of equation 3, else None.
+
+        `nn.Linear` computes x A^T, so q/k/v use A + (W^lang)^T and o uses A^O + W^lang: the weights a
+        specialised model holds, which makes the language term free per decoding step. Computed once per
+        projection and language, and recomputed when either weight changes (version or storage).
+        """
+        language = self._fold_language(lang)
+        if language is None:
+            return None
+        matrix = self.matrices(layer_idx)[language]
+        stamp = (language, weight.data_ptr(), weight._version, self.weight.data_ptr(), self.weight._version)
+        key = (weight.data_ptr(), projection)  # the self- and cross-attention projections of a layer differ
+        hit = self._folded.get(key)
+        if hit is None or hit[0] != stamp:
+            hit = (stamp, weight + (matrix if projection == "o" else matrix.t()))
+            self._folded[key] = hit
+        return hit[1]
+
     def prepare(self, lang: LanguageContext, hidden: torch.Tensor) -> None:
         """Once per forward: gather each example's matrices when gathering is the routing choice (appendix A).
 
         The gather serves every layer (shared matrices), q/k/v and, transposed, o; at inference it is
-        cached across decoding steps.
+        cached across decoding steps. Not needed when the projections fold the batch's one language.
         """
         router = self._router(lang)
         d = self.weight.shape[-1]
-        if router.choose(d, d) != "gather":
+        if router.choose(d, d) != "gather" or self._fold_language(lang) is not None:
             return
         gathered = {}
         for slot in range(self.weight.shape[0]) if self.per_layer else [None]:
@@ -111,6 +141,10 @@ class SharedHook(nn.Module):
 
     def forward(self, *args, **kwargs):
         return self.target(*args, **kwargs)
+
+    def folded_weight(self, *args) -> torch.Tensor | None:
+        fold = getattr(self.target, "folded_weight", None)
+        return fold(*args) if fold is not None else None
 
 
 __all__ = ["LAA_POINTS", "LanguageAwareAttention", "SharedHook"]

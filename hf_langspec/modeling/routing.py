@@ -80,6 +80,11 @@ class LanguageRouter:
     def languages_present(self) -> int:
         return sum(1 for c in self._group_index()[2] if c)
 
+    def single_language(self) -> int | None:
+        """The id every example shares, or None when the batch mixes languages."""
+        present = [language for language, count in enumerate(self._group_index()[2]) if count]
+        return present[0] if len(present) == 1 else None
+
     def choose(self, d_in: int, d_out: int) -> str:
         """The strategy for a `[d_in, d_out]` weight (see the module docstring)."""
         if self.strategy != "auto":
