@@ -2,15 +2,23 @@
 
 One run, one process, the same shape for every model, rounds interleaved (model A, B, C, A, B, C, ...)
 so that the machine's drift hits every model alike: on a shared 2-core machine, separate processes
-measured ratios that varied by +-10% between runs. Peak memory is in bench_training.py. Every example of a batch has its own random source and target language (out of
-`--languages`), so language routing works on mixed batches as in multilingual training.
+measured ratios that varied by +-10% between runs. Peak memory is in bench_training.py. Every example
+of a batch has its own random source and target language (out of `--languages`), so language routing
+works on mixed batches as in multilingual training.
 
-* training: forward + backward + AdamW on a padded batch (see bench_training.py);
-* generation: greedy decoding of exactly `--new-tokens` tokens per example (`min_new_tokens`), batch 32.
+* training: forward + backward + AdamW on a padded batch (see bench_training.py), with the fused AdamW
+  that `Seq2SeqTrainer` uses by default (`optim="adamw_torch_fused"`);
+* generation: greedy decoding of exactly `--new-tokens` tokens per example (`min_new_tokens`), batch 32,
+  twice: on the mixed batch, and on the same sources with one target language for the whole batch (how
+  `hf_langspec.evaluation.translate` batches a multilingual test set).
+
+`baseline_ffn6d` is the plain backbone with FCLL's decoder FLOPs (decoder FFN 4d + 2d): the speed
+FCLL would have if its language routing cost nothing.
 
     python benchmarks/bench_methods.py                   # writes BENCHMARKS.md
     python benchmarks/bench_methods.py --rounds 1 --no-write
     python benchmarks/bench_methods.py --kinds hlt1,hlt2,adapter,ls_mnmt   # a subset, in its own section
+    python benchmarks/bench_methods.py --kinds cll,baseline_ffn6d --languages 50 --accumulation 8
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ import torch
 from _report import publish
 from bench_training import SHAPES, backbone_kwargs, make_batch
 
-KINDS = ["marian", "baseline", "xlp", "laa", "lee", "cll", "hlt1", "hlt2", "adapter", "ls_mnmt"]
+KINDS = ["marian", "baseline", "xlp", "laa", "lee", "cll", "baseline_ffn6d", "hlt1", "hlt2", "adapter", "ls_mnmt"]
 NAMES = {
     "marian": "MarianMTModel",
     "baseline": "baseline backbone",
@@ -31,6 +39,7 @@ NAMES = {
     "laa": "LAA dec.self",
     "lee": "LEE_{4,5} (tag embeddings)",
     "cll": "FCLL (central l0, LSL inner 2d)",
+    "baseline_ffn6d": "baseline with FCLL's FLOPs (decoder FFN 4d + 2d)",
     "hlt1": "HLT-MT stage 1 (T 3, d_h 4d, half hard / half soft)",
     "hlt2": "HLT-MT stage 2 (fixed assignment, universal adapter)",
     "adapter": "monolingual adapters (bottleneck d/2, every layer)",
@@ -59,6 +68,8 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
     common = backbone_kwargs(shape, vocab)
     if kind == "marian":
         return MarianMTModel(MarianConfig(**common, share_encoder_decoder_embeddings=True))
+    if kind == "baseline_ffn6d":
+        common["decoder_ffn_dim"] = shape["ffn"] + 2 * shape["d_model"]
     contract = dict(languages=[f"l{i}" for i in range(languages)], position_embedding_type="sinusoidal_marian")
     if kind == "xlp":
         return XLPForConditionalGeneration(XLPMTConfig(**common, **contract))
@@ -89,25 +100,31 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
     return LangSpecForConditionalGeneration(LangSpecConfig(**common, **contract))
 
 
-def measure(kind: str, model, optimizer, batch: dict, args) -> tuple[list[float], list[float]]:
-    """One round of one model: `args.steps` training steps and `args.generation_repeats` generations."""
-    train_times, generation_times = [], []
+def measure(model, optimizer, batch: dict, one_target: dict, args) -> dict[str, list[float]]:
+    """One round of one model: `args.steps` training steps and `args.generation_repeats` generations.
+
+    `one_target` replaces the batch's target language ids for the second generation measurement.
+    """
+    train_times = []
     model.train()
     for _ in range(args.steps):
         start = time.perf_counter()
-        model(**batch).loss.backward()
+        for _ in range(args.accumulation):  # Seq2SeqTrainer's gradient_accumulation_steps
+            model(**batch).loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         train_times.append(time.perf_counter() - start)
     model.eval()
     inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
     generate = dict(max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False, num_beams=1)
+    times = {"train": train_times, "generate": [], "generate_one": []}
     with torch.no_grad():
-        for _ in range(args.generation_repeats):
-            start = time.perf_counter()
-            model.generate(**inputs, **generate)
-            generation_times.append(time.perf_counter() - start)
-    return train_times, generation_times
+        for part, ids in (("generate", {}), ("generate_one", one_target)):
+            for _ in range(args.generation_repeats):
+                start = time.perf_counter()
+                model.generate(**inputs | ids, **generate)
+                times[part].append(time.perf_counter() - start)
+    return times
 
 
 def main() -> None:
@@ -121,6 +138,12 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--generation-repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument(
+        "--accumulation",
+        type=int,
+        default=1,
+        help="batches per optimizer step (the papers update every 16k-48k tokens)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kinds", default=",".join(KINDS[2:]), help=f"methods to measure, of {KINDS[2:]}")
     parser.add_argument("--no-write", action="store_true")
@@ -132,6 +155,8 @@ def main() -> None:
     tables = [run(args, int(n)) for n in args.languages.split(",")]
     # a subset of the methods gets its own section, so it does not replace the full table
     section = "methods" if args.kinds == KINDS else "methods-" + "-".join(args.kinds[2:])
+    if args.accumulation > 1:
+        section += f"-accumulation{args.accumulation}"
     title = "Methods vs the baseline backbone and MarianMTModel"
     if section != "methods":
         title += f": {', '.join(NAMES[k] for k in args.kinds[2:])}"
@@ -152,38 +177,42 @@ def run(args, languages: int) -> str:
         model = build(kind, shape, args.vocab, languages)
         models[kind] = (
             model,
-            torch.optim.AdamW(model.parameters(), lr=1e-4),
+            torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True),
             batch if kind == "marian" else batch | lang_ids,
         )
-    results: dict[str, dict[str, list[float]]] = {k: {"train": [], "generate": []} for k in args.kinds}
+    # language 1 (not FCLL's central l0, which has no LSL) as every example's target
+    one_target = {"tgt_lang_ids": torch.full_like(lang_ids["tgt_lang_ids"], min(1, languages - 1))}
+    parts = ("train", "generate", "generate_one")
+    results: dict[str, dict[str, list[float]]] = {k: {part: [] for part in parts} for k in args.kinds}
     for round_index in range(args.rounds + 1):  # round 0 warms every model up and is not counted
         for kind, (model, optimizer, inputs) in models.items():
-            train, generated_times = measure(kind, model, optimizer, inputs, args)
+            times = measure(model, optimizer, inputs, {} if kind == "marian" else one_target, args)
             if round_index:
-                results[kind]["train"] += train
-                results[kind]["generate"] += generated_times
-    tokens = int(batch["labels"].ne(-100).sum())
-    base = {part: statistics.median(results["baseline"][part]) for part in ("train", "generate")}
+                for part in parts:
+                    results[kind][part] += times[part]
+    tokens = int(batch["labels"].ne(-100).sum()) * args.accumulation
+    base = {part: statistics.median(results["baseline"][part]) for part in parts}
     generated = args.batch_size * args.new_tokens
     label = "d{d_model}, {layers}+{layers} layers, FFN {ffn}".format(**shape)
     present = len(set(lang_ids["tgt_lang_ids"].tolist()))
     rows = [
         f"**{languages} languages** ({present} target languages present in the batch). {label}, vocabulary "
         f"{args.vocab}; batch {args.batch_size} x {args.src_len}/{args.tgt_len} tokens with random source/target "
-        f"languages per example; training: median of {args.steps} steps x {args.rounds} interleaved rounds after a "
-        f"warm-up round; generation: greedy, exactly {args.new_tokens} new tokens per example, median of "
-        f"{args.generation_repeats} x {args.rounds}.",
+        f"languages per example; training (fused AdamW, {args.accumulation} batch(es) per update): median of {args.steps} steps x {args.rounds} interleaved "
+        f"rounds after a warm-up round; generation: greedy, exactly {args.new_tokens} new tokens per example, median "
+        f"of {args.generation_repeats} x {args.rounds}, on the mixed batch and with one target language for the "
+        "whole batch (`translate`'s batching).",
         "",
-        "| model | training target tokens/s | vs baseline | generation tokens/s | vs baseline |",
-        "|---|---:|---:|---:|---:|",
+        "| model | training target tokens/s | vs baseline | generation tokens/s, mixed | vs baseline "
+        "| generation tokens/s, one target | vs baseline |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for kind in args.kinds:
-        train = statistics.median(results[kind]["train"])
-        gen = statistics.median(results[kind]["generate"])
-        rows.append(
-            f"| {NAMES[kind]} | {tokens / train:,.0f} | {base['train'] / train:.2f}x | {generated / gen:,.0f} | "
-            f"{base['generate'] / gen:.2f}x |"
-        )
+        cells = [NAMES[kind]]
+        for part, count in (("train", tokens), ("generate", generated), ("generate_one", generated)):
+            median = statistics.median(results[kind][part])
+            cells += [f"{count / median:,.0f}", f"{base[part] / median:.2f}x"]
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
