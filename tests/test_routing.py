@@ -92,3 +92,18 @@ def test_gathered_weights_are_reused_only_while_ids_and_weights_are_unchanged():
         weight.mul_(2.0)  # an in-place update bumps the version: never stale
         torch.testing.assert_close(LanguageRouter(ids, 3).matmul(x, weight, cache=cache), 2 * expected)
     assert cache.get(weight, ids) is None  # with autograd on, nothing is cached
+
+
+def test_layer_slices_give_the_gradients_of_indexing_once_per_forward():
+    from hf_langspec.modeling.routing import layer_slice
+
+    weight = torch.nn.Parameter(torch.randn(3, 2, 4))
+    x = torch.randn(5, 4)
+    scratch: dict = {}
+    sliced = sum((x @ layer_slice(weight, i, scratch)[i % 2]).square().sum() for i in range(3))
+    (expected,) = torch.autograd.grad(sum((x @ weight[i][i % 2]).square().sum() for i in range(3)), weight)
+    sliced.backward()
+    torch.testing.assert_close(weight.grad, expected)
+    assert len(scratch) == 1  # one split for all layers
+    with torch.no_grad():
+        assert layer_slice(weight, 1, scratch).data_ptr() == weight[1].data_ptr() and len(scratch) == 1

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .routing import GatheredWeights, LanguageContext, LanguageRouter, PairIndex
+from .routing import GatheredWeights, LanguageContext, LanguageRouter, PairIndex, layer_slice
 
 ADAPTER_NORMS = ("pre", "post", "none")
 ADAPTER_FORMS = ("bottleneck", "matrix")
@@ -90,23 +90,29 @@ class BottleneckAdapters(nn.Module):
             init.ones_(self.norm_weight)
             init.zeros_(self.norm_bias)
 
-    def _layer_norm(self, hidden: torch.Tensor, router: LanguageRouter, slot: int) -> torch.Tensor:
+    def _layer_norm(self, hidden: torch.Tensor, router: LanguageRouter, w: dict[str, torch.Tensor]) -> torch.Tensor:
         normed = F.layer_norm(hidden, hidden.shape[-1:])
         shape = (-1,) + (1,) * (hidden.dim() - 2) + (hidden.shape[-1],)
-        weight = router.lookup(self.norm_weight[slot]).view(shape)
-        return normed * weight + router.lookup(self.norm_bias[slot]).view(shape)
+        return normed * router.lookup(w["norm_weight"]).view(shape) + router.lookup(w["norm_bias"]).view(shape)
 
-    def forward(self, hidden: torch.Tensor, router: LanguageRouter, slot: int = 0) -> torch.Tensor:
-        """Each example's adapter `router.lang_ids[b]` of `slot` applied to `hidden` `[B, ..., d]`."""
+    def forward(
+        self, hidden: torch.Tensor, router: LanguageRouter, slot: int = 0, scratch: dict | None = None
+    ) -> torch.Tensor:
+        """Each example's adapter `router.lang_ids[b]` of `slot` applied to `hidden` `[B, ..., d]`.
+
+        `scratch`: the forward's `LanguageContext.scratch`, so that the slots are split once (`layer_slice`).
+        """
         cache = {name: self._gathered.setdefault((slot, name), GatheredWeights()) for name in ("fc1", "fc2")}
-        x = self._layer_norm(hidden, router, slot) if self.norm == "pre" else hidden
+        names = [name for name, _ in self.named_parameters(recurse=False)]
+        w = {name: layer_slice(getattr(self, name), slot, scratch) for name in names}
+        x = self._layer_norm(hidden, router, w) if self.norm == "pre" else hidden
         if self.form == "matrix":
-            delta = router.matmul(x, self.fc1[slot], cache=cache["fc1"])
+            delta = router.matmul(x, w["fc1"], cache=cache["fc1"])
         else:
-            inner = self.activation(router.matmul(x, self.fc1[slot], self.fc1_bias[slot], cache=cache["fc1"]))
-            delta = router.matmul(inner, self.fc2[slot], self.fc2_bias[slot], cache=cache["fc2"])
+            inner = self.activation(router.matmul(x, w["fc1"], w["fc1_bias"], cache=cache["fc1"]))
+            delta = router.matmul(inner, w["fc2"], w["fc2_bias"], cache=cache["fc2"])
         out = hidden + delta
-        return self._layer_norm(out, router, slot) if self.norm == "post" else out
+        return self._layer_norm(out, router, w) if self.norm == "post" else out
 
 
 class LanguageAdapters(nn.Module):
@@ -162,7 +168,7 @@ class LanguageAdapters(nn.Module):
         if router is None:  # called outside a stack forward (tests, analyses)
             self.prepare(lang, hidden)
             router = lang.scratch[id(self)]
-        return self.adapters(hidden, router, layer_idx if self.per_layer else 0)
+        return self.adapters(hidden, router, layer_idx if self.per_layer else 0, lang.scratch)
 
 
 __all__ = ["ADAPTER_FORMS", "ADAPTER_NORMS", "BottleneckAdapters", "LanguageAdapters"]

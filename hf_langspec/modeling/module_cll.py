@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .routing import GatheredWeights, LanguageContext, LanguageRouter
+from .routing import GatheredWeights, LanguageContext, LanguageRouter, layer_slice
 
 
 class CentralLanguageAwareLayers(nn.Module):
@@ -66,9 +66,9 @@ class CentralLanguageAwareLayers(nn.Module):
 
     PARAMETERS = ("fc1", "fc1_bias", "fc2", "fc2_bias", "scale")
 
-    def _weights(self, slot: int) -> dict[str, torch.Tensor]:
+    def _weights(self, slot: int, scratch: dict | None = None) -> dict[str, torch.Tensor]:
         """The slot's parameters; rows of frozen languages detached (robust to from_pretrained and optimizers)."""
-        weights = {name: getattr(self, name)[slot] for name in self.PARAMETERS}
+        weights = {name: layer_slice(getattr(self, name), slot, scratch) for name in self.PARAMETERS}
         if not self.frozen:
             return weights
         mask = torch.tensor([code in self.frozen for code in self.specific], device=self.scale.device)
@@ -107,16 +107,17 @@ class CentralLanguageAwareLayers(nn.Module):
             router = LanguageRouter(rows.index_select(0, keep), len(self.specific), lang.routing_strategy)
             lang.scratch[key] = (keep, router)
         keep, router = lang.scratch[key]
-        out = torch.zeros_like(hidden)
         if keep.numel() == 0:
-            return out
-        w = self._weights(slot)
-        x = hidden.index_select(0, keep)
+            return torch.zeros_like(hidden)
+        every_row = keep.numel() == hidden.shape[0]  # no central-language example: no selection needed
+        w = self._weights(slot, lang.scratch)
+        x = hidden if every_row else hidden.index_select(0, keep)
         cache = {name: self._gathered.setdefault((slot, name), GatheredWeights()) for name in ("fc1", "fc2")}
         inner = F.relu(router.matmul(x, w["fc1"], w["fc1_bias"], cache=cache["fc1"]))
         lsl = router.matmul(inner, w["fc2"], w["fc2_bias"], cache=cache["fc2"])
         scaled = lsl * router.lookup(w["scale"]).view(-1, *([1] * (lsl.dim() - 1)))
-        return out.index_copy(0, keep, F.dropout(scaled, p=self.dropout, training=self.training))
+        term = F.dropout(scaled, p=self.dropout, training=self.training)
+        return term if every_row else torch.zeros_like(hidden).index_copy(0, keep, term)
 
 
 __all__ = ["CentralLanguageAwareLayers"]

@@ -26,7 +26,7 @@ import math
 import torch
 from torch import nn
 
-from .routing import GatheredWeights, LanguageContext, LanguageRouter
+from .routing import GatheredWeights, LanguageContext, LanguageRouter, layer_slice
 
 LAA_POINTS = ("enc_self_attn", "dec_self_attn", "dec_cross_attn")
 
@@ -52,9 +52,9 @@ class LanguageAwareAttention(nn.Module):
         bound = math.sqrt(6.0 / (2 * d))  # Xavier-uniform of each d x d slice (gain 1)
         init.uniform_(self.weight, -bound, bound)
 
-    def matrices(self, layer_idx: int | None) -> torch.Tensor:
-        """`[L, d, d]`: the matrices used in layer `layer_idx`."""
-        return self.weight[layer_idx] if self.per_layer else self.weight
+    def matrices(self, layer_idx: int | None, scratch: dict | None = None) -> torch.Tensor:
+        """`[L, d, d]`: the matrices used in layer `layer_idx` (`scratch`: see `layer_slice`)."""
+        return layer_slice(self.weight, layer_idx, scratch) if self.per_layer else self.weight
 
     def _ids(self, lang: LanguageContext) -> torch.Tensor:
         if self.override_ids is not None:
@@ -116,7 +116,7 @@ class LanguageAwareAttention(nn.Module):
         if gathered is not None:
             g = gathered[layer_idx if self.per_layer else None]
             return torch.bmm(x, g.transpose(1, 2) if transpose else g)
-        weight = self.matrices(layer_idx)
+        weight = self.matrices(layer_idx, lang.scratch)
         return self._router(lang).matmul(x, weight.transpose(1, 2) if transpose else weight)
 
     def forward(self, x: torch.Tensor, lang: LanguageContext, layer_idx: int | None, projection: str) -> torch.Tensor:
