@@ -126,6 +126,43 @@ def test_without_a_central_language_every_language_has_an_lsl():
     assert not torch.equal(model(**batch).logits, plain_like(model)(**batch).logits)
 
 
+def test_one_language_batches_fold_the_lsl_into_one_wider_ffn():
+    """At inference a batch of one non-central target runs FFN + t_l LSL_l as one FFN; outputs unchanged."""
+    model = cll_model().to(torch.float64)
+    cll = model.cll()
+    with torch.no_grad():
+        cll.scale.uniform_(0.5, 1.5)
+        cll.fc1_bias.normal_()
+        cll.fc2_bias.normal_()
+    batch = random_batch(seed=6)
+    batch["tgt_lang_ids"] = torch.tensor([2, 2, 2])  # fr
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+    calls = []
+    cll.register_forward_hook(lambda *_: calls.append(1))
+    unfolded = model(**batch).logits  # autograd on: the LSL branch runs
+    assert calls
+    calls.clear()
+    generate = dict(num_beams=3, max_new_tokens=7, min_new_tokens=7, do_sample=False)
+    with torch.no_grad():
+        torch.testing.assert_close(model(**batch).logits, unfolded, atol=1e-10, rtol=0)
+        generated = model.generate(**inputs, **generate)
+        assert not calls and sorted(cll._folded) == cll.layers
+        cll.folded_ffn = lambda *args: None  # the branch as in training
+        assert torch.equal(model.generate(**inputs, **generate), generated) and calls
+        del cll.folded_ffn
+        cll._folded.clear()
+        for targets in ([0, 0, 0], [1, 2, 1]):  # central, mixed: nothing to fold
+            model(**batch | {"tgt_lang_ids": torch.tensor(targets)})
+        cll.disabled = {"fr"}  # a dropped LSL is not folded in either
+        model(**batch)
+        cll.disabled = set()
+        assert not cll._folded
+        cll.scale.mul_(2)  # an in-place update is seen: the folded FFN is rebuilt
+        changed = model(**batch).logits
+    torch.testing.assert_close(changed, model(**batch).logits, atol=1e-10, rtol=0)
+    assert not torch.allclose(changed, unfolded)
+
+
 def test_dropping_a_languages_lsl_at_inference_rolls_it_back_to_the_plain_ffn():
     model = cll_model()
     batch = random_batch(seed=5)

@@ -285,8 +285,17 @@ class _Sublayers(GradientCheckpointingLayer):
     def _ffn_block(self, hidden, slots: Slots, lang, in_point: str, parallel_point: str | None = None):
         hidden = _insert(slots, in_point, hidden, lang, self.layer_idx)
         module = slots.get(parallel_point) if parallel_point else None
-        parallel = None if module is None else (lambda x: module(x, lang, self.layer_idx))
-        hidden = self._residual_block(hidden, self.final_layer_norm, self.feed_forward, parallel)
+        body, parallel = self.feed_forward, None
+        if module is not None:
+            # a parallel branch may fold itself into a wider FFN (CLL at inference, one language in the batch)
+            fold = getattr(module, "folded_ffn", None)
+            weights = fold(self, lang, self.layer_idx) if fold is not None else None
+            if weights is not None:
+                fc1_weight, fc1_bias, fc2_weight, fc2_bias = weights
+                body = lambda x: F.linear(self.activation_fn(F.linear(x, fc1_weight, fc1_bias)), fc2_weight, fc2_bias)  # noqa: E731
+            else:
+                parallel = lambda x: module(x, lang, self.layer_idx)  # noqa: E731
+        hidden = self._residual_block(hidden, self.final_layer_norm, body, parallel)
         hidden = _insert(slots, "sublayer_out", hidden, lang, self.layer_idx, "ffn")
         return _insert(slots, "ffn_out", hidden, lang, self.layer_idx)
 

@@ -12,7 +12,8 @@ language of each example. Without a central language (the paper's non-centred Tr
 settings) every language has an LSL.
 
 Parameters per CLL layer: L' (2 d m + m + d + 1) for L' non-central languages and inner size m.
-Only the rows of examples with a non-central target go through the LSLs, grouped by language.
+Only the rows of examples with a non-central target go through the LSLs, grouped by language. At
+inference on a batch of one target language the LSL is folded into the FFN (`folded_ffn`): one wider FFN.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .routing import GatheredWeights, LanguageContext, LanguageRouter, layer_slice
+from .routing import GatheredWeights, LanguageContext, LanguageRouter, layer_slice, weights_stamp
 
 
 class CentralLanguageAwareLayers(nn.Module):
@@ -54,6 +55,8 @@ class CentralLanguageAwareLayers(nn.Module):
         self._slot = {layer: i for i, layer in enumerate(self.layers)}
         self._row: dict[torch.device, torch.Tensor] = {}
         self._gathered: dict[tuple[int, str], GatheredWeights] = {}  # decoding: per-example LSLs gathered once
+        self._ffn_is_relu = config.activation_function == "relu"  # the LSL's activation (equation 2)
+        self._folded: dict[int, tuple[tuple, tuple[torch.Tensor, ...]]] = {}  # per layer: (stamp, wider FFN)
 
     def initialize(self, init, config) -> None:
         d, m = self.fc1.shape[-2:]
@@ -91,6 +94,38 @@ class CentralLanguageAwareLayers(nn.Module):
             rows = [self.specific.index(code) if code in self.specific else -1 for code in self.languages]
             self._row[device] = torch.tensor(rows, device=device)
         return self._row[device]
+
+    def folded_ffn(self, layer: nn.Module, lang: LanguageContext, layer_idx: int) -> tuple[torch.Tensor, ...] | None:
+        """Inference on a batch of one target language with an LSL: `FFN + t_l LSL_l` as one wider FFN.
+
+        ReLU([h W1 + b1, h W1_l + b1_l]) [W2; t_l W2_l] + b2 + t_l b2_l is equation 3 for that language (in
+        `nn.Linear` layout: fc1 `[inner + m, d]`, fc2 `[d, inner + m]`), so a decoding step runs two matmuls
+        instead of four plus the routing. Needs a ReLU backbone FFN; cached per layer until a weight changes.
+        Returns None where it does not apply (training, mixed batches, the central or a dropped language).
+        """
+        if torch.is_grad_enabled() or self.training or not self._ffn_is_relu or layer_idx not in self._slot:
+            return None
+        language = lang.router("target", needed_by="CLL (the target language's LSL)").single_language()
+        code = self.languages[language] if language is not None else None
+        if code is None or code not in self.specific or code in self.disabled:
+            return None
+        slot, row = self._slot[layer_idx], self.specific.index(code)
+        own = [getattr(self, name) for name in self.PARAMETERS]
+        stamp = (row, weights_stamp(layer.fc1.weight, layer.fc1.bias, layer.fc2.weight, layer.fc2.bias, *own))
+        hit = self._folded.get(layer_idx)
+        if hit is None or hit[0] != stamp:
+            t = self.scale[slot, row]
+            hit = (
+                stamp,
+                (
+                    torch.cat([layer.fc1.weight, self.fc1[slot, row].t()]),
+                    torch.cat([layer.fc1.bias, self.fc1_bias[slot, row]]),
+                    torch.cat([layer.fc2.weight, t * self.fc2[slot, row].t()], dim=1),
+                    layer.fc2.bias + t * self.fc2_bias[slot, row],
+                ),
+            )
+            self._folded[layer_idx] = hit
+        return hit[1]
 
     def forward(self, hidden: torch.Tensor, lang: LanguageContext, layer_idx: int) -> torch.Tensor:
         """The term added next to the FFN output: `t_l LSL_l(h)`, zero for central-language examples."""

@@ -26,7 +26,7 @@ import math
 import torch
 from torch import nn
 
-from .routing import GatheredWeights, LanguageContext, LanguageRouter, layer_slice
+from .routing import GatheredWeights, LanguageContext, LanguageRouter, layer_slice, weights_stamp
 
 LAA_POINTS = ("enc_self_attn", "dec_self_attn", "dec_cross_attn")
 
@@ -86,7 +86,7 @@ class LanguageAwareAttention(nn.Module):
         if language is None:
             return None
         matrix = self.matrices(layer_idx)[language]
-        stamp = (language, weight.data_ptr(), weight._version, self.weight.data_ptr(), self.weight._version)
+        stamp = (language, weights_stamp(weight, self.weight))
         key = (weight.data_ptr(), projection)  # the self- and cross-attention projections of a layer differ
         hit = self._folded.get(key)
         if hit is None or hit[0] != stamp:

@@ -50,10 +50,18 @@ class GatheredWeights:
         if torch.is_grad_enabled() or ids.numel() * weight[0].numel() > GATHER_BUDGET_ELEMENTS:
             return None
         # the storage address, not id(): modules pass a fresh view of a stacked parameter on every call
-        key = (weight.data_ptr(), weight._version, tuple(weight.shape))
+        key = (weights_stamp(weight), tuple(weight.shape))
         if key != self._key or self._ids is None or self._ids.shape != ids.shape or not torch.equal(self._ids, ids):
             self._key, self._ids, self._value = key, ids.clone(), weight.index_select(0, ids)
         return self._value
+
+
+def weights_stamp(*tensors: torch.Tensor) -> tuple:
+    """Storage address and version of each tensor: changes when a weight is replaced or updated in place.
+
+    Caches of weights derived at inference (gathered, folded) compare stamps so they are never stale.
+    """
+    return tuple((t.data_ptr(), t._version) for t in tensors)
 
 
 def layer_slice(parameter: torch.Tensor, index: int, scratch: dict | None) -> torch.Tensor:
@@ -267,4 +275,12 @@ def check_language_ids(
     return ids.long()
 
 
-__all__ = ["GatheredWeights", "LanguageContext", "LanguageRouter", "PairIndex", "check_language_ids", "layer_slice"]
+__all__ = [
+    "GatheredWeights",
+    "LanguageContext",
+    "LanguageRouter",
+    "PairIndex",
+    "check_language_ids",
+    "layer_slice",
+    "weights_stamp",
+]
