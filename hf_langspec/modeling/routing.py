@@ -159,12 +159,15 @@ class LanguageRouter:
                 out = out + bias[single]
         else:
             order, inverse, counts = self._group_index()
+            # split once: indexing per language would zero-fill a full-size gradient for every language present
+            weights = weight.unbind(0)
+            biases = bias.unbind(0) if bias is not None else None
             pieces = []
             for lang, chunk in enumerate(rows.index_select(0, order).split(counts)):
                 if chunk.shape[0] == 0:
                     continue
-                piece = chunk @ weight[lang]
-                pieces.append(piece if bias is None else piece + bias[lang])
+                piece = chunk @ weights[lang]
+                pieces.append(piece if biases is None else piece + biases[lang])
             out = torch.cat(pieces).index_select(0, inverse)
         return out.reshape(*x.shape[:-1], d_out)
 
