@@ -106,7 +106,7 @@ class LanguageAwareAttention(nn.Module):
             return
         gathered = {}
         for slot in range(self.weight.shape[0]) if self.per_layer else [None]:
-            weight = self.matrices(slot)
+            weight = self.matrices(slot, lang.scratch)
             cached = self._caches.setdefault(slot, GatheredWeights()).get(weight, router.lang_ids)
             gathered[slot] = cached if cached is not None else weight.index_select(0, router.lang_ids)
         lang.scratch[(id(self), "gathered")] = gathered

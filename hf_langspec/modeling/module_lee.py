@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .routing import LanguageContext
+from .routing import LanguageContext, tag_embeddings
 
 LEE_POSITIONS = {1: "enc_ffn_in", 2: "enc_self_in", 3: "dec_ffn_in", 4: "dec_cross_in", 5: "dec_self_in", 6: "enc_out"}
 
@@ -51,8 +51,7 @@ class LanguageEmbeddingEmbodiment(nn.Module):
         if self.mode == "table":
             embeddings = self.weight.index_select(0, ids)
         else:  # the tag tokens' rows of the shared embedding, unscaled
-            tags = torch.tensor(self.tag_ids, device=ids.device).index_select(0, ids)
-            embeddings = lang.scratch["embed_tokens"](tags)
+            embeddings = tag_embeddings(lang.scratch["embed_tokens"], self.tag_ids, ids)
         lang.scratch[(id(self), "embeddings")] = embeddings
 
     def embeddings(self, lang: LanguageContext) -> torch.Tensor:

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from .module_adapter import BottleneckAdapters
-from .routing import LanguageContext, LanguageRouter
+from .routing import LanguageContext, LanguageRouter, tag_embeddings
 
 
 class SelectiveLanguagePool(nn.Module):
@@ -57,8 +57,7 @@ class SelectiveLanguagePool(nn.Module):
     # ------------------------------------------------------------------ pieces
     def tag_embeddings(self, embed_tokens: nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
         """E[L] of the tag tokens of `ids` (unscaled)."""
-        tags = torch.tensor(self.tag_ids, device=ids.device).index_select(0, ids)
-        return embed_tokens(tags)
+        return tag_embeddings(embed_tokens, self.tag_ids, ids)
 
     def probabilities(self, embed_tokens: nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
         """alpha (equation 7): `[len(ids), T]`."""

@@ -250,6 +250,11 @@ class LanguageContext:
         return self._routers[side]
 
 
+def tag_embeddings(embed_tokens: torch.nn.Embedding, tag_ids: list[int], ids: torch.Tensor) -> torch.Tensor:
+    """`[B, d]`: the (unscaled) shared-embedding rows of the language tags of `ids` (LEE, HLT-MT's gate)."""
+    return embed_tokens(torch.tensor(tag_ids, device=ids.device).index_select(0, ids))
+
+
 def check_language_ids(
     ids: torch.Tensor | None, name: str, num_languages: int, batch_size: int
 ) -> torch.LongTensor | None:
