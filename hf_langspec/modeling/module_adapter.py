@@ -76,6 +76,7 @@ class BottleneckAdapters(nn.Module):
             self.norm_weight = nn.Parameter(torch.empty(slots, keys, d_model))
             self.norm_bias = nn.Parameter(torch.empty(slots, keys, d_model))
         self.activation = F.relu if activation == "relu" else F.gelu
+        self._parameter_names = tuple(name for name, _ in self.named_parameters(recurse=False))
         self._gathered: dict[tuple[int, str], GatheredWeights] = {}  # decoding: per-example weights gathered once
 
     def initialize(self, init, config=None) -> None:
@@ -103,8 +104,7 @@ class BottleneckAdapters(nn.Module):
         `scratch`: the forward's `LanguageContext.scratch`, so that the slots are split once (`layer_slice`).
         """
         cache = {name: self._gathered.setdefault((slot, name), GatheredWeights()) for name in ("fc1", "fc2")}
-        names = [name for name, _ in self.named_parameters(recurse=False)]
-        w = {name: layer_slice(getattr(self, name), slot, scratch) for name in names}
+        w = {name: layer_slice(getattr(self, name), slot, scratch) for name in self._parameter_names}
         x = self._layer_norm(hidden, router, w) if self.norm == "pre" else hidden
         if self.form == "matrix":
             delta = router.matmul(x, w["fc1"], cache=cache["fc1"])

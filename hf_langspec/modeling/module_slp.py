@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from .module_adapter import BottleneckAdapters
-from .routing import LanguageContext, LanguageRouter, tag_embeddings
+from .routing import LanguageContext, LanguageRouter, tag_embeddings, weights_stamp
 
 
 class SelectiveLanguagePool(nn.Module):
@@ -89,7 +89,7 @@ class SelectiveLanguagePool(nn.Module):
 
         Built once per assignment (checked then, not at every decoding step: no host synchronisation).
         """
-        key = (id(self.assignment), self.assignment._version, self.assignment.device)
+        key = weights_stamp(self.assignment)
         if self._route is None or self._route[0] != key:
             high = torch.zeros_like(self.assignment, dtype=torch.bool)
             high[self.high] = True
