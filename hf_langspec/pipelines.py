@@ -7,11 +7,15 @@ each input names its own direction, and the pipeline hands `src_lang_ids` / `tgt
 
     >>> translate = pipeline("langspec-translation", model=model, tokenizer=tokenizer)
     >>> translate("Hello world", src_lang="en", tgt_lang="de", num_beams=4)
-    >>> translate([{"text": "Hallo", "src_lang": "de", "tgt_lang": "fr"}, ...])
+    >>> translate([{"text": "Hallo", "src_lang": "de", "tgt_lang": "fr"}, ...], batch_size=16)
+
+A list is translated target language by target language (longest texts first), so every batch holds one
+target language, and the results come back in input order; see `group_by_target`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -21,6 +25,20 @@ from transformers.pipelines import PIPELINE_REGISTRY
 TASK = "langspec-translation"
 
 
+def group_by_target(targets: Sequence[str | None], lengths: Sequence[int]) -> list[list[int]]:
+    """Indexes per target language (in order of first appearance), longest text first within each.
+
+    Batches cut from one group hold one target language, which matters for speed: a decoding step of a
+    language-specific module reads the weights of every language in the batch (LAA's matrices, CLL's LSLs,
+    adapters), and on a batch of one language LAA and CLL fold theirs into the backbone's weights.
+    Longest first keeps the padding per batch low.
+    """
+    groups: dict[str | None, list[int]] = {}
+    for index, code in enumerate(targets):
+        groups.setdefault(code, []).append(index)
+    return [sorted(indexes, key=lambda i: lengths[i], reverse=True) for indexes in groups.values()]
+
+
 class LangSpecTranslationPipeline(Pipeline):
     """Translate text with a hf_langspec model; `src_lang` / `tgt_lang` are codes of `config.languages`."""
 
@@ -28,6 +46,20 @@ class LangSpecTranslationPipeline(Pipeline):
     _load_image_processor = False
     _load_feature_extractor = False
     _load_tokenizer = True
+
+    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        """Translate a text, a `{"text", "src_lang", "tgt_lang"}` dict, or a list of either (see the module doc)."""
+        if not isinstance(inputs, list) or len(inputs) < 2:
+            return super().__call__(inputs, *args, **kwargs)
+        default = kwargs.get("tgt_lang")
+        targets = [item.get("tgt_lang", default) if isinstance(item, dict) else default for item in inputs]
+        lengths = [len(item["text"] if isinstance(item, dict) else item) for item in inputs]
+        results: list[Any] = [None] * len(inputs)
+        for group in group_by_target(targets, lengths):  # one call per target language: no batch mixes two
+            translated = super().__call__([inputs[i] for i in group], *args, **kwargs)
+            for index, result in zip(group, translated, strict=True):
+                results[index] = result
+        return results
 
     def _sanitize_parameters(self, src_lang: str | None = None, tgt_lang: str | None = None, **generate_kwargs):
         preprocess = {k: v for k, v in (("src_lang", src_lang), ("tgt_lang", tgt_lang)) if v is not None}
@@ -75,4 +107,4 @@ def register_pipeline() -> None:
         )
 
 
-__all__ = ["TASK", "LangSpecTranslationPipeline", "register_pipeline"]
+__all__ = ["TASK", "LangSpecTranslationPipeline", "group_by_target", "register_pipeline"]

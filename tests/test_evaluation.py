@@ -111,8 +111,19 @@ def test_pipeline_scores_equal_sacrebleu_on_the_same_outputs(model_and_tokenizer
         evaluate_model(model, tok, {"supervised": [{**rows[0], "tgt_lang": "xx"}]}, show_progress=False)
 
 
+def _with_diverse_outputs(model):
+    """Large random weights: the freshly initialised tiny model repeats one piece for every input."""
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() > 1:
+                parameter.normal_(0.0, 0.3)
+    return model
+
+
 def test_translate_batches_one_target_language_and_keeps_the_input_order(model_and_tokenizer):
     model, tok = model_and_tokenizer
+    model = _with_diverse_outputs(model)
     texts = GERMAN + ENGLISH * 2 + ["Au commencement, Dieu créa."]
     src = ["de"] * 4 + ["en", "en", "fr"]
     tgt = ["fr", "en", "fr", "en", "de", "fr", "en"]
@@ -130,7 +141,32 @@ def test_translate_batches_one_target_language_and_keeps_the_input_order(model_a
     assert len(seen) == 5  # fr: 3 texts -> 2 batches, en: 3 -> 2, de: 1
     alone = [translate(model, tok, [t], s, g, num_beams=2, max_new_tokens=5, show_progress=False)[0]
              for t, s, g in zip(texts, src, tgt, strict=True)]  # fmt: skip
-    assert batched == alone
+    assert batched == alone and len(set(alone)) > 3  # outputs differ, so a wrong order shows
+
+
+def test_the_translation_pipeline_batches_one_target_language_in_input_order(model_and_tokenizer):
+    from transformers import pipeline
+
+    model, tok = model_and_tokenizer
+    model = _with_diverse_outputs(model)
+    texts = GERMAN + ENGLISH * 2 + ["Au commencement, Dieu créa."]
+    src = ["de"] * 4 + ["en", "en", "fr"]
+    tgt = ["fr", "en", "fr", "en", "de", "fr", "en"]
+    items = [{"text": t, "src_lang": s, "tgt_lang": g} for t, s, g in zip(texts, src, tgt, strict=True)]
+    translator = pipeline("langspec-translation", model=model, tokenizer=tok)
+    seen = []
+    generate = model.generate
+    model.generate = lambda **kw: seen.append(kw["tgt_lang_ids"].tolist()) or generate(**kw)
+    try:
+        results = translator(items, batch_size=2, num_beams=2, max_new_tokens=5, min_new_tokens=5)
+    finally:
+        del model.generate
+    assert all(len(set(ids)) == 1 for ids in seen) and len(seen) == 5  # fr: 3 -> 2 batches, en: 3 -> 2, de: 1
+    assert sorted(i for ids in seen for i in ids) == sorted(model.config.language_ids(tgt))
+    alone = translate(model, tok, texts, src, tgt, batch_size=1, num_beams=2, max_new_tokens=5, min_new_tokens=5,
+                      show_progress=False)  # fmt: skip
+    assert [result[0]["translation_text"].strip() for result in results] == alone
+    assert len(set(alone)) > 3  # outputs differ, so a wrong order shows
 
 
 def test_model_card_has_model_index_and_languages(model_and_tokenizer, tmp_path):

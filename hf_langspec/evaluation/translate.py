@@ -8,6 +8,8 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from ..pipelines import group_by_target
+
 
 def translate(
     model: Any,
@@ -38,7 +40,11 @@ def translate(
     if len(src) != n or len(tgt) != n:
         raise ValueError(f"Got {n} texts but {len(src)} source and {len(tgt)} target language codes.")
     tokenizer.check_model(model)
-    batches = _batches_by_target(tgt, [len(t) for t in texts], batch_size)
+    batches = [
+        group[start : start + batch_size]
+        for group in group_by_target(tgt, [len(t) for t in texts])
+        for start in range(0, len(group), batch_size)
+    ]
     outputs: list[str] = [""] * n
     device = next(model.parameters()).device
     model.eval()
@@ -57,18 +63,6 @@ def translate(
                 outputs[i] = text.strip()
             bar.update(len(chunk))
     return outputs
-
-
-def _batches_by_target(tgt: list[str], lengths: list[int], batch_size: int) -> list[list[int]]:
-    """Indexes of each batch: per target language (in order of first appearance), longest texts first."""
-    by_target: dict[str, list[int]] = {}
-    for i, code in enumerate(tgt):
-        by_target.setdefault(code, []).append(i)
-    batches = []
-    for indexes in by_target.values():
-        indexes.sort(key=lambda i: lengths[i], reverse=True)
-        batches += [indexes[start : start + batch_size] for start in range(0, len(indexes), batch_size)]
-    return batches
 
 
 __all__ = ["translate"]
