@@ -19,6 +19,11 @@ FCLL would have if its language routing cost nothing.
     python benchmarks/bench_methods.py --rounds 1 --no-write
     python benchmarks/bench_methods.py --kinds hlt1,hlt2,adapter,ls_mnmt   # a subset, in its own section
     python benchmarks/bench_methods.py --kinds cll,baseline_ffn6d --languages 50 --accumulation 8
+    python benchmarks/bench_methods.py --kinds cll,baseline_ffn6d,ls_mnmt --languages 50 --glibc-defaults
+
+Memory comes from glibc's malloc set to keep freed blocks (`_report.keep_freed_memory`), as a GPU's
+caching allocator does; with glibc's defaults every training step of a model with large per-language
+gradients page-faults its gradients in anew (`--glibc-defaults` measures that).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import statistics
 import time
 
 import torch
-from _report import publish
+from _report import keep_freed_memory, publish
 from bench_training import SHAPES, backbone_kwargs, make_batch
 
 KINDS = ["marian", "baseline", "xlp", "laa", "lee", "cll", "baseline_ffn6d", "hlt1", "hlt2", "adapter", "ls_mnmt"]
@@ -146,8 +151,14 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kinds", default=",".join(KINDS[2:]), help=f"methods to measure, of {KINDS[2:]}")
+    parser.add_argument(
+        "--glibc-defaults",
+        action="store_true",
+        help="leave glibc's malloc as it is (large freed blocks go back to the OS; see _report.keep_freed_memory)",
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
+    args.allocator = "glibc's default malloc" if args.glibc_defaults else keep_freed_memory()
     args.kinds = ["marian", "baseline"] + [k for k in args.kinds.split(",") if k not in ("marian", "baseline")]
     unknown = sorted(set(args.kinds) - set(KINDS))
     if unknown:
@@ -157,6 +168,8 @@ def main() -> None:
     section = "methods" if args.kinds == KINDS else "methods-" + "-".join(args.kinds[2:])
     if args.accumulation > 1:
         section += f"-accumulation{args.accumulation}"
+    if args.glibc_defaults:
+        section += "-glibc-defaults"
     title = "Methods vs the baseline backbone and MarianMTModel"
     if section != "methods":
         title += f": {', '.join(NAMES[k] for k in args.kinds[2:])}"
@@ -201,7 +214,7 @@ def run(args, languages: int) -> str:
         f"languages per example; training (fused AdamW, {args.accumulation} batch(es) per update): median of {args.steps} steps x {args.rounds} interleaved "
         f"rounds after a warm-up round; generation: greedy, exactly {args.new_tokens} new tokens per example, median "
         f"of {args.generation_repeats} x {args.rounds}, on the mixed batch and with one target language for the "
-        "whole batch (`translate`'s batching).",
+        f"whole batch (`translate`'s batching). Memory: {args.allocator}.",
         "",
         "| model | training target tokens/s | vs baseline | generation tokens/s, mixed | vs baseline "
         "| generation tokens/s, one target | vs baseline |",
