@@ -1,8 +1,10 @@
 """Training and generation throughput of each method vs the baseline backbone and MarianMTModel.
 
-One run, one process, the same shape for every model, rounds interleaved (model A, B, C, A, B, C, ...)
-so that the machine's drift hits every model alike: on a shared 2-core machine, separate processes
-measured ratios that varied by +-10% between runs. Peak memory is in bench_training.py. Every example
+One run, one process, the same shape for every model, and the models interleaved measurement by
+measurement in a rotating order (one step of A, B, C, then B, C, A, ...) so that the machine's drift hits
+every model alike: on this shared 2-core machine, separate processes measured ratios that varied by
++-10% between runs, and blocks of one model's steps still gave two identical networks (the baseline and
+MarianMTModel) ratios of 0.86-1.21x in one run. Peak memory is in bench_training.py. Every example
 of a batch has its own random source and target language (out of `--languages`), so language routing
 works on mixed batches as in multilingual training.
 
@@ -105,31 +107,27 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
     return LangSpecForConditionalGeneration(LangSpecConfig(**common, **contract))
 
 
-def measure(model, optimizer, batch: dict, one_target: dict, args) -> dict[str, list[float]]:
-    """One round of one model: `args.steps` training steps and `args.generation_repeats` generations.
-
-    `one_target` replaces the batch's target language ids for the second generation measurement.
-    """
-    train_times = []
+def train_step(model, optimizer, batch: dict, args) -> float:
+    """Seconds of one update: `args.accumulation` forward/backward passes and the AdamW step."""
     model.train()
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        for _ in range(args.accumulation):  # Seq2SeqTrainer's gradient_accumulation_steps
-            model(**batch).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        train_times.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    for _ in range(args.accumulation):  # Seq2SeqTrainer's gradient_accumulation_steps
+        model(**batch).loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return time.perf_counter() - start
+
+
+def generate_once(model, batch: dict, args) -> float:
+    """Seconds of one greedy generation of exactly `args.new_tokens` tokens per example."""
     model.eval()
     inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
-    generate = dict(max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False, num_beams=1)
-    times = {"train": train_times, "generate": [], "generate_one": []}
     with torch.no_grad():
-        for part, ids in (("generate", {}), ("generate_one", one_target)):
-            for _ in range(args.generation_repeats):
-                start = time.perf_counter()
-                model.generate(**inputs | ids, **generate)
-                times[part].append(time.perf_counter() - start)
-    return times
+        start = time.perf_counter()
+        model.generate(
+            **inputs, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False, num_beams=1
+        )
+        return time.perf_counter() - start
 
 
 def main() -> None:
@@ -141,15 +139,15 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=8000)
     parser.add_argument("--languages", default="2,50", help="languages mixed in a batch, one table per value")
     parser.add_argument("--new-tokens", type=int, default=64)
-    parser.add_argument("--generation-repeats", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--generation-repeats", type=int, default=5, help="generations per model and round")
+    parser.add_argument("--steps", type=int, default=5, help="training steps per model and round")
     parser.add_argument(
         "--accumulation",
         type=int,
         default=1,
         help="batches per optimizer step (the papers update every 16k-48k tokens)",
     )
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="multiplies --steps and --generation-repeats")
     parser.add_argument("--kinds", default=",".join(KINDS[2:]), help=f"methods to measure, of {KINDS[2:]}")
     parser.add_argument(
         "--glibc-defaults",
@@ -195,14 +193,25 @@ def run(args, languages: int) -> str:
         )
     # language 1 (not FCLL's central l0, which has no LSL) as every example's target
     one_target = {"tgt_lang_ids": torch.full_like(lang_ids["tgt_lang_ids"], min(1, languages - 1))}
-    parts = ("train", "generate", "generate_one")
+    counts = {
+        "train": args.steps * args.rounds,
+        "generate": args.generation_repeats * args.rounds,
+        "generate_one": args.generation_repeats * args.rounds,
+    }
+    parts = tuple(counts)
     results: dict[str, dict[str, list[float]]] = {k: {part: [] for part in parts} for k in args.kinds}
-    for round_index in range(args.rounds + 1):  # round 0 warms every model up and is not counted
-        for kind, (model, optimizer, inputs) in models.items():
-            times = measure(model, optimizer, inputs, {} if kind == "marian" else one_target, args)
-            if round_index:
-                for part in parts:
-                    results[kind][part] += times[part]
+    for part, count in counts.items():
+        for index in range(count + 1):  # pass 0 warms every model up and is not counted
+            kinds = args.kinds[index % len(args.kinds) :] + args.kinds[: index % len(args.kinds)]
+            for kind in kinds:
+                model, optimizer, inputs = models[kind]
+                if part == "train":
+                    seconds = train_step(model, optimizer, inputs, args)
+                else:
+                    one = part == "generate_one" and kind != "marian"
+                    seconds = generate_once(model, inputs | one_target if one else inputs, args)
+                if index:
+                    results[kind][part].append(seconds)
     tokens = int(batch["labels"].ne(-100).sum()) * args.accumulation
     base = {part: statistics.median(results["baseline"][part]) for part in parts}
     generated = args.batch_size * args.new_tokens
@@ -211,9 +220,9 @@ def run(args, languages: int) -> str:
     rows = [
         f"**{languages} languages** ({present} target languages present in the batch). {label}, vocabulary "
         f"{args.vocab}; batch {args.batch_size} x {args.src_len}/{args.tgt_len} tokens with random source/target "
-        f"languages per example; training (fused AdamW, {args.accumulation} batch(es) per update): median of {args.steps} steps x {args.rounds} interleaved "
-        f"rounds after a warm-up round; generation: greedy, exactly {args.new_tokens} new tokens per example, median "
-        f"of {args.generation_repeats} x {args.rounds}, on the mixed batch and with one target language for the "
+        f"languages per example; training (fused AdamW, {args.accumulation} batch(es) per update): median of {counts['train']} steps, models interleaved step by "
+        f"step after a warm-up step; generation: greedy, exactly {args.new_tokens} new tokens per example, median "
+        f"of {counts['generate']} runs each, interleaved likewise, on the mixed batch and with one target language for the "
         f"whole batch (`translate`'s batching). Memory: {args.allocator}.",
         "",
         "| model | training target tokens/s | vs baseline | generation tokens/s, mixed | vs baseline "

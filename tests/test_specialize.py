@@ -129,7 +129,7 @@ PLAIN_LOAD = """
 import json, sys, torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-model = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1]).eval()
+model = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1]).double().eval()
 tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])
 batch = tokenizer(json.loads(sys.argv[2]), return_tensors="pt", padding=True)
 out = model.generate(**batch, num_beams=4, max_new_tokens=12)
@@ -176,7 +176,9 @@ def test_a_specialized_bible_model_loads_without_the_package_and_translates_alik
     plain.save_pretrained(tmp_path / "plain")
     plain_tokenizer.save_pretrained(tmp_path / "plain")
     generic = tokenizer(sentences, src_lang="en", tgt_lang="de", padding=True, return_tensors="pt")
-    expected = model.generate(**generic, num_beams=4, max_new_tokens=12)
+    # beam search on both sides in float64: float32 rounding could flip a near-tie between two hypotheses of
+    # this barely trained model, and the folded weights differ from the generic ones only by rounding
+    expected = model.double().generate(**generic, num_beams=4, max_new_tokens=12)
     result = json.loads(
         run_without_package(PLAIN_LOAD, tmp_path / "plain", json.dumps(sentences), cwd=tmp_path)
         .strip()
@@ -186,12 +188,12 @@ def test_a_specialized_bible_model_loads_without_the_package_and_translates_alik
     assert result["class"] == ("M2M100ForConditionalGeneration" if pre_norm else "MarianMTModel")
     assert result["ids"] == generic["input_ids"].tolist()  # the plain tokenizer adds the direction's tag itself
     assert result["out"] == expected.tolist()
-    # greedy through the generic model and through its CTranslate2 export
+    # greedy through the generic model and through its CTranslate2 export (float32)
     export_ctranslate2(tmp_path / "plain", tmp_path / "ct2")
     greedy = model.generate(**generic, num_beams=1, max_new_tokens=12)
     translator = ctranslate2.Translator(str(tmp_path / "ct2"))
     ct2 = translate_ctranslate2(translator, plain_tokenizer, sentences, beam_size=1, max_new_tokens=12)
-    assert ct2 == [_strip(row) for row in greedy.tolist()]
+    assert_greedy_alike(model, generic, greedy, ct2)
     assert any(len(row) > 3 for row in ct2)  # real translations, not empty ones
 
 
@@ -199,6 +201,26 @@ def _strip(ids: list[int]) -> list[int]:
     """transformers' output without the start token, the first </s> and what follows."""
     ids = ids[1:]
     return ids[: ids.index(2)] if 2 in ids else ids
+
+
+def assert_greedy_alike(model, batch: dict, greedy: torch.Tensor, other: list[list[int]], tolerance: float = 1e-3):
+    """`other` (CTranslate2's greedy tokens) equals `greedy`, or first differs where the model's two choices tie.
+
+    Two implementations round differently, which flips an argmax only where two log-probabilities are within
+    rounding of each other; a real difference in the network shows as a clear gap at the first difference.
+    """
+    for row, (want, have) in enumerate(zip([_strip(r) for r in greedy.tolist()], other, strict=True)):
+        if want == have:
+            continue
+        step = next(i for i, (a, b) in enumerate(zip([*want, 2], [*have, 2], strict=False)) if a != b)
+        prefix = greedy[row : row + 1, : step + 1]  # the start token and the common part
+        inputs = {k: v[row : row + 1] for k, v in batch.items()}
+        with torch.no_grad():
+            scores = model(**inputs, decoder_input_ids=prefix).logits[0, -1].double().log_softmax(-1)
+        a, b = ([*want, 2][step], [*have, 2][step])
+        assert abs(scores[a] - scores[b]) < tolerance, (
+            f"row {row} differs at step {step}: {want} vs {have}; log-probs {scores[a]:.6f} vs {scores[b]:.6f}"
+        )
 
 
 def tiny_tokenizer():
@@ -252,7 +274,8 @@ def test_the_cli_exports_both_models_and_ctranslate2_decodes_greedily_alike(tmp_
         max_new_tokens=10 + bool(forced),
         forced_first_token=forced,
     )
-    assert ct2 == [_strip(row) for row in generic.tolist()]
+    assert_greedy_alike(model, tokenizer(sentences, src_lang="en", tgt_lang="de", padding=True, return_tensors="pt"),
+                        generic, ct2)  # fmt: skip
     with pytest.raises(FileExistsError, match="--force"):
         main(command)
 
