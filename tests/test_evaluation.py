@@ -121,52 +121,40 @@ def _with_diverse_outputs(model):
     return model
 
 
-def test_translate_batches_one_target_language_and_keeps_the_input_order(model_and_tokenizer):
-    model, tok = model_and_tokenizer
-    model = _with_diverse_outputs(model)
-    texts = GERMAN + ENGLISH * 2 + ["Au commencement, Dieu créa."]
-    src = ["de"] * 4 + ["en", "en", "fr"]
-    tgt = ["fr", "en", "fr", "en", "de", "fr", "en"]
-    seen = []
-    generate = model.generate
-    model.generate = lambda **kw: seen.append(kw["tgt_lang_ids"].tolist()) or generate(**kw)
-    try:
-        batched = translate(model, tok, texts, src, tgt, batch_size=2, num_beams=2, max_new_tokens=5,
-                            show_progress=False)  # fmt: skip
-    finally:
-        del model.generate
-    assert all(len(set(ids)) == 1 for ids in seen) and sorted(i for ids in seen for i in ids) == sorted(
-        model.config.language_ids(tgt)
-    )
-    assert len(seen) == 5  # fr: 3 texts -> 2 batches, en: 3 -> 2, de: 1
-    alone = [translate(model, tok, [t], s, g, num_beams=2, max_new_tokens=5, show_progress=False)[0]
-             for t, s, g in zip(texts, src, tgt, strict=True)]  # fmt: skip
-    assert batched == alone and len(set(alone)) > 3  # outputs differ, so a wrong order shows
+MIXED = {"texts": GERMAN + ENGLISH * 2 + ["Au commencement, Dieu créa."], "src": ["de"] * 4 + ["en", "en", "fr"],
+         "tgt": ["fr", "en", "fr", "en", "de", "fr", "en"]}  # fmt: skip
+SHORT = {"num_beams": 2, "max_new_tokens": 5, "min_new_tokens": 5}
 
 
-def test_the_translation_pipeline_batches_one_target_language_in_input_order(model_and_tokenizer):
+def _translate_mixed(entry: str, model, tok, batch_size: int) -> list[str]:
+    if entry == "translate":
+        return translate(model, tok, MIXED["texts"], MIXED["src"], MIXED["tgt"], batch_size=batch_size,
+                         show_progress=False, **SHORT)  # fmt: skip
     from transformers import pipeline
 
+    items = [{"text": t, "src_lang": s, "tgt_lang": g} for t, s, g in zip(*MIXED.values(), strict=True)]
+    results = pipeline("langspec-translation", model=model, tokenizer=tok)(items, batch_size=batch_size, **SHORT)
+    return [result[0]["translation_text"].strip() for result in results]
+
+
+@pytest.mark.parametrize("entry", ["translate", "pipeline"])
+def test_batches_hold_one_target_language_and_outputs_keep_the_input_order(model_and_tokenizer, entry):
     model, tok = model_and_tokenizer
     model = _with_diverse_outputs(model)
-    texts = GERMAN + ENGLISH * 2 + ["Au commencement, Dieu créa."]
-    src = ["de"] * 4 + ["en", "en", "fr"]
-    tgt = ["fr", "en", "fr", "en", "de", "fr", "en"]
-    items = [{"text": t, "src_lang": s, "tgt_lang": g} for t, s, g in zip(texts, src, tgt, strict=True)]
-    translator = pipeline("langspec-translation", model=model, tokenizer=tok)
     seen = []
     generate = model.generate
     model.generate = lambda **kw: seen.append(kw["tgt_lang_ids"].tolist()) or generate(**kw)
     try:
-        results = translator(items, batch_size=2, num_beams=2, max_new_tokens=5, min_new_tokens=5)
+        batched = _translate_mixed(entry, model, tok, batch_size=2)
     finally:
         del model.generate
-    assert all(len(set(ids)) == 1 for ids in seen) and len(seen) == 5  # fr: 3 -> 2 batches, en: 3 -> 2, de: 1
-    assert sorted(i for ids in seen for i in ids) == sorted(model.config.language_ids(tgt))
-    alone = translate(model, tok, texts, src, tgt, batch_size=1, num_beams=2, max_new_tokens=5, min_new_tokens=5,
-                      show_progress=False)  # fmt: skip
-    assert [result[0]["translation_text"].strip() for result in results] == alone
-    assert len(set(alone)) > 3  # outputs differ, so a wrong order shows
+    assert all(len(set(ids)) == 1 for ids in seen) and len(seen) == 5  # fr: 3 texts -> 2 batches, en: 3 -> 2, de: 1
+    assert sorted(i for ids in seen for i in ids) == sorted(model.config.language_ids(MIXED["tgt"]))
+    alone = [
+        translate(model, tok, [t], s, g, show_progress=False, **SHORT)[0]
+        for t, s, g in zip(*MIXED.values(), strict=True)
+    ]
+    assert batched == alone and len(set(alone)) > 3  # outputs differ, so a wrong order shows
 
 
 def test_model_card_has_model_index_and_languages(model_and_tokenizer, tmp_path):
