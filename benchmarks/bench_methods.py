@@ -22,6 +22,7 @@ FCLL would have if its language routing cost nothing.
     python benchmarks/bench_methods.py --kinds hlt1,hlt2,adapter,ls_mnmt   # a subset, in its own section
     python benchmarks/bench_methods.py --kinds cll,baseline_ffn6d --languages 50 --accumulation 8
     python benchmarks/bench_methods.py --kinds cll,baseline_ffn6d,ls_mnmt --languages 50 --glibc-defaults
+    python benchmarks/bench_methods.py --device cuda --shape base --vocab 32000   # a GPU: own section
 
 Memory comes from glibc's malloc set to keep freed blocks (`_report.keep_freed_memory`), as a GPU's
 caching allocator does; with glibc's defaults every training step of a model with large per-language
@@ -107,15 +108,22 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
     return LangSpecForConditionalGeneration(LangSpecConfig(**common, **contract))
 
 
+def clock(device: torch.device) -> float:
+    """`time.perf_counter()` after the device's queued work has finished (CUDA runs asynchronously)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
 def train_step(model, optimizer, batch: dict, args) -> float:
     """Seconds of one update: `args.accumulation` forward/backward passes and the AdamW step."""
     model.train()
-    start = time.perf_counter()
+    start = clock(args.device)
     for _ in range(args.accumulation):  # Seq2SeqTrainer's gradient_accumulation_steps
         model(**batch).loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return time.perf_counter() - start
+    return clock(args.device) - start
 
 
 def generate_once(model, batch: dict, args) -> float:
@@ -123,11 +131,11 @@ def generate_once(model, batch: dict, args) -> float:
     model.eval()
     inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
     with torch.no_grad():
-        start = time.perf_counter()
+        start = clock(args.device)
         model.generate(
             **inputs, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False, num_beams=1
         )
-        return time.perf_counter() - start
+        return clock(args.device) - start
 
 
 def main() -> None:
@@ -154,9 +162,14 @@ def main() -> None:
         action="store_true",
         help="leave glibc's malloc as it is (large freed blocks go back to the OS; see _report.keep_freed_memory)",
     )
+    parser.add_argument("--device", default="cpu", help="where the models run, e.g. cuda (fp32 everywhere)")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
-    args.allocator = "glibc's default malloc" if args.glibc_defaults else keep_freed_memory()
+    args.device = torch.device(args.device)
+    if args.device.type == "cuda":
+        args.allocator = "PyTorch's CUDA caching allocator"
+    else:
+        args.allocator = "glibc's default malloc" if args.glibc_defaults else keep_freed_memory()
     args.kinds = ["marian", "baseline"] + [k for k in args.kinds.split(",") if k not in ("marian", "baseline")]
     unknown = sorted(set(args.kinds) - set(KINDS))
     if unknown:
@@ -168,6 +181,8 @@ def main() -> None:
         section += f"-accumulation{args.accumulation}"
     if args.glibc_defaults:
         section += "-glibc-defaults"
+    if args.device.type != "cpu":
+        section += f"-{args.device.type}"
     title = "Methods vs the baseline backbone and MarianMTModel"
     if section != "methods":
         title += f": {', '.join(NAMES[k] for k in args.kinds[2:])}"
@@ -182,10 +197,12 @@ def run(args, languages: int) -> str:
         "src_lang_ids": torch.randint(0, languages, (args.batch_size,), generator=g),
         "tgt_lang_ids": torch.randint(0, languages, (args.batch_size,), generator=g),
     }
+    batch = {k: v.to(args.device) for k, v in batch.items()}
+    lang_ids = {k: v.to(args.device) for k, v in lang_ids.items()}
     models = {}
     for kind in args.kinds:
         torch.manual_seed(0)
-        model = build(kind, shape, args.vocab, languages)
+        model = build(kind, shape, args.vocab, languages).to(args.device)
         models[kind] = (
             model,
             torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True),
@@ -223,7 +240,7 @@ def run(args, languages: int) -> str:
         f"languages per example; training (fused AdamW, {args.accumulation} batch(es) per update): median of {counts['train']} steps, models interleaved step by "
         f"step after a warm-up step; generation: greedy, exactly {args.new_tokens} new tokens per example, median "
         f"of {counts['generate']} runs each, interleaved likewise, on the mixed batch and with one target language for the "
-        f"whole batch (`translate`'s batching). Memory: {args.allocator}.",
+        f"whole batch (`translate`'s batching). Device: {args.device}; memory: {args.allocator}.",
         "",
         "| model | training target tokens/s | vs baseline | generation tokens/s, mixed | vs baseline "
         "| generation tokens/s, one target | vs baseline |",
