@@ -87,6 +87,7 @@ class LanguageRouter:
         self.num_languages = num_languages
         self.strategy = strategy
         self._groups: tuple[torch.Tensor, torch.Tensor, list[int]] | None = None
+        self._present: list[int] = []  # the ids with at least one example, set with _groups
 
     def lookup(self, table: torch.Tensor) -> torch.Tensor:
         """Rows of a ``[L, ...]`` table for every example: ``[B, ...]``."""
@@ -99,15 +100,17 @@ class LanguageRouter:
             inverse[order] = torch.arange(order.numel(), device=order.device)
             counts = torch.bincount(self.lang_ids, minlength=self.num_languages).tolist()
             self._groups = (order, inverse, counts)
+            self._present = [language for language, count in enumerate(counts) if count]
         return self._groups
 
     def languages_present(self) -> int:
-        return sum(1 for c in self._group_index()[2] if c)
+        self._group_index()
+        return len(self._present)
 
     def single_language(self) -> int | None:
-        """The id every example shares, or None when the batch mixes languages."""
-        present = [language for language, count in enumerate(self._group_index()[2]) if count]
-        return present[0] if len(present) == 1 else None
+        """The id every example shares, or None when the batch mixes languages (asked once per layer)."""
+        self._group_index()
+        return self._present[0] if len(self._present) == 1 else None
 
     def choose(self, d_in: int, d_out: int) -> str:
         """The strategy for a `[d_in, d_out]` weight (see the module docstring)."""
