@@ -98,6 +98,25 @@ def test_cached_decoding_and_beam_search_match_the_effective_weights(num_beams):
         assert generated[i, : direct.shape[1]].tolist() == direct[0].tolist()
 
 
+def test_a_gather_serving_every_layer_is_budgeted_for_all_its_uses(monkeypatch):
+    """Shared matrices serve q/k/v and o of every layer, so their gather may exceed one matmul's budget."""
+    from hf_langspec.modeling import routing
+
+    model = laa_model(laa_points=["dec_self_attn"])
+    d = model.config.d_model
+    monkeypatch.setattr(routing, "GATHER_BUDGET_ELEMENTS", 3 * d * d // 2)  # 3 examples' d x d: over it
+    inputs = {
+        k: v for k, v in mixed_batch(3).items() if k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")
+    }
+    generated = model.generate(**inputs, num_beams=1, max_new_tokens=6, min_new_tokens=6, do_sample=False)
+    cache = model.laa_modules()["decoder"]._caches.get(None)
+    assert cache is not None and cache._value is not None and cache._value.shape == (3, d, d)  # gathered once
+    for i, lang in enumerate(inputs["tgt_lang_ids"].tolist()):
+        example = trim(inputs["input_ids"][i], inputs["attention_mask"][i])
+        direct = folded(model, lang).generate(**example, num_beams=1, max_new_tokens=6, min_new_tokens=6)
+        assert generated[i, : direct.shape[1]].tolist() == direct[0].tolist()
+
+
 @pytest.mark.parametrize("overrides", [{}, {"laa_per_layer": True}])
 def test_one_language_batches_fold_the_matrices_into_the_projections(overrides):
     """At inference a one-language batch uses W + W^lang (cached); outputs equal the direct formulation."""

@@ -50,6 +50,7 @@ def test_auto_strategy_choices():
     mixed = LanguageRouter(torch.arange(8) % 8, 8)
     assert mixed.choose(16, 16) == "gather"
     assert mixed.choose(4096, 4096) == "group"  # gathered weights would exceed the budget
+    assert mixed.choose(1024, 1024) == "group" and mixed.choose(1024, 1024, uses=2) == "gather"  # serving 2 matmuls
     assert same.choose(256, 256) == "group"  # decoding one language: one matmul, never dense
     assert LanguageRouter(torch.tensor([3]), 4).choose(4096, 4096) == "gather"  # one example: its own weight
 

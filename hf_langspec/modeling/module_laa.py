@@ -40,6 +40,7 @@ class LanguageAwareAttention(nn.Module):
         d, languages = config.d_model, config.num_languages
         layers = config.encoder_layers if side == "encoder" else config.decoder_layers
         self.per_layer = config.laa_per_layer
+        self.num_layers = layers
         shape = (layers, languages, d, d) if self.per_layer else (languages, d, d)
         self.weight = nn.Parameter(torch.empty(shape))
         self.language_side = config.laa_encoder_language if side == "encoder" else "target"
@@ -102,12 +103,13 @@ class LanguageAwareAttention(nn.Module):
         """
         router = self._router(lang)
         d = self.weight.shape[-1]
-        if router.choose(d, d) != "gather" or self._fold_language(lang) is not None:
+        uses = 2 if self.per_layer else 2 * self.num_layers  # the q/k/v term and the o term of each layer served
+        if router.choose(d, d, uses) != "gather" or self._fold_language(lang) is not None:
             return
         gathered = {}
         for slot in range(self.weight.shape[0]) if self.per_layer else [None]:
             weight = self.matrices(slot, lang.scratch)
-            cached = self._caches.setdefault(slot, GatheredWeights()).get(weight, router.lang_ids)
+            cached = self._caches.setdefault(slot, GatheredWeights()).get(weight, router.lang_ids, uses)
             gathered[slot] = cached if cached is not None else weight.index_select(0, router.lang_ids)
         lang.scratch[(id(self), "gathered")] = gathered
 

@@ -17,7 +17,8 @@ forward and offers two ways to apply a ``[L, d_in, d_out]`` weight to ``[B, T, d
 
 ``auto`` picks ``gather`` for a single example; otherwise ``group`` when the batch holds at most half as
 many distinct languages as examples or when the gathered weights would exceed
-:data:`GATHER_BUDGET_ELEMENTS`; otherwise ``gather`` (at inference, modules with a cache gather once
+:data:`GATHER_BUDGET_ELEMENTS` times the number of matmuls one gather serves (``uses``: LAA's shared
+matrices serve two per layer); otherwise ``gather`` (at inference, modules with a cache gather once
 per generation and reuse the weights every decoding step).
 Measured on the 2-core CPU, one decoding step of 32 rows (256 x 1024 weights, 4 languages, 2 present):
 dense 0.75 ms, group 0.23 ms, uncached gather 16 ms (the copy of 32 weights). Modules never loop over
@@ -46,8 +47,8 @@ class GatheredWeights:
         self._ids: torch.Tensor | None = None
         self._value: torch.Tensor | None = None
 
-    def get(self, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor | None:
-        if torch.is_grad_enabled() or ids.numel() * weight[0].numel() > GATHER_BUDGET_ELEMENTS:
+    def get(self, weight: torch.Tensor, ids: torch.Tensor, uses: int = 1) -> torch.Tensor | None:
+        if torch.is_grad_enabled() or ids.numel() * weight[0].numel() > GATHER_BUDGET_ELEMENTS * uses:
             return None
         # the storage address, not id(): modules pass a fresh view of a stacked parameter on every call
         key = (weights_stamp(weight), tuple(weight.shape))
@@ -112,14 +113,14 @@ class LanguageRouter:
         self._group_index()
         return self._present[0] if len(self._present) == 1 else None
 
-    def choose(self, d_in: int, d_out: int) -> str:
-        """The strategy for a `[d_in, d_out]` weight (see the module docstring)."""
+    def choose(self, d_in: int, d_out: int, uses: int = 1) -> str:
+        """The strategy for a `[d_in, d_out]` weight whose gather would serve `uses` matmuls (module docstring)."""
         if self.strategy != "auto":
             return self.strategy
         batch = self.lang_ids.numel()
         if batch == 1:
             return "gather"
-        if batch * d_in * d_out > GATHER_BUDGET_ELEMENTS:
+        if batch * d_in * d_out > GATHER_BUDGET_ELEMENTS * uses:
             return "group"
         return "group" if 2 * self.languages_present() <= batch else "gather"
 
