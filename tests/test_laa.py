@@ -59,6 +59,16 @@ def trim(ids: torch.Tensor, mask: torch.Tensor) -> dict:
     return {"input_ids": ids[None, :keep], "attention_mask": mask[None, :keep]}
 
 
+def generate_like_the_direct_formulation(model, inputs: dict, num_beams: int, new_tokens: int) -> None:
+    """`model.generate` on a mixed batch equals, example by example, the plain model with `W + W^lang`."""
+    length = {"max_new_tokens": new_tokens, "min_new_tokens": new_tokens}
+    generated = model.generate(**inputs, num_beams=num_beams, do_sample=False, **length)
+    for i, lang in enumerate(inputs["tgt_lang_ids"].tolist()):
+        example = trim(inputs["input_ids"][i], inputs["attention_mask"][i])
+        direct = folded(model, lang).generate(**example, num_beams=num_beams, **length)
+        assert generated[i, : direct.shape[1]].tolist() == direct[0].tolist()
+
+
 # ---------------------------------------------------------------------------- LAA
 def test_zero_matrices_reproduce_the_baseline_exactly():
     model = laa_model(laa_points=["enc_self_attn", "dec_self_attn", "dec_cross_attn"])
@@ -91,11 +101,7 @@ def test_cached_decoding_and_beam_search_match_the_effective_weights(num_beams):
     model = laa_model(laa_points=["enc_self_attn", "dec_self_attn", "dec_cross_attn"])
     batch = mixed_batch(3)
     inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
-    generated = model.generate(**inputs, num_beams=num_beams, max_new_tokens=7, min_new_tokens=7, do_sample=False)
-    for i, lang in enumerate(inputs["tgt_lang_ids"].tolist()):
-        example = trim(inputs["input_ids"][i], inputs["attention_mask"][i])
-        direct = folded(model, lang).generate(**example, num_beams=num_beams, max_new_tokens=7, min_new_tokens=7)
-        assert generated[i, : direct.shape[1]].tolist() == direct[0].tolist()
+    generate_like_the_direct_formulation(model, inputs, num_beams, new_tokens=7)
 
 
 def test_a_gather_serving_every_layer_is_budgeted_for_all_its_uses(monkeypatch):
@@ -105,16 +111,11 @@ def test_a_gather_serving_every_layer_is_budgeted_for_all_its_uses(monkeypatch):
     model = laa_model(laa_points=["dec_self_attn"])
     d = model.config.d_model
     monkeypatch.setattr(routing, "GATHER_BUDGET_ELEMENTS", 3 * d * d // 2)  # 3 examples' d x d: over it
-    inputs = {
-        k: v for k, v in mixed_batch(3).items() if k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")
-    }
-    generated = model.generate(**inputs, num_beams=1, max_new_tokens=6, min_new_tokens=6, do_sample=False)
+    batch = mixed_batch(3)
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+    generate_like_the_direct_formulation(model, inputs, num_beams=1, new_tokens=6)
     cache = model.laa_modules()["decoder"]._caches.get(None)
     assert cache is not None and cache._value is not None and cache._value.shape == (3, d, d)  # gathered once
-    for i, lang in enumerate(inputs["tgt_lang_ids"].tolist()):
-        example = trim(inputs["input_ids"][i], inputs["attention_mask"][i])
-        direct = folded(model, lang).generate(**example, num_beams=1, max_new_tokens=6, min_new_tokens=6)
-        assert generated[i, : direct.shape[1]].tolist() == direct[0].tolist()
 
 
 @pytest.mark.parametrize("overrides", [{}, {"laa_per_layer": True}])
