@@ -32,11 +32,12 @@ gradients page-faults its gradients in anew (`--glibc-defaults` measures that).
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 
 import torch
-from _report import keep_freed_memory, publish
+from _report import interleaved, keep_freed_memory, publish
 from bench_training import SHAPES, backbone_kwargs, make_batch
 
 KINDS = ["marian", "baseline", "xlp", "laa", "lee", "cll", "baseline_ffn6d", "hlt1", "hlt2", "adapter", "ls_mnmt"]
@@ -138,6 +139,14 @@ def generate_once(model, batch: dict, args) -> float:
         return clock(args.device) - start
 
 
+def measure(part: str, kind: str, model, optimizer, inputs: dict, one_target: dict, args) -> float:
+    """Seconds of one measurement of `part` ("train", "generate" or "generate_one") for one model."""
+    if part == "train":
+        return train_step(model, optimizer, inputs, args)
+    one = part == "generate_one" and kind != "marian"  # MarianMTModel has no language ids
+    return generate_once(model, inputs | one_target if one else inputs, args)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", default="small", choices=list(SHAPES))
@@ -216,19 +225,11 @@ def run(args, languages: int) -> str:
         "generate_one": args.generation_repeats * args.rounds,
     }
     parts = tuple(counts)
-    results: dict[str, dict[str, list[float]]] = {k: {part: [] for part in parts} for k in args.kinds}
+    results: dict[str, dict[str, list[float]]] = {kind: {} for kind in args.kinds}
     for part, count in counts.items():
-        for index in range(count + 1):  # pass 0 warms every model up and is not counted
-            kinds = args.kinds[index % len(args.kinds) :] + args.kinds[: index % len(args.kinds)]
-            for kind in kinds:
-                model, optimizer, inputs = models[kind]
-                if part == "train":
-                    seconds = train_step(model, optimizer, inputs, args)
-                else:
-                    one = part == "generate_one" and kind != "marian"
-                    seconds = generate_once(model, inputs | one_target if one else inputs, args)
-                if index:
-                    results[kind][part].append(seconds)
+        jobs = {kind: functools.partial(measure, part, kind, *models[kind], one_target, args) for kind in args.kinds}
+        for kind, seconds in interleaved(jobs, count).items():
+            results[kind][part] = seconds
     tokens = int(batch["labels"].ne(-100).sum()) * args.accumulation
     base = {part: statistics.median(results["baseline"][part]) for part in parts}
     generated = args.batch_size * args.new_tokens

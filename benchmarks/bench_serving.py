@@ -1,7 +1,7 @@
 """Serving one direction: the generic model vs its specialization vs CTranslate2 vs MarianMTModel.
 
-For each method, in one process with interleaved rounds (every model measured once per round, so drift
-hits all alike), generation speed of:
+For each method, in one process with every (system, setting) pair interleaved run by run in a rotating
+order (`_report.interleaved`, so drift hits all alike), generation speed of:
 
 (a) the generic model with its language modules (`model.generate` with language ids),
 (b) its specialization for one direction (`hf_langspec.specialize`: a plain MarianMTModel),
@@ -22,13 +22,14 @@ system does the same work; weights are random (speed does not depend on them).
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-from _report import publish
+from _report import interleaved, publish
 from bench_training import SHAPES, backbone_kwargs
 
 METHODS = {
@@ -161,17 +162,15 @@ def main() -> None:
     baseline_inputs = {k: v for k, v in generic_inputs.items() if k in ("input_ids", "attention_mask")}
     runners["marian"] = transformers_runner(marian(shape, args.vocab), baseline_inputs, args.new_tokens)
 
-    times: dict[str, dict[tuple[int, int], list[float]]] = {name: {s: [] for s in SETTINGS} for name in runners}
+    def timed(run, beams: int, batch: int) -> float:
+        start = time.perf_counter()
+        run(beams, batch)
+        return time.perf_counter() - start
+
+    jobs = {(name, s): functools.partial(timed, run, *s) for name, run in runners.items() for s in SETTINGS}
     with torch.no_grad():
-        for round_index in range(args.rounds + 1):  # round 0 warms up and is not counted
-            for name, run in runners.items():
-                for beams, batch in SETTINGS:
-                    for _ in range(args.repeats):
-                        start = time.perf_counter()
-                        run(beams, batch)
-                        if round_index:
-                            times[name][beams, batch].append(time.perf_counter() - start)
-    median = {name: {s: statistics.median(v) for s, v in per.items()} for name, per in times.items()}
+        times = interleaved(jobs, args.rounds * args.repeats)
+    median = {name: {s: statistics.median(times[name, s]) for s in SETTINGS} for name in runners}
     publish("serving", "Serving one direction: generic vs specialized vs CTranslate2 vs MarianMTModel",
             table(median, args, shape), write=not args.no_write)  # fmt: skip
 
@@ -181,8 +180,8 @@ def table(median: dict, args, shape: dict) -> str:
     head = " | ".join(f"{'greedy' if b == 1 else f'beam {b}'}, batch {n}" for b, n in SETTINGS)
     rows = [
         f"{label}, vocabulary {args.vocab}, generic models with {args.languages} languages; source {args.src_len} "
-        f"tokens, exactly {args.new_tokens} new tokens per sentence; median of {args.repeats} runs x {args.rounds} "
-        "interleaved rounds after a warm-up round. Cells: generated tokens/s (sentences/s). (b) of LAA is a "
+        f"tokens, exactly {args.new_tokens} new tokens per sentence; median of {args.repeats * args.rounds} runs, "
+        "interleaved run by run after a warm-up run. Cells: generated tokens/s (sentences/s). (b) of LAA is a "
         "MarianMTModel of exactly (d)'s shape, so its (b) / (d) row shows the measurement's noise.",
         "",
         f"| model | {head} |",

@@ -1,14 +1,14 @@
 """The encoder setting of XLP (Luo et al.: "barely computational overhead"): MLM training and encoding speed.
 
-Compares, in one process with interleaved rounds, `XLPForMaskedLM` with XLP's projections, with
-XLM's additive language embedding, and with no language signal (the same backbone without XLP),
-and transformers' `XLMWithLMHeadModel` of the same shape (post-norm, GELU, learned positions,
-embedding LayerNorm, FFN 4d, language embeddings). Every sentence of a batch has a random language
+Compares, in one process with the models interleaved step by step (`_report.interleaved`),
+`XLPForMaskedLM` with XLP's projections, with XLM's additive language embedding, and with no language
+signal (the same backbone without XLP), and transformers' `XLMWithLMHeadModel` of the same shape
+(post-norm, GELU, learned positions, embedding LayerNorm, FFN 4d, language embeddings). Every sentence of a batch has a random language
 out of `--languages`, as in multilingual MLM.
 
 * training: forward + backward + AdamW on a batch with 15% of the tokens labelled;
 * encoding: a forward pass without gradients (what sentence classification and feature
-  extraction cost), median over `--encode-repeats` x rounds.
+  extraction cost), median over `--encode-repeats` x `--rounds`.
 
     python benchmarks/bench_xlp_encoder.py                 # writes its section of BENCHMARKS.md
     python benchmarks/bench_xlp_encoder.py --rounds 1 --no-write
@@ -17,11 +17,12 @@ out of `--languages`, as in multilingual MLM.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 
 import torch
-from _report import publish
+from _report import interleaved, publish
 from bench_training import SHAPES
 
 KINDS = {
@@ -66,23 +67,24 @@ def make_inputs(kind: str, batch_size: int, length: int, vocab: int, languages: 
     return {"input_ids": ids, "attention_mask": mask, "src_lang_ids": lang, "labels": labels}
 
 
-def measure(model, optimizer, inputs: dict, args) -> tuple[list[float], list[float]]:
-    train_times, encode_times = [], []
+def train_step(model, optimizer, inputs: dict) -> float:
+    """Seconds of one forward + backward + AdamW update."""
     model.train()
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        model(**inputs)[0].backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        train_times.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    model(**inputs)[0].backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return time.perf_counter() - start
+
+
+def encode_once(model, inputs: dict) -> float:
+    """Seconds of one forward pass without gradients and without labels."""
     model.eval()
     unlabelled = {k: v for k, v in inputs.items() if k != "labels"}
     with torch.no_grad():
-        for _ in range(args.encode_repeats):
-            start = time.perf_counter()
-            model(**unlabelled)
-            encode_times.append(time.perf_counter() - start)
-    return train_times, encode_times
+        start = time.perf_counter()
+        model(**unlabelled)
+        return time.perf_counter() - start
 
 
 def main() -> None:
@@ -105,23 +107,22 @@ def main() -> None:
         model = build(kind, shape, args.vocab, args.languages)
         inputs = make_inputs(kind, args.batch_size, args.length, args.vocab, args.languages)
         models[kind] = (model, torch.optim.AdamW(model.parameters(), lr=1e-4), inputs)
-    results = {kind: {"train": [], "encode": []} for kind in KINDS}
-    for round_index in range(args.rounds + 1):  # round 0 warms every model up and is not counted
-        for kind, (model, optimizer, inputs) in models.items():
-            train, encode = measure(model, optimizer, inputs, args)
-            if round_index:
-                results[kind]["train"] += train
-                results[kind]["encode"] += encode
+    median = {kind: {} for kind in KINDS}
+    parts = {
+        "train": ({kind: functools.partial(train_step, *models[kind]) for kind in KINDS}, args.steps),
+        "encode": ({kind: functools.partial(encode_once, models[kind][0], models[kind][2]) for kind in KINDS},
+                   args.encode_repeats),
+    }  # fmt: skip
+    for part, (jobs, count) in parts.items():
+        for kind, times in interleaved(jobs, count * args.rounds).items():
+            median[kind][part] = statistics.median(times)
     tokens = int(models["none"][2]["attention_mask"].sum())
-    median = {
-        kind: {part: statistics.median(times) for part, times in parts.items()} for kind, parts in results.items()
-    }
     base = median["none"]
     rows = [
         "d{d_model}, {layers} layers, FFN {ffn}".format(**shape) + f", vocabulary {args.vocab}; batch "
         f"{args.batch_size} x up to {args.length} tokens ({tokens} real), a random language out of "
-        f"{args.languages} per sentence; training: median of {args.steps} steps x {args.rounds} interleaved rounds "
-        f"after a warm-up round; encoding: median of {args.encode_repeats} x {args.rounds} forward passes.",
+        f"{args.languages} per sentence; training: median of {args.steps * args.rounds} steps, encoding: median of "
+        f"{args.encode_repeats * args.rounds} forward passes; models interleaved step by step after a warm-up step.",
         "",
         "| model | training tokens/s | vs no language signal | encoding tokens/s | vs no language signal |",
         "|---|---:|---:|---:|---:|",

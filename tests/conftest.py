@@ -57,6 +57,11 @@ def random_batch(batch: int = 3, src_len: int = 9, tgt_len: int = 6, seed: int =
     }
 
 
+def generation_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """What `generate()` (and an encoder-only forward) takes of a `random_batch`: no decoder inputs."""
+    return {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+
+
 @pytest.fixture
 def batch() -> dict[str, torch.Tensor]:
     return random_batch()

@@ -7,7 +7,7 @@ import os
 
 import pytest
 import torch
-from conftest import random_batch, run_without_package, tiny_model
+from conftest import generation_inputs, random_batch, run_without_package, tiny_model
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from hf_langspec import LangSpecForConditionalGeneration, LangSpecModel
@@ -42,7 +42,7 @@ def test_checkpoint_loads_as_remote_code_in_a_fresh_process(tmp_path):
     result = json.loads((tmp_path / "out.json").read_text())
     assert result["class"].startswith("transformers_modules.")  # the checkpoint's own code ran
     torch.testing.assert_close(torch.tensor(result["logits"]), model(**batch).logits, atol=1e-6, rtol=0)
-    encoder = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+    encoder = generation_inputs(batch)
     assert result["beams"] == model.generate(**encoder, num_beams=4, max_new_tokens=6).tolist()
 
 

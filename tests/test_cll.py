@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import LANGUAGES, assert_round_trips, random_batch, tiny_config
+from conftest import LANGUAGES, assert_round_trips, generation_inputs, random_batch, tiny_config
 
 from hf_langspec import CLLConfig, CLLForConditionalGeneration, LangSpecConfig, LangSpecForConditionalGeneration
 from hf_langspec.modeling.routing import LanguageContext
@@ -136,7 +136,7 @@ def test_one_language_batches_fold_the_lsl_into_one_wider_ffn():
         cll.fc2_bias.normal_()
     batch = random_batch(seed=6)
     batch["tgt_lang_ids"] = torch.tensor([2, 2, 2])  # fr
-    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+    inputs = generation_inputs(batch)
     calls = []
     cll.register_forward_hook(lambda *_: calls.append(1))
     unfolded = model(**batch).logits  # autograd on: the LSL branch runs

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import LANGUAGES, assert_round_trips, random_batch, tiny_config
+from conftest import LANGUAGES, assert_round_trips, generation_inputs, random_batch, tiny_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -266,7 +266,7 @@ def test_naive_and_fast_models_train_identically():
 def test_beam_search_routes_each_example_by_its_pair():
     model = clm_model(clm_encoder="mclm", clm_decoder="mclm")
     batch = trained_pair_batch(seed=5)
-    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+    inputs = generation_inputs(batch)
     together = model.generate(**inputs, num_beams=3, max_new_tokens=6)
     for i in range(3):
         alone = model.generate(**{k: v[i : i + 1] for k, v in inputs.items()}, num_beams=3, max_new_tokens=6)

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import PAD, TAG_IDS, VOCAB, random_batch, tiny_model
+from conftest import PAD, TAG_IDS, VOCAB, generation_inputs, random_batch, tiny_model
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast, pipeline
-
-
-def _encoder_inputs(batch):
-    return {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
 
 
 def test_every_decoding_step_gets_the_target_ids_of_every_beam():
@@ -21,7 +17,7 @@ def test_every_decoding_step_gets_the_target_ids_of_every_beam():
     model.model.decoder.register_forward_pre_hook(
         lambda module, args, kwargs: seen.append(kwargs["tgt_lang_ids"].clone()), with_kwargs=True
     )
-    model.generate(**_encoder_inputs(batch), num_beams=4, max_new_tokens=5, min_new_tokens=5)
+    model.generate(**generation_inputs(batch), num_beams=4, max_new_tokens=5, min_new_tokens=5)
     assert len(seen) == 5
     expected = torch.tensor([2] * 4 + [0] * 4 + [3] * 4)
     for step_ids in seen:
@@ -36,7 +32,7 @@ def test_mixed_directions_in_one_batch_decode_as_if_alone(num_beams):
     batch["src_lang_ids"] = torch.tensor([0, 1, 2, 3])
     batch["tgt_lang_ids"] = torch.tensor([1, 2, 3, 0])
     kwargs = dict(num_beams=num_beams, max_new_tokens=8, min_new_tokens=8)
-    together = model.generate(**_encoder_inputs(batch), **kwargs)
+    together = model.generate(**generation_inputs(batch), **kwargs)
     for b in range(4):
         length = int(batch["attention_mask"][b].sum())
         alone = model.generate(
@@ -63,7 +59,7 @@ def test_target_tag_style_starts_each_hypothesis_with_its_tag():
     model = tiny_model(lang_tag_style="target")
     batch = random_batch(batch=3, seed=1)
     batch["tgt_lang_ids"] = torch.tensor([3, 1, 2])
-    out = model.generate(**_encoder_inputs(batch), num_beams=2, max_new_tokens=4)
+    out = model.generate(**generation_inputs(batch), num_beams=2, max_new_tokens=4)
     assert out[:, 0].tolist() == [model.config.decoder_start_token_id] * 3
     assert out[:, 1].tolist() == [TAG_IDS[3], TAG_IDS[1], TAG_IDS[2]]
     with pytest.raises(ValueError, match=r"lang_tag_style='target'.*needs `tgt_lang_ids`"):

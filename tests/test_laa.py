@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import LANGUAGES, TAG_IDS, assert_round_trips, random_batch, tiny_config
+from conftest import LANGUAGES, TAG_IDS, assert_round_trips, generation_inputs, random_batch, tiny_config
 
 from hf_langspec import LAAConfig, LAAForConditionalGeneration, LangSpecConfig, LangSpecForConditionalGeneration
 from hf_langspec.modeling.module_lee import LanguageEmbeddingEmbodiment
@@ -100,7 +100,7 @@ def test_efficient_formulation_equals_effective_weights_per_example(overrides):
 def test_cached_decoding_and_beam_search_match_the_effective_weights(num_beams):
     model = laa_model(laa_points=["enc_self_attn", "dec_self_attn", "dec_cross_attn"])
     batch = mixed_batch(3)
-    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+    inputs = generation_inputs(batch)
     generate_like_the_direct_formulation(model, inputs, num_beams, new_tokens=7)
 
 
@@ -112,7 +112,7 @@ def test_a_gather_serving_every_layer_is_budgeted_for_all_its_uses(monkeypatch):
     d = model.config.d_model
     monkeypatch.setattr(routing, "GATHER_BUDGET_ELEMENTS", 3 * d * d // 2)  # 3 examples' d x d: over it
     batch = mixed_batch(3)
-    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+    inputs = generation_inputs(batch)
     generate_like_the_direct_formulation(model, inputs, num_beams=1, new_tokens=6)
     cache = model.laa_modules()["decoder"]._caches.get(None)
     assert cache is not None and cache._value is not None and cache._value.shape == (3, d, d)  # gathered once
@@ -124,7 +124,7 @@ def test_one_language_batches_fold_the_matrices_into_the_projections(overrides):
     model = laa_model(laa_points=["enc_self_attn", "dec_self_attn", "dec_cross_attn"], **overrides)
     batch = random_batch(batch=3, seed=4)
     batch["tgt_lang_ids"] = torch.tensor([2, 2, 2])
-    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+    inputs = generation_inputs(batch)
     calls = {"hook": 0}
     laa = model.laa_modules()["decoder"]
     laa.register_forward_hook(lambda *_: calls.__setitem__("hook", calls["hook"] + 1))
@@ -159,7 +159,7 @@ def test_the_decoder_shares_its_matrices_between_self_and_cross_attention():
 def test_laa_random_draws_one_language_per_example_and_keeps_it_through_generation():
     model = laa_model(laa_random=True, laa_random_seed=5)
     batch = mixed_batch(4)
-    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+    inputs = generation_inputs(batch)
     drawn = model.random_language_ids(3)
     assert torch.equal(drawn, model.random_language_ids(3))  # reproducible at inference
     out = model.generate(**inputs, num_beams=2, max_new_tokens=6)
@@ -203,7 +203,7 @@ def test_the_encoder_output_embedding_is_added_once_per_generation():
         lambda *_: calls.__setitem__("dec_self_in", calls["dec_self_in"] + 1)
     )
     batch = mixed_batch(6)
-    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+    inputs = generation_inputs(batch)
     model.generate(**inputs, num_beams=3, max_new_tokens=5, min_new_tokens=5)
     assert calls["enc_out"] == 1
     assert calls["dec_self_in"] == 5 * model.config.decoder_layers  # once per step and layer

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from conftest import generation_inputs
 
 from hf_langspec import CLLConfig, CLLForConditionalGeneration, train_tokenizer
 from hf_langspec.cli import main
@@ -40,8 +41,7 @@ def test_integration_appends_ids_and_leaves_the_old_languages_outputs_exact():
     model, tok = build()
     batch = old_batch(tok)
     logits = model(**batch).logits
-    greedy = model.generate(**{k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")},
-                            num_beams=1, max_new_tokens=6)  # fmt: skip
+    greedy = model.generate(**generation_inputs(batch), num_beams=1, max_new_tokens=6)
     old_vocab = tok.convert_ids_to_tokens(list(range(len(tok))))
     model, new_tok, report = add_language(model, tok, "ru", RU * 3, vocab_size=60, old_texts=OLD, show_progress=False)
 
@@ -57,8 +57,7 @@ def test_integration_appends_ids_and_leaves_the_old_languages_outputs_exact():
 
     # the old languages' logits over the old vocabulary are bit-identical, and so is greedy decoding
     assert torch.equal(model(**batch).logits[..., : len(tok)], logits)
-    assert torch.equal(model.generate(**{k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")},
-                                      num_beams=1, max_new_tokens=6), greedy)  # fmt: skip
+    assert torch.equal(model.generate(**generation_inputs(batch), num_beams=1, max_new_tokens=6), greedy)
     ru = new_tok(RU, text_target=OLD["en"], src_lang="ru", tgt_lang="en")
     assert all(tok.unk_token_id not in ids for ids in ru["input_ids"])  # the new pieces cover the new script
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import LANGUAGES, assert_round_trips, random_batch, tiny_config
+from conftest import LANGUAGES, assert_round_trips, generation_inputs, random_batch, tiny_config
 
 from hf_langspec import LangSpecForConditionalGeneration, XLPForConditionalGeneration, XLPMTConfig
 
@@ -43,7 +43,7 @@ def test_identity_projections_reproduce_the_baseline(pair):
     baseline, xlp = pair
     batch = random_batch(batch=4, seed=2)
     torch.testing.assert_close(xlp(**batch).logits, baseline(**batch).logits, atol=1e-6, rtol=0)
-    encoder = {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
+    encoder = generation_inputs(batch)
     assert torch.equal(
         xlp.generate(**encoder, num_beams=3, max_new_tokens=6),
         baseline.generate(**encoder, num_beams=3, max_new_tokens=6),
