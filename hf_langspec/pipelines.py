@@ -15,7 +15,7 @@ target language, and the results come back in input order; see `group_by_target`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import torch
@@ -25,7 +25,7 @@ from transformers.pipelines import PIPELINE_REGISTRY
 TASK = "langspec-translation"
 
 
-def group_by_target(targets: Sequence[str | None], lengths: Sequence[int]) -> list[list[int]]:
+def group_by_target(targets: Sequence[Hashable], lengths: Sequence[int]) -> list[list[int]]:
     """Indexes per target language (in order of first appearance), longest text first within each.
 
     Batches cut from one group hold one target language, which matters for speed: a decoding step of a
@@ -33,7 +33,7 @@ def group_by_target(targets: Sequence[str | None], lengths: Sequence[int]) -> li
     adapters), and on a batch of one language LAA and CLL fold theirs into the backbone's weights.
     Longest first keeps the padding per batch low.
     """
-    groups: dict[str | None, list[int]] = {}
+    groups: dict[Hashable, list[int]] = {}
     for index, code in enumerate(targets):
         groups.setdefault(code, []).append(index)
     return [sorted(indexes, key=lambda i: lengths[i], reverse=True) for indexes in groups.values()]

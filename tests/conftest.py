@@ -57,6 +57,16 @@ def random_batch(batch: int = 3, src_len: int = 9, tgt_len: int = 6, seed: int =
     }
 
 
+def with_diverse_outputs(model):
+    """Large random weights: the freshly initialised tiny model repeats one piece for every input."""
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() > 1:
+                parameter.normal_(0.0, 0.3)
+    return model
+
+
 def generation_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """What `generate()` (and an encoder-only forward) takes of a `random_batch`: no decoder inputs."""
     return {k: batch[k] for k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}

@@ -8,6 +8,7 @@ import pytest
 import sacrebleu
 import torch
 import yaml
+from conftest import with_diverse_outputs
 
 from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, train_tokenizer
 from hf_langspec.evaluation import (
@@ -111,16 +112,6 @@ def test_pipeline_scores_equal_sacrebleu_on_the_same_outputs(model_and_tokenizer
         evaluate_model(model, tok, {"supervised": [{**rows[0], "tgt_lang": "xx"}]}, show_progress=False)
 
 
-def _with_diverse_outputs(model):
-    """Large random weights: the freshly initialised tiny model repeats one piece for every input."""
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            if parameter.dim() > 1:
-                parameter.normal_(0.0, 0.3)
-    return model
-
-
 MIXED = {"texts": GERMAN + ENGLISH * 2 + ["Au commencement, Dieu créa."], "src": ["de"] * 4 + ["en", "en", "fr"],
          "tgt": ["fr", "en", "fr", "en", "de", "fr", "en"]}  # fmt: skip
 SHORT = {"num_beams": 2, "max_new_tokens": 5, "min_new_tokens": 5}
@@ -140,7 +131,7 @@ def _translate_mixed(entry: str, model, tok, batch_size: int) -> list[str]:
 @pytest.mark.parametrize("entry", ["translate", "pipeline"])
 def test_batches_hold_one_target_language_and_outputs_keep_the_input_order(model_and_tokenizer, entry):
     model, tok = model_and_tokenizer
-    model = _with_diverse_outputs(model)
+    model = with_diverse_outputs(model)
     seen = []
     generate = model.generate
     model.generate = lambda **kw: seen.append(kw["tgt_lang_ids"].tolist()) or generate(**kw)

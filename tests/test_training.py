@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import with_diverse_outputs
 from datasets import Dataset
 from transformers import DataCollatorForSeq2Seq, TrainerCallback
 from transformers.modeling_outputs import Seq2SeqLMOutput
@@ -316,3 +317,29 @@ def test_generation_based_validation_reports_bleu_per_direction(tokenizer, tmp_p
     hyps = tokenizer.batch_decode(model.eval().generate(**batch, max_length=12), skip_special_tokens=True)
     expected = sacrebleu.corpus_bleu([h.strip() for h in hyps], [[r["tgt"] for r in en_de]]).score
     assert metrics["eval_en-de_bleu"] == pytest.approx(expected)
+
+
+def test_prediction_generates_one_target_per_batch_and_returns_the_dataset_order(tokenizer, tmp_path):
+    model = with_diverse_outputs(tiny_model(tokenizer, language_embedding="additive"))  # outputs depend on the target
+    rows = synthetic_pairs(12)  # targets alternate: de, en, fr, en, ...
+    trainer = make_trainer(tokenizer, tmp_path, model=model, predict_with_generate=True, generation_max_length=10,
+                           per_device_eval_batch_size=5)  # fmt: skip
+    generate, targets_per_call, seen = model.generate, [], []
+    model.generate = lambda *a, **kw: targets_per_call.append(set(kw["tgt_lang_ids"].tolist())) or generate(*a, **kw)
+    trainer.compute_metrics = lambda p: seen.append(p) or {}
+    out = trainer.predict(encoded(tokenizer, rows))
+    # 24 examples of 3 targets in batches of 5: only the 2 batches at a language boundary mix (2) targets
+    assert [len(t) for t in targets_per_call].count(1) == 3 and max(len(t) for t in targets_per_call) == 2
+
+    def tokens(ids) -> list[int]:
+        return [int(i) for i in ids if i not in (-100, tokenizer.pad_token_id)]
+
+    model.eval()
+    for i, row in enumerate(rows):  # each prediction is the example's own translation, at its own index
+        alone = generate(**tokenizer(row["src"], src_lang=row["src_lang"], tgt_lang=row["tgt_lang"], return_tensors="pt"),
+                         max_length=10)  # fmt: skip
+        assert tokens(out.predictions[i]) == tokens(alone[0]), i
+        pair = tokenizer(row["src"], text_target=row["tgt"], src_lang=row["src_lang"], tgt_lang=row["tgt_lang"])
+        assert tokens(out.label_ids[i]) == pair["labels"]
+        assert tokens(seen[0].predictions[i]) == tokens(out.predictions[i])  # compute_metrics sees the same order
+    assert len({tuple(tokens(p)) for p in out.predictions}) >= 5  # varied outputs: a wrong order shows

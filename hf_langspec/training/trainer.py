@@ -10,7 +10,16 @@
 * inverse square-root schedule with warm-up (`lr_scheduler_type="inverse_sqrt"`: lr * sqrt(warmup / step)
   after warm-up, fairseq's `inverse_sqrt`) by default;
 * resuming only from complete checkpoints (`resume_from_checkpoint=True`), and averaging of the last
-  N checkpoints at the end (`average_last_checkpoints`).
+  N checkpoints at the end (`average_last_checkpoints`);
+* evaluation and prediction run through the examples by target language, longest first
+  (`pipelines.group_by_target`, as `translate` batches), so that every batch but those at a language
+  boundary has one target language: a decoding step of LAA, CLL, adapters or HLT-MT
+  reads the weights of every target language in its batch, and on a batch of one language LAA and CLL
+  fold theirs into the backbone's (a mixed Transformer-base batch of 22 targets decodes at 0.4-0.7x the
+  baseline on a CPU, one target at 0.8-1.0x; BENCHMARKS.md), and longest first keeps padding low.
+  Predictions, labels and what `compute_metrics` sees come back in the dataset's order (transformers 5
+  would return them in its length-grouped order). Single process only; with several processes
+  transformers' own order is kept.
 """
 
 from __future__ import annotations
@@ -23,11 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from safetensors.torch import load_file
-from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+from transformers import EvalPrediction, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
 from ..data.sampler import TemperatureSampler
+from ..pipelines import group_by_target
 
 logger = logging.getLogger(__name__)
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
@@ -83,6 +94,39 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
             batch_size=self._train_batch_size * self.args.world_size,
         )
 
+    def _evaluation_order(self, dataset) -> list[int] | None:
+        """The order evaluation runs `dataset` in: by target language, longest first within one; None where
+        it does not apply (several processes, per-batch metrics, a dataset without an `input_ids` column)."""
+        columns = set(getattr(dataset, "column_names", None) or ())
+        if self.args.world_size > 1 or self.args.batch_eval_metrics or "input_ids" not in columns:
+            return None
+        lengths = [len(ids) for ids in dataset["input_ids"]]
+        targets = dataset["tgt_lang_ids"] if "tgt_lang_ids" in columns else [None] * len(lengths)
+        return [i for group in group_by_target(targets, lengths) for i in group]
+
+    def _get_eval_sampler(self, eval_dataset):
+        order = self._evaluation_order(eval_dataset)
+        return order if order is not None else super()._get_eval_sampler(eval_dataset)
+
+    def evaluation_loop(self, dataloader, *args: Any, **kwargs: Any):
+        """`Trainer.evaluation_loop`, with the outputs of a target-grouped evaluation put back in dataset order."""
+        order = self._evaluation_order(getattr(dataloader, "dataset", None))
+        if order is None:
+            return super().evaluation_loop(dataloader, *args, **kwargs)
+        user_metrics = self.compute_metrics
+        if user_metrics is not None:
+            self.compute_metrics = lambda p: user_metrics(
+                EvalPrediction(**{name: in_dataset_order(getattr(p, name), order) for name in EVAL_FIELDS})
+            )
+        try:
+            output = super().evaluation_loop(dataloader, *args, **kwargs)
+        finally:
+            self.compute_metrics = user_metrics
+        return output._replace(
+            predictions=in_dataset_order(output.predictions, order),
+            label_ids=in_dataset_order(output.label_ids, order),
+        )
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         smoothing = self.label_smoother is not None and "labels" in inputs
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
@@ -114,6 +158,20 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
                     )
                 logger.info("Averaged the weights of %s", [c.name for c in checkpoints])
         return result
+
+
+EVAL_FIELDS = ("predictions", "label_ids", "inputs", "losses")
+
+
+def in_dataset_order(values: Any, order: list[int]) -> Any:
+    """Per-example arrays produced in `order` (a permutation of the dataset's indexes), put back in dataset order."""
+    if isinstance(values, (tuple, list)):
+        return type(values)(in_dataset_order(v, order) for v in values)
+    if isinstance(values, np.ndarray) and values.ndim and values.shape[0] == len(order):
+        restored = np.empty_like(values)
+        restored[order] = values
+        return restored
+    return values
 
 
 def complete_checkpoints(output_dir: str | os.PathLike) -> list[Path]:
