@@ -57,6 +57,20 @@ def random_batch(batch: int = 3, src_len: int = 9, tgt_len: int = 6, seed: int =
     }
 
 
+def two_process_launcher() -> list[str]:
+    """`accelerate launch` with two CPU processes, on a port nobody listens on now (the default 29500 can
+    still be held by an earlier run's socket)."""
+    import socket
+    import sys
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+            "--main_process_port", str(port)]  # fmt: skip
+
+
 def with_diverse_outputs(model):
     """Large random weights: the freshly initialised tiny model repeats one piece for every input."""
     torch.manual_seed(1)

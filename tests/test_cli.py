@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import two_process_launcher
 from test_training import _config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,15 +59,6 @@ def test_cli_errors_are_one_clear_line(tmp_path):
     assert result.returncode == 2 and "allow_restricted=True" in result.stderr
 
 
-def _free_port() -> int:
-    """A port nobody listens on now (the default 29500 can still be held by an earlier run's socket)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path):
     runs = {}
@@ -77,9 +69,7 @@ def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path):
                          model={"dropout": 0.0}, evaluation={"splits": []})  # fmt: skip
         path = tmp_path / f"config{procs}.yaml"
         path.write_text(yaml.safe_dump(config))
-        launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-                    "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                    "--main_process_port", str(_free_port())] if procs == 2 else [sys.executable]  # fmt: skip
+        launcher = two_process_launcher() if procs == 2 else [sys.executable]
         subprocess.run([*launcher, ROOT / "examples" / "train_translation.py", "--config", path],
                        check=True, capture_output=True, text=True, timeout=900)  # fmt: skip
         info = json.loads((tmp_path / f"run{procs}" / "run_info.json").read_text())

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import with_diverse_outputs
+from conftest import two_process_launcher, with_diverse_outputs
 from datasets import Dataset
 from transformers import DataCollatorForSeq2Seq, TrainerCallback
 from transformers.modeling_outputs import Seq2SeqLMOutput
@@ -343,3 +344,42 @@ def test_prediction_generates_one_target_per_batch_and_returns_the_dataset_order
         assert tokens(out.label_ids[i]) == pair["labels"]
         assert tokens(seen[0].predictions[i]) == tokens(out.predictions[i])  # compute_metrics sees the same order
     assert len({tuple(tokens(p)) for p in out.predictions}) >= 5  # varied outputs: a wrong order shows
+
+
+PREDICT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from test_training import encoded, make_trainer, synthetic_pairs
+from hf_langspec import LangSpecForConditionalGeneration, LangSpecTokenizer
+model_dir, out_dir = sys.argv[2:]
+tokenizer = LangSpecTokenizer.from_pretrained(model_dir)
+model = LangSpecForConditionalGeneration.from_pretrained(model_dir)
+trainer = make_trainer(tokenizer, out_dir, model=model, predict_with_generate=True, generation_max_length=10,
+                       per_device_eval_batch_size=2)
+out = trainer.predict(encoded(tokenizer, synthetic_pairs(12)))
+if trainer.is_world_process_zero():
+    json.dump({"world_size": trainer.args.world_size, "predictions": out.predictions.tolist()},
+              open(out_dir + "/predictions.json", "w"))
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_predict_the_dataset_order_like_one(tokenizer, tmp_path):
+    model = with_diverse_outputs(tiny_model(tokenizer, language_embedding="additive"))
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    script = tmp_path / "predict.py"
+    script.write_text(PREDICT)
+    tests = str(Path(__file__).resolve().parent)
+    subprocess.run([*two_process_launcher(), script, tests, tmp_path / "model", tmp_path],
+                   check=True, capture_output=True, text=True, timeout=600)  # fmt: skip
+    two = json.loads((tmp_path / "predictions.json").read_text())
+    one = make_trainer(tokenizer, tmp_path / "one", model=model, predict_with_generate=True, generation_max_length=10,
+                       per_device_eval_batch_size=4).predict(encoded(tokenizer, synthetic_pairs(12)))  # fmt: skip
+
+    def tokens(ids) -> list[int]:
+        return [int(i) for i in ids if i not in (-100, tokenizer.pad_token_id)]
+
+    assert two["world_size"] == 2 and len(two["predictions"]) == len(one.predictions) == 24
+    assert [tokens(p) for p in two["predictions"]] == [tokens(p) for p in one.predictions]
+    assert len({tuple(tokens(p)) for p in one.predictions}) >= 5  # varied outputs: a wrong order shows

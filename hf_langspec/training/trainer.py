@@ -18,8 +18,7 @@
   fold theirs into the backbone's (a mixed Transformer-base batch of 22 targets decodes at 0.4-0.7x the
   baseline on a CPU, one target at 0.8-1.0x; BENCHMARKS.md), and longest first keeps padding low.
   Predictions, labels and what `compute_metrics` sees come back in the dataset's order (transformers 5
-  would return them in its length-grouped order). Single process only; with several processes
-  transformers' own order is kept.
+  would return them in its length-grouped order), also with several processes.
 """
 
 from __future__ import annotations
@@ -95,10 +94,11 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
         )
 
     def _evaluation_order(self, dataset) -> list[int] | None:
-        """The order evaluation runs `dataset` in: by target language, longest first within one; None where
-        it does not apply (several processes, per-batch metrics, a dataset without an `input_ids` column)."""
+        """The order evaluation runs `dataset` in: by target language, longest first within one; None for a
+        dataset without an `input_ids` column. With several processes accelerate deals the batches out in
+        turn and gathers them back in the same order."""
         columns = set(getattr(dataset, "column_names", None) or ())
-        if self.args.world_size > 1 or self.args.batch_eval_metrics or "input_ids" not in columns:
+        if "input_ids" not in columns:
             return None
         lengths = [len(ids) for ids in dataset["input_ids"]]
         targets = dataset["tgt_lang_ids"] if "tgt_lang_ids" in columns else [None] * len(lengths)
@@ -114,7 +114,7 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
         if order is None:
             return super().evaluation_loop(dataloader, *args, **kwargs)
         user_metrics = self.compute_metrics
-        if user_metrics is not None:
+        if user_metrics is not None and not self.args.batch_eval_metrics:  # per-batch metrics: order-free
             self.compute_metrics = lambda p: user_metrics(
                 EvalPrediction(**{name: in_dataset_order(getattr(p, name), order) for name in EVAL_FIELDS})
             )
