@@ -320,6 +320,11 @@ def test_generation_based_validation_reports_bleu_per_direction(tokenizer, tmp_p
     assert metrics["eval_en-de_bleu"] == pytest.approx(expected)
 
 
+def unpadded(ids, tokenizer) -> list[int]:
+    """A row of predictions or labels without the Trainer's padding (-100) and the tokenizer's."""
+    return [int(i) for i in ids if i not in (-100, tokenizer.pad_token_id)]
+
+
 def test_prediction_generates_one_target_per_batch_and_returns_the_dataset_order(tokenizer, tmp_path):
     model = with_diverse_outputs(tiny_model(tokenizer, language_embedding="additive"))  # outputs depend on the target
     rows = synthetic_pairs(12)  # targets alternate: de, en, fr, en, ...
@@ -332,18 +337,16 @@ def test_prediction_generates_one_target_per_batch_and_returns_the_dataset_order
     # 24 examples of 3 targets in batches of 5: only the 2 batches at a language boundary mix (2) targets
     assert [len(t) for t in targets_per_call].count(1) == 3 and max(len(t) for t in targets_per_call) == 2
 
-    def tokens(ids) -> list[int]:
-        return [int(i) for i in ids if i not in (-100, tokenizer.pad_token_id)]
-
     model.eval()
     for i, row in enumerate(rows):  # each prediction is the example's own translation, at its own index
         alone = generate(**tokenizer(row["src"], src_lang=row["src_lang"], tgt_lang=row["tgt_lang"], return_tensors="pt"),
                          max_length=10)  # fmt: skip
-        assert tokens(out.predictions[i]) == tokens(alone[0]), i
+        assert unpadded(out.predictions[i], tokenizer) == unpadded(alone[0], tokenizer), i
         pair = tokenizer(row["src"], text_target=row["tgt"], src_lang=row["src_lang"], tgt_lang=row["tgt_lang"])
-        assert tokens(out.label_ids[i]) == pair["labels"]
-        assert tokens(seen[0].predictions[i]) == tokens(out.predictions[i])  # compute_metrics sees the same order
-    assert len({tuple(tokens(p)) for p in out.predictions}) >= 5  # varied outputs: a wrong order shows
+        assert unpadded(out.label_ids[i], tokenizer) == pair["labels"]
+        # compute_metrics sees the same order
+        assert unpadded(seen[0].predictions[i], tokenizer) == unpadded(out.predictions[i], tokenizer)
+    assert len({tuple(unpadded(p, tokenizer)) for p in out.predictions}) >= 5  # varied outputs: a wrong order shows
 
 
 PREDICT = """
@@ -377,9 +380,6 @@ def test_two_processes_predict_the_dataset_order_like_one(tokenizer, tmp_path):
     one = make_trainer(tokenizer, tmp_path / "one", model=model, predict_with_generate=True, generation_max_length=10,
                        per_device_eval_batch_size=4).predict(encoded(tokenizer, synthetic_pairs(12)))  # fmt: skip
 
-    def tokens(ids) -> list[int]:
-        return [int(i) for i in ids if i not in (-100, tokenizer.pad_token_id)]
-
     assert two["world_size"] == 2 and len(two["predictions"]) == len(one.predictions) == 24
-    assert [tokens(p) for p in two["predictions"]] == [tokens(p) for p in one.predictions]
-    assert len({tuple(tokens(p)) for p in one.predictions}) >= 5  # varied outputs: a wrong order shows
+    assert [unpadded(p, tokenizer) for p in two["predictions"]] == [unpadded(p, tokenizer) for p in one.predictions]
+    assert len({tuple(unpadded(p, tokenizer)) for p in one.predictions}) >= 5  # varied outputs: a wrong order shows
