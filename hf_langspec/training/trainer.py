@@ -13,12 +13,12 @@
   N checkpoints at the end (`average_last_checkpoints`);
 * evaluation and prediction run through the examples by target language, longest first
   (`pipelines.group_by_target`, as `translate` batches), so that every batch but those at a language
-  boundary has one target language: a decoding step of LAA, CLL, adapters or HLT-MT
-  reads the weights of every target language in its batch, and on a batch of one language LAA and CLL
-  fold theirs into the backbone's (a mixed Transformer-base batch of 22 targets decodes at 0.4-0.7x the
-  baseline on a CPU, one target at 0.8-1.0x; BENCHMARKS.md), and longest first keeps padding low.
-  Predictions, labels and what `compute_metrics` sees come back in the dataset's order (transformers 5
-  would return them in its length-grouped order), also with several processes.
+  boundary has one target language. A decoding step of LAA, CLL, adapters or HLT-MT reads the weights
+  of every target language in its batch, and on a batch of one language LAA and CLL fold theirs into
+  the backbone's (Transformer-base on a CPU: 22 targets in a batch decode at 0.4-0.8x the baseline, one
+  target at 0.8-1.0x; BENCHMARKS.md); longest first keeps the padding low. Predictions, labels and what
+  `compute_metrics` sees come back in the dataset's order (transformers 5 would return them in its
+  length-grouped order), also with several processes.
 """
 
 from __future__ import annotations
