@@ -32,7 +32,7 @@ from types import SimpleNamespace
 
 import torch
 from _report import interleaved, keep_freed_memory, publish
-from bench_methods import NAMES, build, generate_once
+from bench_methods import NAMES, build, generate_once, language_ids
 from bench_training import SHAPES, make_batch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -100,15 +100,9 @@ def main() -> None:
     allocator = keep_freed_memory()
     shape = SHAPES[args.shape]
     batch = make_batch(args.batch_size, 32, 32, args.vocab)
-    g = torch.Generator().manual_seed(1)
-    mixed = {
-        "input_ids": batch["input_ids"],
-        "attention_mask": batch["attention_mask"],
-        "src_lang_ids": torch.randint(0, args.languages, (args.batch_size,), generator=g),
-        "tgt_lang_ids": torch.randint(0, args.languages, (args.batch_size,), generator=g),
-    }
-    # language 1 (not FCLL's central l0, which has no LSL) as every example's target
-    one = mixed | {"tgt_lang_ids": torch.full_like(mixed["tgt_lang_ids"], 1)}
+    lang_ids, one_target = language_ids(args.batch_size, args.languages)  # bench_methods.py's batch
+    mixed = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"], **lang_ids}
+    one = mixed | one_target
     kinds = [k for k in args.kinds.split(",") if k]
     configs = [("baseline", "auto", "mixed")]
     configs += [(kind, strategy, "mixed") for kind in kinds for strategy in STRATEGIES]

@@ -198,14 +198,23 @@ def main() -> None:
     publish(section, title, "\n\n".join(tables), write=not args.no_write)
 
 
+def language_ids(batch_size: int, languages: int) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Random source and target language ids per example (seeded), and the same batch with one target.
+
+    The one target is language 1: not FCLL's central l0, which has no LSL.
+    """
+    g = torch.Generator().manual_seed(1)
+    mixed = {
+        "src_lang_ids": torch.randint(0, languages, (batch_size,), generator=g),
+        "tgt_lang_ids": torch.randint(0, languages, (batch_size,), generator=g),
+    }
+    return mixed, {"tgt_lang_ids": torch.full_like(mixed["tgt_lang_ids"], min(1, languages - 1))}
+
+
 def run(args, languages: int) -> str:
     shape = SHAPES[args.shape]
     batch = make_batch(args.batch_size, args.src_len, args.tgt_len, args.vocab)
-    g = torch.Generator().manual_seed(1)
-    lang_ids = {
-        "src_lang_ids": torch.randint(0, languages, (args.batch_size,), generator=g),
-        "tgt_lang_ids": torch.randint(0, languages, (args.batch_size,), generator=g),
-    }
+    lang_ids, one_target = language_ids(args.batch_size, languages)
     batch = {k: v.to(args.device) for k, v in batch.items()}
     lang_ids = {k: v.to(args.device) for k, v in lang_ids.items()}
     models = {}
@@ -217,8 +226,7 @@ def run(args, languages: int) -> str:
             torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True),
             batch if kind == "marian" else batch | lang_ids,
         )
-    # language 1 (not FCLL's central l0, which has no LSL) as every example's target
-    one_target = {"tgt_lang_ids": torch.full_like(lang_ids["tgt_lang_ids"], min(1, languages - 1))}
+    one_target = {k: v.to(args.device) for k, v in one_target.items()}
     counts = {
         "train": args.steps * args.rounds,
         "generate": args.generation_repeats * args.rounds,
