@@ -5,6 +5,7 @@ hf-langspec data hub opus100 --directions en-de,de-en --split train --output dat
 hf-langspec data local corpus.de --tgt-path corpus.en --src-lang de --tgt-lang en --output data/local.jsonl
 hf-langspec train-tokenizer --train data/bible/train.jsonl --output-dir tok --vocab-size 8000
 hf-langspec export --model runs/bible-baseline/model --src-lang en --tgt-lang de --output-dir serve/en-de
+hf-langspec compare --suite examples/suites/bible3.yaml --workers 2
 """
 
 from __future__ import annotations
@@ -101,6 +102,26 @@ def cmd_train(args: argparse.Namespace) -> None:
         config["output_dir"] = str(args.output_dir)
     outcome = run_experiment(config, resume=not args.no_resume)
     print(f"model: {outcome['model_dir']}")
+
+
+def _integers(text: str) -> list[int]:
+    try:
+        return [int(c) for c in _codes(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 1,2,3, got {text!r}") from None
+
+
+def cmd_compare(args: argparse.Namespace) -> None:
+    from .compare import compare
+    from .compare.report import markdown
+
+    report = compare(
+        args.suite, systems=_codes(args.systems) if args.systems else None, seeds=args.seeds, workers=args.workers,
+        output_dir=args.output_dir, report_only=args.report_only, eval_sets=args.eval_set or [],
+    )  # fmt: skip
+    print(markdown(report, image_prefix=None))
+    if report["failed"]:
+        raise RuntimeError(f"{len(report['failed'])} run(s) failed: {', '.join(report['failed'])}; see their compare.log.")
 
 
 def _load_model(path: str, device: str | None):
@@ -322,6 +343,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--set", nargs="+", metavar="SECTION.KEY=VALUE", help="override config keys, e.g. model.clm_decoder=none"
     )
     train.set_defaults(func=cmd_train)
+
+    comp = commands.add_parser(
+        "compare", help="train every system of a suite over seeds at an equal budget and report the comparison"
+    )
+    comp.add_argument("--suite", required=True, help="a suite YAML (see examples/suites/)")
+    comp.add_argument("--systems", help="comma-separated systems to run (the baseline always runs)")
+    comp.add_argument("--seeds", type=_integers, help="comma-separated seeds, instead of the suite's")
+    comp.add_argument("--workers", type=int, default=1, help="runs at a time; CPU cores are split between them")
+    comp.add_argument("--output-dir", type=Path, help="overrides the suite's output_dir")
+    comp.add_argument("--report-only", action="store_true", help="train nothing: report the results that exist")
+    comp.add_argument(
+        "--eval-set", action="append", metavar="FILE", help="a multi-way JSONL to evaluate every run on as well"
+    )
+    comp.set_defaults(func=cmd_compare)
 
     def generation_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("model", help="a directory saved by `hf-langspec train` (model + tokenizer)")

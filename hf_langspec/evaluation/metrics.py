@@ -1,5 +1,6 @@
-"""Scores as the papers report them: sacreBLEU (13a) and chrF per direction, with their signatures,
-group means (en->xx, xx->en, zero-shot; Low/Med/High by training size) and the win ratio."""
+"""Scores as the papers report them: sacreBLEU (13a), chrF and chrF++ per direction, with their signatures,
+the length ratio and the share of degenerate outputs, group means (en->xx, xx->en, zero-shot; Low/Med/High
+by training size) and the win ratio."""
 
 from __future__ import annotations
 
@@ -11,22 +12,47 @@ import sacrebleu
 
 
 def corpus_scores(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "13a") -> dict[str, Any]:
-    """sacreBLEU BLEU and chrF of one direction, with the signatures that make them reproducible."""
+    """sacreBLEU BLEU, chrF and chrF++ (`word_order=2`) of one direction, with the signatures that make them
+    reproducible; `length_ratio` is BLEU's output / reference length, `degenerate` the share of outputs
+    caught in a repetition loop (:func:`is_degenerate`)."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references.")
     if not references:
         raise ValueError("Cannot score an empty test set: no references.")
     bleu = sacrebleu.metrics.BLEU(tokenize=tokenize)
     chrf = sacrebleu.metrics.CHRF()
+    chrfpp = sacrebleu.metrics.CHRF(word_order=2)
     bleu_score = bleu.corpus_score(list(hypotheses), [list(references)])
     chrf_score = chrf.corpus_score(list(hypotheses), [list(references)])
     return {
         "bleu": bleu_score.score,
         "chrf": chrf_score.score,
+        "chrfpp": chrfpp.corpus_score(list(hypotheses), [list(references)]).score,
+        "length_ratio": bleu_score.sys_len / max(bleu_score.ref_len, 1),
+        "degenerate": sum(map(is_degenerate, hypotheses)) / len(hypotheses),
         "bleu_signature": str(bleu.get_signature()),
         "chrf_signature": str(chrf.get_signature()),
+        "chrfpp_signature": str(chrfpp.get_signature()),
         "sentences": len(references),
     }
+
+
+def is_degenerate(text: str, max_ngram: int = 4, min_repeats: int = 4) -> bool:
+    """True when some n-gram of words (n <= `max_ngram`) repeats `min_repeats` times in a row.
+
+    The loop a decoder falls into when it loses track of the source ("the the the the", "a b a b a b a b");
+    natural text almost never repeats a phrase four times back to back. Words are split on whitespace,
+    or into characters for text without spaces longer than 16 characters (scripts written without them).
+    """
+    words = text.split()
+    if len(words) == 1 and len(text) > 16:
+        words = list(text)
+    for n in range(1, max_ngram + 1):
+        for start in range(len(words) - n * min_repeats + 1):
+            gram = words[start : start + n]
+            if all(words[start + k * n : start + (k + 1) * n] == gram for k in range(1, min_repeats)):
+                return True
+    return False
 
 
 def direction_groups(
@@ -83,4 +109,4 @@ def win_ratio(
     return sum(results[d][metric] > reference[d][metric] for d in common) / len(common)
 
 
-__all__ = ["corpus_scores", "direction_groups", "group_means", "resource_groups", "win_ratio"]
+__all__ = ["corpus_scores", "direction_groups", "group_means", "is_degenerate", "resource_groups", "win_ratio"]

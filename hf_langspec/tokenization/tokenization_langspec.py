@@ -111,6 +111,19 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
             "decoder_start_token_id": self.eos_token_id,
         }
 
+    def vocabulary_fingerprint(self) -> str:
+        """A short hash of the vocabulary (pieces, scores or merges, ids) and the language tags.
+
+        Two tokenizers with the same fingerprint segment every text into the same ids; one of equal size
+        but another fingerprint does not, so a model meets only its own.
+        """
+        import hashlib
+        import json
+
+        model = json.loads(self.backend_tokenizer.to_str())["model"]
+        key = json.dumps([model, self.languages, self.lang_tag_template], sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
+
     def check_model(self, model_or_config: Any) -> None:
         """Raise a ValueError when a model (or its config) was not built for this tokenizer."""
         config = getattr(model_or_config, "config", model_or_config)

@@ -39,11 +39,13 @@ import inspect
 import json
 import logging
 import os
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import yaml
+from transformers import TrainerCallback
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +72,15 @@ TOKENIZER_KEYS = {
     "lang_tag_style",
     "lang_tag_template",
 }
-EVALUATION_KEYS = {"max_sentences_per_direction", "num_beams", "batch_size", "max_new_tokens", "off_target", "splits"}
+EVALUATION_KEYS = {
+    "max_sentences_per_direction",
+    "num_beams",
+    "batch_size",
+    "max_new_tokens",
+    "off_target",
+    "language_identifier",
+    "splits",
+}
 TRANSLATE_KEYS = {"text", "src_lang", "tgt_lang"}
 CARD_KEYS = {"model_name", "license", "datasets", "paper"}
 
@@ -107,18 +117,32 @@ def model_classes() -> dict[str, tuple[type, type]]:
 
 def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """`["model.clm_decoder=none", "training.max_steps=100"]` -> the config with those keys set (values are YAML)."""
+    parsed = {}
     for item in overrides:
         key, sep, value = item.partition("=")
-        path = key.split(".")
-        if not sep or not all(path):
+        if not sep:
             raise ConfigError(f"Override {item!r} must look like section.key=value, e.g. model.clm_num_features=94.")
+        try:
+            parsed[key] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"Override {item!r}: the value is not valid YAML ({err.problem}).") from None
+    set_keys(config, parsed)
+    validate_config(config, "the config with overrides")
+    return config
+
+
+def set_keys(config: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """Set dotted keys in place: `{"model.class": "cll", "stages": [...]}` (values already parsed)."""
+    for key, value in values.items():
+        path = key.split(".")
+        if not all(path):
+            raise ConfigError(f"Override key {key!r} must look like section.key, e.g. model.clm_num_features.")
         node = config
         for part in path[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise ConfigError(f"Override {item!r}: {part!r} is not a section.")
-        node[path[-1]] = yaml.safe_load(value)
-    validate_config(config, "the config with overrides")
+                raise ConfigError(f"Override {key!r}: {part!r} is not a section.")
+        node[path[-1]] = value
     return config
 
 
@@ -164,7 +188,13 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
         _check_keys(data["bible"], {f.name for f in dataclasses.fields(BibleCorpusConfig)}, f"{where} [data.bible]")
     elif "test_files" not in data:
         raise ConfigError(f"{where} [data]: with train_files, give test_files too (e.g. {{supervised: test.jsonl}}).")
-    _check_keys(config.get("tokenizer", {}), TOKENIZER_KEYS, f"{where} [tokenizer]")
+    tokenizer_section = config.get("tokenizer", {})
+    _check_keys(tokenizer_section, TOKENIZER_KEYS, f"{where} [tokenizer]")
+    if "path" in tokenizer_section and set(tokenizer_section) - {"path", "lang_tag_style"}:
+        raise ConfigError(
+            f"{where} [tokenizer]: a saved tokenizer (path) keeps its vocabulary; only lang_tag_style may be set "
+            f"beside it, got {sorted(set(tokenizer_section) - {'path'})}."
+        )
     variants = model_classes()
     model_class = config.get("model", {}).get("class", "baseline")
     if model_class not in variants:
@@ -221,6 +251,14 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
     if len(set(names)) != len(names):
         raise ConfigError(f"{where} [stages]: names {names} must be unique.")
     _check_keys(config.get("evaluation", {}), EVALUATION_KEYS, f"{where} [evaluation]")
+    identifier = config.get("evaluation", {}).get("language_identifier")
+    if identifier is not None:
+        from ..evaluation.language_id import IDENTIFIERS
+
+        if identifier not in IDENTIFIERS:
+            raise ConfigError(
+                f"{where} [evaluation]: language_identifier={identifier!r} is unknown; use one of {sorted(IDENTIFIERS)}."
+            )
     _check_keys(config.get("translate", {}), TRANSLATE_KEYS, f"{where} [translate]")
     _check_keys(config.get("card", {}), CARD_KEYS, f"{where} [card]")
 
@@ -330,8 +368,9 @@ def _stage_directions(stage: dict[str, Any], config: Any, available: list[str]) 
 def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path, main_process_first):
     from ..tokenization import LangSpecTokenizer, train_tokenizer
 
-    if "path" in section:
-        return LangSpecTokenizer.from_pretrained(section["path"])
+    if "path" in section:  # a saved vocabulary, used with its own tag style or the one given
+        style = {"lang_tag_style": section["lang_tag_style"]} if "lang_tag_style" in section else {}
+        return LangSpecTokenizer.from_pretrained(section["path"], **style)
     target = output_dir / "tokenizer"
     settings_file = target / "hf_langspec_training.json"  # what the reused tokenizer was trained with
     with main_process_first(desc="training the tokenizer"):
@@ -424,12 +463,14 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
         else stage
         for stage in stages
     ]
+    trained = []  # what each stage ran: steps, and the steps, seconds and source tokens of this process
     for stage in stages:
         stage_dir = output_dir / "checkpoints" / stage["name"] if len(stages) > 1 else output_dir / "checkpoints"
         stage_args = LangSpecTrainingArguments(
             output_dir=str(stage_dir), **{**config.get("training", {}), **stage.get("training", {})}
         )
-        model, trainer = _run_stage(stage, stage_args, model, tokenizer, train_set, eval_sets, resume)
+        model, trainer, record = _run_stage(stage, stage_args, model, tokenizer, train_set, eval_sets, resume)
+        trained.append(record)
         if stage is not stages[-1] and hasattr(model, "end_of_stage"):
             # method-specific transitions, e.g. HLT-MT fixing each high-resource language's adapter
             logger.info("End of stage %s: %s", stage["name"], model.end_of_stage())
@@ -438,16 +479,14 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
         return {"model_dir": model_dir}
     trainer.save_model(str(model_dir))
     tokenizer.save_pretrained(model_dir)
-    _write_run_info(output_dir, config, stage_args, report)
+    _write_run_info(output_dir, config, stage_args, report, trained)
 
     evaluation = config.get("evaluation", {})
     outcome: dict[str, Any] = {"model_dir": model_dir, "filter_report": report}
     if evaluation.get("splits") == []:  # evaluation switched off
         return outcome
     tests = {
-        name: [
-            row for rows in per_direction(rows, evaluation.get("max_sentences_per_direction")).values() for row in rows
-        ]
+        name: [row for rows in per_direction(rows, sentence_limit(evaluation, name)).values() for row in rows]
         for name, rows in data["tests"].items()
         if name in evaluation.get("splits", list(data["tests"]))
     }
@@ -456,6 +495,7 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
         model, tokenizer, tests,
         batch_size=evaluation.get("batch_size", 32), num_beams=evaluation.get("num_beams", 4),
         max_new_tokens=evaluation.get("max_new_tokens", 128), off_target=evaluation.get("off_target", "zero-shot"),
+        identifier=_identifier(evaluation),
     )  # fmt: skip
     baseline = copy_baseline(tests)
     paths = save_results(results, output_dir / "evaluation", baseline)
@@ -476,6 +516,20 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     return outcome
 
 
+def sentence_limit(evaluation: dict[str, Any], set_name: str) -> int | None:
+    """`max_sentences_per_direction`: one number, or `{supervised: 50, zero-shot: 20, default: 50}` per test set."""
+    limit = evaluation.get("max_sentences_per_direction")
+    return limit.get(set_name, limit.get("default")) if isinstance(limit, dict) else limit
+
+
+def _identifier(evaluation: dict[str, Any]):
+    """`evaluation.language_identifier` (lingua, langid, py3langid), or None for the default."""
+    from ..evaluation.language_id import language_identifier
+
+    name = evaluation.get("language_identifier")
+    return language_identifier(name) if name and evaluation.get("off_target", "zero-shot") else None
+
+
 def _run_stage(
     stage: dict[str, Any], args: Any, model: Any, tokenizer: Any, train_set: Any, eval_sets: dict, resume: bool
 ):
@@ -485,6 +539,7 @@ def _run_stage(
     from .trainer import LangSpecSeq2SeqTrainer
 
     final = Path(args.output_dir) / "final"
+    record: dict[str, Any] = {"stage": stage["name"], "max_steps": args.max_steps}
     if "directions" in stage:
         wanted = {tuple(tokenizer.language_id(c) for c in d.split("-")) for d in stage["directions"]}
         pairs = zip(train_set["src_lang_ids"], train_set["tgt_lang_ids"], strict=True)
@@ -506,17 +561,39 @@ def _run_stage(
         logger.info("Stage %s is complete; loading its final weights from %s", stage["name"], final)
         model = type(model).from_pretrained(final)
         trainer.model = model
-        return model, trainer
+        return model, trainer, record | json.loads((final / "stage_complete.json").read_text()).get("trained", {})
+    timing = _TrainingTime()
+    trainer.add_callback(timing)
     trainer.train(resume_from_checkpoint=resume)
+    record |= {"steps": trainer.state.global_step, **timing.record(trainer.state)}
     if trainer.is_world_process_zero():
         trainer.save_model(str(final))
         (final / "stage_complete.json").write_text(
-            json.dumps({"stage": stage["name"], "step": trainer.state.global_step})
+            json.dumps({"stage": stage["name"], "step": trainer.state.global_step, "trained": record})
         )
-    return model, trainer
+    return model, trainer, record
 
 
-def _write_run_info(output_dir: Path, config: dict[str, Any], args: Any, report: Any) -> None:
+class _TrainingTime(TrainerCallback):
+    """Times the training loop of this process (after a resume: the resumed part only)."""
+
+    def on_train_begin(self, args, state, control, **kwargs) -> None:
+        self._start = (time.perf_counter(), state.global_step, state.num_input_tokens_seen)
+
+    def on_train_end(self, args, state, control, **kwargs) -> None:
+        self._end = (time.perf_counter(), state.global_step, state.num_input_tokens_seen)
+
+    def record(self, state) -> dict[str, Any]:
+        """Steps, seconds and (with `include_num_input_tokens_seen`) source tokens trained in this process."""
+        (t0, step0, tokens0), (t1, step1, tokens1) = self._start, self._end
+        return {
+            "steps_this_process": step1 - step0,
+            "seconds": t1 - t0,
+            "input_tokens_this_process": tokens1 - tokens0,
+        }
+
+
+def _write_run_info(output_dir: Path, config: dict[str, Any], args: Any, report: Any, trained: list) -> None:
     import torch
     import transformers
 
@@ -529,6 +606,7 @@ def _write_run_info(output_dir: Path, config: dict[str, Any], args: Any, report:
         * args.gradient_accumulation_steps,
         "versions": {"hf_langspec": __version__, "torch": torch.__version__, "transformers": transformers.__version__},
         "train_filter_report": {"kept": report.kept, "removed": report.removed},
+        "trained": trained,  # per stage: the steps reached, and what this process trained (steps, seconds, tokens)
         "config": config,
     }
     (output_dir / "run_info.json").write_text(json.dumps(info, indent=2, default=str))

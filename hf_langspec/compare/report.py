@@ -1,0 +1,433 @@
+"""The comparison report, built only from the results files: the papers' table with seeds, significance and cost.
+
+Per run, group means over directions (en->xx, xx->en, zero-shot; Low/Med/High by training examples when
+the suite sets thresholds): BLEU, chrF++, off-target rate, length ratio, share of degenerate outputs.
+Per system, over its seeds: mean, standard deviation (n - 1), and for the off-target rate a 95%
+Student-t interval over seeds (the seed is the largest source of variance here: one baseline config
+gave 45%, 57% and 74% zero-shot off-target). Against the baseline: the difference of the means, and for
+BLEU and chrF++ sacreBLEU's paired bootstrap (1,000 resamples) on the group's outputs of all seeds
+concatenated, seed i of the system paired with seed i of the baseline; `*` marks p < 0.05.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+import re
+from collections import defaultdict
+from pathlib import Path
+from statistics import mean, stdev
+from typing import Any
+
+from ..training.experiment import ConfigError
+from .shared import REFERENCES_FILE, load_references, write_atomic
+from .suite import Suite
+from .worker import results_paths
+
+METRICS = ("bleu", "chrfpp", "off_target", "length_ratio", "degenerate")
+SIGNIFICANCE_METRICS = {"bleu": "BLEU", "chrfpp": "chrF2++"}
+BOOTSTRAP_SAMPLES = 1000
+# Student-t 0.975 quantiles by degrees of freedom (beyond 30: the normal's 1.96 is within 4%)
+T_975 = {1: 12.7062, 2: 4.3027, 3: 3.1824, 4: 2.7764, 5: 2.5706, 6: 2.4469, 7: 2.3646, 8: 2.3060, 9: 2.2622,
+         10: 2.2281, 12: 2.1788, 15: 2.1314, 20: 2.0860, 30: 2.0423}  # fmt: skip
+
+
+def t_quantile(df: int) -> float:
+    """The 0.975 quantile of Student's t with `df` degrees of freedom (the next tabulated df below)."""
+    return T_975[max(k for k in T_975 if k <= df)] if df <= 30 else 1.96
+
+
+def mean_interval(values: list[float]) -> tuple[float, float] | None:
+    """95% Student-t interval of the mean; None for one value."""
+    if len(values) < 2:
+        return None
+    half = t_quantile(len(values) - 1) * stdev(values) / math.sqrt(len(values))
+    return mean(values) - half, mean(values) + half
+
+
+def direction_group_names(
+    set_name: str, direction: str, train_sizes: dict[str, int], pivot: str, resource: dict[str, int] | None
+) -> list[str]:
+    """The groups a direction of an evaluation set counts in."""
+    src, tgt = direction.split("-")
+    supervised = direction in train_sizes
+    if set_name.startswith("eval:"):
+        return [f"{set_name} {'supervised' if supervised else 'zero-shot'}"]
+    if not supervised:
+        return ["zero-shot"]
+    group = f"{pivot}-xx" if src == pivot else f"xx-{pivot}" if tgt == pivot else "supervised, other"
+    names = [group]
+    if resource and group != "supervised, other":
+        size = train_sizes[direction]
+        level = "Low" if size < resource["low_below"] else "High" if size >= resource["high_from"] else "Med"
+        names.append(f"{group} {level}")
+    return names
+
+
+def group_members(result: dict[str, Any], pivot: str = "en", resource: dict[str, int] | None = None) -> dict:
+    """`{group: [(set, direction), ...]}` of a run."""
+    members: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for set_name, directions in result["sets"].items():
+        for direction in directions:
+            for group in direction_group_names(set_name, direction, result["train_sizes"], pivot, resource):
+                members[group].append((set_name, direction))
+    return dict(members)
+
+
+def run_groups(result: dict[str, Any], pivot: str = "en", resource: dict[str, int] | None = None) -> dict:
+    """`{group: {metric: mean over the group's directions}}` of one results file."""
+    groups = {}
+    for group, members in group_members(result, pivot, resource).items():
+        scores = [result["sets"][s][d] for s, d in members]
+        groups[group] = {m: mean(x[m] for x in scores) for m in METRICS if all(m in x for x in scores)}
+    return groups
+
+
+def _load_runs(suite: Suite) -> tuple[dict[tuple[str, int], dict[str, Any]], list[str]]:
+    runs, missing = {}, []
+    for system, seed in suite.runs:
+        scores_path, outputs_path = results_paths(suite.results_dir, system, seed)
+        if scores_path.exists() and outputs_path.exists():
+            runs[(system, seed)] = json.loads(scores_path.read_text())
+        else:
+            missing.append(f"{system} seed {seed}")
+    fingerprints = defaultdict(list)
+    for (system, seed), result in runs.items():
+        fingerprints[(result["corpus_fingerprint"], result["tokenizer_fingerprint"])].append(f"{system} seed {seed}")
+    if len(fingerprints) > 1:
+        listing = "; ".join(f"corpus {c}, tokenizer {t}: {', '.join(names)}" for (c, t), names in fingerprints.items())
+        raise ConfigError(
+            f"{suite.results_dir}: the runs were trained on different data or vocabularies and cannot share one "
+            f"table ({listing}). Keep one set of runs per results_dir."
+        )
+    return runs, missing
+
+
+def _outputs(suite: Suite, system: str, seed: int) -> dict[str, dict[str, list[str]]]:
+    return json.loads(gzip.decompress(results_paths(suite.results_dir, system, seed)[1].read_bytes()))
+
+
+def paired_bootstrap(
+    baseline: list[str], system: list[str], references: list[str], samples: int = BOOTSTRAP_SAMPLES
+) -> dict[str, float]:
+    """sacreBLEU's paired bootstrap of `system` against `baseline`: p-values for BLEU and chrF++.
+
+    Identical outputs get p = 1: sacreBLEU counts resampled differences strictly above the observed one,
+    so a zero difference would come out at p = 1 / (samples + 1), "significant".
+    """
+    from sacrebleu.metrics import BLEU, CHRF
+
+    if list(baseline) == list(system):
+        return dict.fromkeys(SIGNIFICANCE_METRICS, 1.0)
+    from sacrebleu.significance import PairedTest
+
+    test = PairedTest(
+        [("baseline", baseline), ("system", system)],
+        {"BLEU": BLEU(), "chrF2++": CHRF(word_order=2)},
+        [references],
+        test_type="bs",
+        n_samples=samples,
+    )
+    _, scores = test()
+    return {
+        metric: float(scores[name][1].p_value) for metric, name in zip(SIGNIFICANCE_METRICS, ("BLEU", "chrF2++"))
+    }
+
+
+def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) -> dict[str, Any]:
+    """Aggregate the results files of `suite` into the report (and write report.md/json/csv and the plots)."""
+    runs, missing = _load_runs(suite)
+    pivot = suite.report.get("pivot", "en")
+    resource = suite.report.get("resource_groups")
+    references_path = suite.results_dir / REFERENCES_FILE
+    references = load_references(references_path)["sets"] if references_path.exists() else {}
+    per_run = {key: run_groups(result, pivot, resource) for key, result in runs.items()}
+    systems: dict[str, Any] = {}
+    base_seeds = [seed for seed in suite.seeds if (suite.baseline, seed) in runs]
+    for system in suite.systems:
+        seeds = [seed for seed in suite.seeds if (system, seed) in runs]
+        if not seeds:
+            continue
+        groups: dict[str, Any] = {}
+        for group in per_run[(system, seeds[0])]:
+            groups[group] = {}
+            for metric in METRICS:
+                values = [per_run[(system, s)][group].get(metric) for s in seeds if group in per_run[(system, s)]]
+                if len(values) != len(seeds) or None in values:
+                    continue
+                entry = {"mean": mean(values), "std": stdev(values) if len(values) > 1 else 0.0, "values": values}
+                interval = mean_interval(values)
+                entry["ci95"] = list(interval) if interval else None
+                paired = [s for s in seeds if s in base_seeds and group in per_run[(suite.baseline, s)]]
+                if system != suite.baseline and paired:
+                    base_values = [per_run[(suite.baseline, s)][group][metric] for s in paired]
+                    own = [per_run[(system, s)][group][metric] for s in paired]
+                    entry["delta"] = mean(own) - mean(base_values)
+                    entry["paired_seeds"] = paired
+                    diff_interval = mean_interval([a - b for a, b in zip(own, base_values, strict=True)])
+                    entry["delta_ci95"] = list(diff_interval) if diff_interval else None
+                groups[group][metric] = entry
+        if system != suite.baseline:
+            _significance(suite, system, groups, runs, references, pivot, resource)
+        results = [runs[(system, s)] for s in seeds]
+        systems[system] = {
+            "label": suite.systems[system].label,
+            "paper": suite.systems[system].paper,
+            "seeds": seeds,
+            "lang_tag_style": results[0]["lang_tag_style"],
+            "parameters": results[0]["parameters"],
+            "train_tokens_per_second": mean(
+                r["training"]["input_tokens_timed"] / r["training"]["seconds"] for r in results
+            ),
+            "decode_sentences_per_second": mean(r["decoding"]["sentences"] / r["decoding"]["seconds"] for r in results),
+            "groups": groups,
+        }
+    base = systems.get(suite.baseline)
+    for entry in systems.values():
+        for key in ("train_tokens_per_second", "decode_sentences_per_second"):
+            entry[key.replace("per_second", "relative")] = entry[key] / base[key] if base else None
+    report = {
+        "suite": suite.name,
+        "description": suite.description,
+        "baseline": suite.baseline,
+        "seeds": suite.seeds,
+        "missing": missing,
+        "systems": systems,
+        "runs": {f"{s} seed {seed}": groups for (s, seed), groups in per_run.items()},
+        "claims": [_claim(claim, systems, suite.baseline) for claim in suite.report.get("claims", [])],
+        "setting": _setting(suite, runs),
+        "eval_sets": list(eval_sets),
+    }
+    if write:
+        write_report(suite, report, runs)
+    return report
+
+
+def _significance(suite, system, groups, runs, references, pivot, resource) -> None:
+    """p-values of the paired bootstrap per group, on the concatenated outputs of the shared seeds."""
+    metrics = [m for m in SIGNIFICANCE_METRICS if any(m in g for g in groups.values())]
+    seeds = [s for s in suite.seeds if (system, s) in runs and (suite.baseline, s) in runs]
+    if not seeds or not references or not metrics:
+        return
+    outputs = {(name, s): _outputs(suite, name, s) for name in (system, suite.baseline) for s in seeds}
+    members = group_members(runs[(system, seeds[0])], pivot, resource)
+    for group, pairs in members.items():
+        if group not in groups or "bleu" not in groups[group]:
+            continue
+        hyps, base, refs = [], [], []
+        for seed in seeds:
+            for set_name, direction in pairs:
+                hyps += outputs[(system, seed)][set_name][direction]
+                base += outputs[(suite.baseline, seed)][set_name][direction]
+                refs += references[set_name][direction]["ref"]
+        for metric, p_value in paired_bootstrap(base, hyps, refs).items():
+            if metric in groups[group]:
+                groups[group][metric]["p_value"] = p_value
+
+
+def _claim(claim: dict[str, Any], systems: dict[str, Any], baseline: str) -> dict[str, Any]:
+    """Does a paper's headline effect hold here? Direction, size and significance of the difference."""
+    entry = systems.get(claim["system"], {}).get("groups", {}).get(claim["group"], {}).get(claim["metric"])
+    base = systems.get(baseline, {}).get("groups", {}).get(claim["group"], {}).get(claim["metric"])
+    out = {**claim}
+    if entry is None or base is None or "delta" not in entry:
+        return out | {"verdict": "not measured (runs missing)"}
+    delta = entry["delta"]
+    right_way = delta < 0 if claim["expect"] == "down" else delta > 0
+    if "p_value" in entry:
+        significant, how = entry["p_value"] < 0.05, f"p = {entry['p_value']:.3f}, paired bootstrap"
+    elif entry.get("delta_ci95"):
+        low, high = entry["delta_ci95"]
+        significant, how = low > 0 or high < 0, f"95% interval of the per-seed difference [{low:+.3g}, {high:+.3g}]"
+    else:
+        significant, how = False, "one seed: no test"
+    verdict = ("holds" if significant else "same direction, not significant") if right_way else (
+        "does not hold: the opposite direction, significant" if significant else "does not hold (not significant)"
+    )  # fmt: skip
+    return out | {"baseline": base["mean"], "value": entry["mean"], "delta": delta, "test": how, "verdict": verdict}
+
+
+def _setting(suite: Suite, runs: dict) -> dict[str, Any]:
+    base = suite.base
+    first = next(iter(runs.values()), None)
+    model = base.get("model", {})
+    training = base.get("training", {})
+    return {
+        "steps": training.get("max_steps"),
+        "batch": training.get("per_device_train_batch_size"),
+        "shape": f"d {model.get('d_model')}, {model.get('encoder_layers')}+{model.get('decoder_layers')} layers",
+        "evaluation": base.get("evaluation", {}),
+        "signatures": first["signatures"] if first else {},
+        "language_identifier": first["language_identifier"] if first else None,
+        "package_commits": sorted({r["package_commit"] or "unknown" for r in runs.values()}),
+        "sentences": {
+            name: sum(len(v) for v in first_set.values()) for name, first_set in (first["sets"] if first else {}).items()
+        },
+    }
+
+
+# ---------------------------------------------------------------- writing
+
+
+def _cell(entry: dict[str, Any] | None, metric: str, baseline: bool) -> str:
+    if entry is None:
+        return "-"
+    scale, unit = (100, "%") if metric in ("off_target", "degenerate") else (1, "")
+    text = f"{entry['mean'] * scale:.1f}{unit}" if unit else f"{entry['mean']:.2f}"
+    if len(entry["values"]) > 1:
+        text += f" ± {entry['std'] * scale:.1f}" if unit else f" ± {entry['std']:.2f}"
+    if not baseline and "delta" in entry:
+        mark = "*" if entry.get("p_value", 1.0) < 0.05 else ""
+        text += f" ({entry['delta'] * scale:+.1f}{mark})" if unit else f" ({entry['delta']:+.2f}{mark})"
+    return text
+
+
+def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
+    """The report as Markdown: the papers' layout, systems as rows."""
+    systems, baseline = report["systems"], report["baseline"]
+    setting = report["setting"]
+    evaluation = setting["evaluation"]
+    pivot = "en"
+    groups = [g for g in (f"{pivot}-xx", f"xx-{pivot}", "zero-shot") if any(g in s["groups"] for s in systems.values())]
+    lines = [
+        f"**{report['suite']}**: {report['description']}".rstrip(": "),
+        "",
+        f"Budget per run: {setting['steps']} steps x {setting['batch']} examples ({setting['shape']}); seeds "
+        f"{report['seeds']}; test sentences per run: "
+        + ", ".join(f"{n} {name}" for name, n in setting["sentences"].items())
+        + f"; beam {evaluation.get('num_beams', 4)}; off-target by {setting['language_identifier']}.",
+        "",
+    ]
+    header = "| system | tags | " + " | ".join(f"{g} BLEU" for g in groups) + " | zero-shot chrF++ | zero-shot off-target (95% CI) |"
+    lines += [header, "|" + "---|" * (header.count("|") - 1)]
+    for name, s in systems.items():
+        is_base = name == baseline
+        cells = [_cell(s["groups"].get(g, {}).get("bleu"), "bleu", is_base) for g in groups]
+        zs = s["groups"].get("zero-shot", {})
+        off = zs.get("off_target")
+        off_text = _cell(off, "off_target", is_base)
+        if off and off.get("ci95"):
+            off_text += f" [{off['ci95'][0]:.0%}, {off['ci95'][1]:.0%}]"
+        label = s["label"] + ("" if len(s["seeds"]) == len(report["seeds"]) else f" ({len(s['seeds'])} seeds)")
+        lines.append(
+            f"| {label} | {s['lang_tag_style']} | " + " | ".join(cells)
+            + f" | {_cell(zs.get('chrfpp'), 'chrfpp', is_base)} | {off_text} |"
+        )  # fmt: skip
+    resource_groups = sorted(
+        {g for s in systems.values() for g in s["groups"] if re.search(r" (Low|Med|High)$", g)},
+        key=lambda g: (g.split()[0], ["Low", "Med", "High"].index(g.split()[1])),
+    )
+    if resource_groups:
+        lines += ["", "BLEU by training size of the direction (Low / Med / High):", ""]
+        header = "| system | " + " | ".join(resource_groups) + " |"
+        lines += [header, "|" + "---|" * (header.count("|") - 1)]
+        for name, s in systems.items():
+            cells = [_cell(s["groups"].get(g, {}).get("bleu"), "bleu", name == baseline) for g in resource_groups]
+            lines.append(f"| {s['label']} | " + " | ".join(cells) + " |")
+    lines += ["", "Cost and output diagnostics (speeds relative to the baseline, measured while the runs shared the machine):", ""]
+    header = "| system | parameters | added by the method | training tokens/s | decoding sentences/s | zero-shot length ratio | zero-shot degenerate |"
+    lines += [header, "|" + "---|" * (header.count("|") - 1)]
+    for name, s in systems.items():
+        zs = s["groups"].get("zero-shot", {})
+        params = s["parameters"]
+        lines.append(
+            f"| {s['label']} | {params['total'] / 1e6:.2f}M | {params['added'] / 1e6:.3f}M "
+            f"| {s['train_tokens_per_second']:.0f} ({s['train_tokens_relative'] or 0:.2f}x) "
+            f"| {s['decode_sentences_per_second']:.1f} ({s['decode_sentences_relative'] or 0:.2f}x) "
+            f"| {_cell(zs.get('length_ratio'), 'length_ratio', True)} | {_cell(zs.get('degenerate'), 'degenerate', True)} |"
+        )  # fmt: skip
+    for set_name in report["eval_sets"]:
+        names = [f"{set_name} supervised", f"{set_name} zero-shot"]
+        lines += ["", f"Evaluation set `{set_name.removeprefix('eval:')}`:", ""]
+        header = "| system | " + " | ".join(f"{n.split()[-1]} BLEU | {n.split()[-1]} off-target" for n in names) + " |"
+        lines += [header, "|" + "---|" * (header.count("|") - 1)]
+        for name, s in systems.items():
+            cells = []
+            for n in names:
+                g = s["groups"].get(n, {})
+                cells += [_cell(g.get("bleu"), "bleu", name == baseline), _cell(g.get("off_target"), "off_target", name == baseline)]
+            lines.append(f"| {s['label']} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Cells: mean ± standard deviation over seeds (difference from the baseline). `*`: p < 0.05 in sacreBLEU's "
+        f"paired bootstrap ({BOOTSTRAP_SAMPLES} resamples) of the system against the baseline on the group's outputs "
+        "of all seeds concatenated, seed i paired with the baseline's seed i. Off-target: 95% Student-t interval "
+        "over seeds. Tags: where the language tag goes (`source`: Johnson et al.; `target`: decoder's first token; "
+        "`none`: no tag, the method's modules alone steer).",
+    ]
+    signatures = setting["signatures"]
+    if signatures:
+        lines.append(
+            f"Signatures: BLEU `{signatures.get('bleu_signature')}`, chrF++ `{signatures.get('chrfpp_signature')}`."
+        )
+    lines.append(f"Package commits of the runs: {', '.join(c[:12] for c in setting['package_commits'])}.")
+    if report["claims"]:
+        lines += ["", "Do the papers' headline effects hold here?", ""]
+        for c in report["claims"]:
+            if "delta" not in c:
+                lines.append(f"- **{c['paper']}** ({c.get('effect', '')}): {c['verdict']}.")
+                continue
+            pct = c["metric"] == "off_target"
+            value = (lambda v: f"{v:.1%}") if pct else (lambda v: f"{v:.2f}")
+            lines.append(
+                f"- **{c['paper']}** ({c.get('effect') or c['group'] + ' ' + c['metric'] + ' ' + c['expect']}): "
+                f"{systems[c['system']]['label']} {value(c['value'])} against the baseline's {value(c['baseline'])} "
+                f"({c['delta'] * (100 if pct else 1):+.2f}{' points' if pct else ''}; {c['test']}): **{c['verdict']}**."
+            )
+    if report["missing"]:
+        lines += ["", f"Missing runs ({len(report['missing'])}; not averaged in): {', '.join(report['missing'])}."]
+    if report.get("failed"):
+        lines += ["", "Failed runs: " + "; ".join(f"{k}: {v}" for k, v in report["failed"].items())]
+    if image_prefix is not None:
+        lines += ["", f"![group means]({image_prefix}bars.png) ![zero-shot off-target against supervised BLEU]"
+                  f"({image_prefix}offtarget_vs_bleu.png)", "", f"![zero-shot BLEU per direction]({image_prefix}zeroshot_heatmaps.png)"]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def csv_rows(report: dict[str, Any]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["system", "group", "metric", "seeds", "mean", "std", "ci95_low", "ci95_high", "delta", "p_value"])
+    for name, s in report["systems"].items():
+        for group, metrics in s["groups"].items():
+            for metric, e in metrics.items():
+                ci = e.get("ci95") or [None, None]
+                writer.writerow([name, group, metric, len(e["values"]), e["mean"], e["std"], *ci, e.get("delta"), e.get("p_value")])
+    return out.getvalue()
+
+
+def write_report(suite: Suite, report: dict[str, Any], runs: dict) -> None:
+    """report.md / .json / .csv and the plots into the results directory; the Markdown into `insert_into` files."""
+    from .plots import write_plots
+
+    out = suite.results_dir
+    write_atomic(out / "report.json", (json.dumps(report, indent=1) + "\n").encode())
+    write_atomic(out / "report.csv", csv_rows(report).encode())
+    write_atomic(out / "report.md", markdown(report).encode())
+    if report["systems"]:
+        write_plots(suite, report, runs, out)
+    for target in suite.report.get("insert_into", []):
+        insert_markdown(Path(target), suite.name, markdown(report, image_prefix=_relative(out, Path(target).parent)))
+
+
+def _relative(path: Path, start: Path) -> str:
+    import os
+
+    return os.path.relpath(path, start) + "/"
+
+
+def insert_markdown(path: Path, name: str, text: str) -> None:
+    """Replace what stands between `<!-- compare:NAME -->` and `<!-- /compare:NAME -->` in `path`."""
+    start, end = f"<!-- compare:{name} -->", f"<!-- /compare:{name} -->"
+    content = path.read_text() if path.exists() else ""
+    if start not in content or end not in content:
+        raise ConfigError(f"{path} has no `{start}` ... `{end}` markers; add them where the report should go.")
+    head, rest = content.split(start, 1)
+    _, tail = rest.split(end, 1)
+    write_atomic(path, f"{head}{start}\n{text}{end}{tail}".encode())
+
+
+__all__ = ["build_report", "markdown", "mean_interval", "paired_bootstrap", "run_groups", "t_quantile"]

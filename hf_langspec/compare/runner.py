@@ -1,0 +1,203 @@
+"""`hf-langspec compare`: train every (system, seed) of a suite at an equal budget, then report.
+
+The runner only schedules: every run is an ordinary experiment directory (`<output_dir>/runs/<system>/
+seed<N>`) trained by `run_experiment` in a worker process and resumable from its checkpoints; a run
+whose results file matches its config is skipped; a run that fails is reported with its error and
+the others go on. Workers split the machine: on CPUs each of N workers gets cores // N threads (two
+PyTorch processes with all cores each run many times slower than one: OpenMP oversubscription); on
+GPUs each worker gets one device.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..training.experiment import ConfigError
+from .shared import prepare_shared, write_atomic
+from .suite import Suite, load_suite
+from .worker import results_paths
+
+
+@dataclass
+class Run:
+    system: str
+    seed: int
+    run_dir: Path
+    spec: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return f"{self.system} seed {self.seed}"
+
+
+def run_config(suite: Suite, system: str, seed: int, shared: dict[str, Any]) -> dict[str, Any]:
+    """The experiment config of one run: the system's config on the shared data and tokenizer, with its seed."""
+    config = suite.system_config(system)
+    data = {k: v for k, v in config.get("data", {}).items() if k in ("max_length", "valid_sentences_per_direction")}
+    style = config.get("tokenizer", {}).get("lang_tag_style")
+    training = {**config.get("training", {}), "seed": seed, "include_num_input_tokens_seen": "non_padding"}
+    return {
+        **config,
+        "output_dir": str(suite.output_dir / "runs" / system / f"seed{seed}"),
+        "data": {**data, **copy.deepcopy(shared["data"])},
+        "tokenizer": {"path": shared["tokenizer"], **({"lang_tag_style": style} if style else {})},
+        "training": training,
+        "evaluation": {"splits": []},  # the runner evaluates every run on the shared sets
+    }
+
+
+def plan_runs(suite: Suite, shared: dict[str, Any], threads: int) -> list[Run]:
+    """Every (system, seed) with its worker spec; refuses results files written by another config."""
+    runs = []
+    for system, seed in suite.runs:
+        config = run_config(suite, system, seed, shared)
+        spec = {
+            "suite": suite.name, "system": system, "seed": seed, "config": config, "run_dir": config["output_dir"],
+            "results_dir": str(suite.results_dir), "threads": threads, "sets": shared["sets"],
+            "evaluation": suite.base.get("evaluation", {}), "train_sizes": shared["train_sizes"],
+            "corpus_fingerprint": shared["corpus_fingerprint"], "tokenizer_fingerprint": shared["tokenizer_fingerprint"],
+        }  # fmt: skip
+        scores_path, _ = results_paths(suite.results_dir, system, seed)
+        if scores_path.exists():
+            stored = json.loads(scores_path.read_text())
+            for key in ("config", "corpus_fingerprint", "tokenizer_fingerprint"):
+                if stored.get(key) != spec[key]:
+                    raise ConfigError(
+                        f"{scores_path} was produced with another {key.replace('_', ' ')} than {system} seed {seed} "
+                        f"has now; move it away (or use another results_dir) to train the run anew."
+                    )
+        runs.append(Run(system, seed, Path(config["output_dir"]), spec))
+    return runs
+
+
+def is_finished(run: Run) -> bool:
+    scores_path, outputs_path = results_paths(Path(run.spec["results_dir"]), run.system, run.seed)
+    if not (scores_path.exists() and outputs_path.exists()):
+        return False
+    return set(run.spec["sets"]) <= set(json.loads(scores_path.read_text())["sets"])
+
+
+def _summary(run: Run) -> str:
+    scores_path, _ = results_paths(Path(run.spec["results_dir"]), run.system, run.seed)
+    result = json.loads(scores_path.read_text())
+    parts = [f"{result['training']['steps']} steps"]
+    from .report import run_groups
+
+    groups = run_groups(result)
+    for group in ("xx-en", "en-xx", "zero-shot"):
+        if group in groups:
+            parts.append(f"{group} BLEU {groups[group]['bleu']:.2f}")
+    if "off_target" in groups.get("zero-shot", {}):
+        parts.append(f"zero-shot off-target {groups['zero-shot']['off_target']:.1%}")
+    return ", ".join(parts)
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def execute(runs: list[Run], workers: int, gpus: int) -> dict[str, str]:
+    """Run the workers, at most `workers` at a time; returns the failed runs with their error lines."""
+    from tqdm.auto import tqdm
+
+    pending = list(runs)
+    active: dict[int, tuple[Run, subprocess.Popen, float, Any]] = {}
+    failed: dict[str, str] = {}
+    bar = tqdm(total=len(runs), desc="runs", unit="run", position=0, file=sys.stderr, dynamic_ncols=True)
+    slots = list(range(workers))
+    while pending or active:
+        while pending and slots:
+            slot = slots.pop(0)
+            run = pending.pop(0)
+            run.run_dir.mkdir(parents=True, exist_ok=True)
+            spec_path = run.run_dir / "compare_spec.json"
+            write_atomic(spec_path, json.dumps(run.spec, ensure_ascii=False).encode())
+            env = {**os.environ, "OMP_NUM_THREADS": str(run.spec["threads"]), "MKL_NUM_THREADS": str(run.spec["threads"])}
+            env["TOKENIZERS_PARALLELISM"] = "false"
+            if gpus:
+                env["CUDA_VISIBLE_DEVICES"] = str(slot % gpus)
+            log = open(run.run_dir / "compare.log", "a")  # noqa: SIM115 (closed when the worker ends)
+            command = [sys.executable, "-m", "hf_langspec.compare.worker", str(spec_path)]
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+            active[slot] = (run, process, time.monotonic(), log)
+            tqdm.write(f"started  {run.name} (log: {run.run_dir / 'compare.log'})", file=sys.stderr)
+        time.sleep(0.5)
+        for slot, (run, process, start, log) in list(active.items()):
+            if process.poll() is None:
+                continue
+            log.close()
+            minutes = (time.monotonic() - start) / 60
+            if process.returncode == 0 and is_finished(run):
+                tqdm.write(f"finished {run.name} in {minutes:.1f} min: {_summary(run)}", file=sys.stderr)
+            else:
+                lines = (run.run_dir / "compare.log").read_text(errors="replace").strip().splitlines()
+                error = next((line for line in reversed(lines) if line.startswith("RUN FAILED")), None)
+                failed[run.name] = (error or (lines[-1] if lines else f"exit code {process.returncode}")).removeprefix(
+                    "RUN FAILED: "
+                )
+                tqdm.write(f"FAILED   {run.name} after {minutes:.1f} min: {failed[run.name]}", file=sys.stderr)
+            del active[slot]
+            slots.append(slot)
+            bar.update(1)
+    bar.close()
+    return failed
+
+
+def compare(
+    suite: str | os.PathLike | Suite,
+    systems: list[str] | None = None,
+    seeds: list[int] | None = None,
+    workers: int = 1,
+    output_dir: str | os.PathLike | None = None,
+    report_only: bool = False,
+    eval_sets: list[str] = (),
+) -> dict[str, Any]:
+    """Train and evaluate every (system, seed) not yet done, then build the report; returns the report.
+
+    Everything about the suite (systems, overrides, budgets, model configs) is checked before anything
+    runs. `report_only` trains nothing and reports what exists, listing the runs that are missing.
+    """
+    from .report import build_report
+
+    suite = suite if isinstance(suite, Suite) else load_suite(suite)
+    suite = suite.select(systems, seeds)
+    if output_dir is not None:  # results follow it unless the suite names its own results_dir
+        suite.output_dir = Path(output_dir)
+    if workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {workers}.")
+    for file in eval_sets:
+        if not Path(file).is_file():
+            raise FileNotFoundError(f"--eval-set {file} does not exist.")
+    failed: dict[str, str] = {}
+    if not report_only:
+        import torch
+
+        gpus = torch.cuda.device_count()
+        threads = 1 if gpus else max(1, _cpu_count() // workers)
+        shared = prepare_shared(suite, list(eval_sets))
+        runs = plan_runs(suite, shared, threads)
+        todo = [run for run in runs if not is_finished(run)]
+        print(
+            f"[{suite.name}] {len(runs)} runs ({len(suite.systems)} systems x {len(suite.seeds)} seeds): "
+            f"{len(runs) - len(todo)} finished, {len(todo)} to run with {workers} worker(s) x "
+            f"{'1 GPU' if gpus else f'{threads} thread(s)'}",
+            flush=True,
+        )
+        failed = execute(todo, workers, gpus) if todo else {}
+    report = build_report(suite, eval_sets=[f"eval:{Path(f).name.removesuffix('.jsonl')}" for f in eval_sets])
+    report["failed"] = failed
+    return report
+
+
+__all__ = ["compare", "execute", "plan_runs", "run_config"]

@@ -1,0 +1,176 @@
+"""What every run of a suite shares: the corpus, the joint tokenizer and the evaluation sets, built once.
+
+Each run is an ordinary experiment that reads the shared files (`data.train_files`, `tokenizer.path`),
+so systems differ only where the suite says. The evaluation sets are fixed here too (the first
+`max_sentences_per_direction` examples of every direction) and written with their references into
+the results directory, so a report can be rebuilt from the results alone, anywhere.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from ..training.experiment import ConfigError, sentence_limit
+from .suite import Suite
+
+logger = logging.getLogger(__name__)
+REFERENCES_FILE = "references.json.gz"
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file and a rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
+    write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode())
+
+
+def file_digest(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def multiway_rows(path: str | os.PathLike, languages: list[str]) -> list[dict[str, str]]:
+    """Canonical rows for every ordered pair of `languages` a multi-way JSONL file covers.
+
+    A record is `{"texts": {code: text}}` (the Bible's `*.multiway.jsonl`) or has one field per code;
+    a direction counts only where both sides are present and non-empty.
+    """
+    from ..data.schema import read_jsonl
+
+    rows = []
+    for i, record in enumerate(read_jsonl(path)):
+        texts = record.get("texts", record)
+        if not isinstance(texts, dict):
+            raise ConfigError(f"{path}, line {i + 1}: expected {{code: text}} fields or a `texts` mapping.")
+        present = [c for c in languages if isinstance(texts.get(c), str) and texts[c].strip()]
+        rows += [
+            {"src_lang": s, "tgt_lang": t, "src": texts[s], "tgt": texts[t]} for s in present for t in present if s != t
+        ]
+    if not rows:
+        raise ConfigError(
+            f"--eval-set {path}: no record has texts in two of the model's languages {languages}; give a multi-way "
+            "JSONL with one field per language code (as the Bible's test.multiway.jsonl)."
+        )
+    return rows
+
+
+def _first_per_direction(rows: list[dict[str, str]], limit: int | None) -> dict[str, list[dict[str, str]]]:
+    from ..data.processing import per_direction
+
+    return dict(sorted(per_direction(rows, limit).items()))
+
+
+def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, Any]:
+    """Build (or reuse) the shared corpus, tokenizer and evaluation sets; return their paths and fingerprints."""
+    from ..data.local import load_local
+    from ..tokenization import LangSpecTokenizer, train_tokenizer
+    from ..training.experiment import cap_directions
+
+    shared = suite.output_dir / "shared"
+    data_dir = shared / "data"
+    base_data = suite.base.get("data", {})
+    evaluation = suite.base.get("evaluation", {})
+    if "bible" in base_data:
+        from ..data.bible import BibleCorpusConfig, build_bible_corpus
+
+        print(f"[{suite.name}] data: the Bible corpus ({', '.join(base_data['bible'].get('languages', []))})")
+        corpus = build_bible_corpus(shared / "bible", BibleCorpusConfig(**base_data["bible"]))
+        train_files, valid_files = [corpus.files["train"]], [corpus.files["valid"]]
+        test_files = {"supervised": corpus.files["test"], "zero-shot": corpus.files["test.zeroshot"]}
+    else:
+        listed = base_data["train_files"]
+        train_files = listed if isinstance(listed, list) else [listed]
+        valid = base_data.get("valid_files", [])
+        valid_files = valid if isinstance(valid, list) else [valid]
+        tests = base_data["test_files"]
+        test_files = tests if isinstance(tests, dict) else {"supervised": tests}
+    paths = {"train": data_dir / "train.jsonl", "valid": data_dir / "valid.jsonl"}
+    if not all(p.exists() for p in paths.values()) or not (shared / "data.json").exists() or json.loads(
+        (shared / "data.json").read_text()
+    ) != base_data:
+        train = [row for path in train_files for row in load_local(path)]
+        cap = base_data.get("max_train_examples_per_direction")
+        train = cap_directions(train, cap) if cap else train
+        write_jsonl_atomic(paths["train"], train)
+        write_jsonl_atomic(paths["valid"], [row for path in valid_files for row in load_local(path)])
+        write_atomic(shared / "data.json", json.dumps(base_data, sort_keys=True).encode())
+    train_rows = load_local(paths["train"]).to_list()
+    train_sizes: dict[str, int] = {}
+    for row in train_rows:
+        key = f"{row['src_lang']}-{row['tgt_lang']}"
+        train_sizes[key] = train_sizes.get(key, 0) + 1
+
+    tokenizer_dir = shared / "tokenizer"
+    settings = {k: v for k, v in suite.base.get("tokenizer", {}).items() if k != "lang_tag_style"}
+    recorded = tokenizer_dir / "hf_langspec_training.json"
+    if not (tokenizer_dir / "tokenizer.json").exists() or json.loads(recorded.read_text()) != settings:
+        print(f"[{suite.name}] tokenizer: training the joint vocabulary ({settings.get('vocab_size', 8000)})")
+        tokenizer = train_tokenizer(train_rows, show_progress=False, **settings)
+        tokenizer.save_pretrained(tokenizer_dir)
+        write_atomic(recorded, json.dumps(settings, sort_keys=True).encode())
+    tokenizer = LangSpecTokenizer.from_pretrained(tokenizer_dir)
+
+    sets = {
+        name: _first_per_direction(load_local(path).to_list(), sentence_limit(evaluation, name))
+        for name, path in test_files.items()
+    }
+    test_paths = {}
+    for name, by_direction in sets.items():
+        test_paths[name] = data_dir / f"test.{name}.jsonl"
+        write_jsonl_atomic(test_paths[name], [row for rows in by_direction.values() for row in rows])
+    corpus_fingerprint = file_digest([paths["train"], paths["valid"], *test_paths.values()])
+    for file in eval_set_files:
+        name = f"eval:{Path(file).name.removesuffix('.jsonl')}"
+        sets[name] = _first_per_direction(multiway_rows(file, tokenizer.languages), sentence_limit(evaluation, name))
+    references = {
+        name: {d: {"src": [r["src"] for r in rows], "ref": [r["tgt"] for r in rows]} for d, rows in by_dir.items()}
+        for name, by_dir in sets.items()
+    }
+    _write_references(suite, corpus_fingerprint, references)
+    return {
+        "data": {
+            "train_files": [str(paths["train"])],
+            "valid_files": [str(paths["valid"])],
+            "test_files": {name: str(path) for name, path in test_paths.items()},
+        },
+        "tokenizer": str(tokenizer_dir),
+        "corpus_fingerprint": corpus_fingerprint,
+        "tokenizer_fingerprint": tokenizer.vocabulary_fingerprint(),
+        "train_sizes": dict(sorted(train_sizes.items())),
+        "sets": {name: {d: rows for d, rows in by_dir.items()} for name, by_dir in sets.items()},
+    }
+
+
+def _write_references(suite: Suite, corpus_fingerprint: str, references: dict[str, Any]) -> None:
+    """Keep the sources and references every run is scored on beside the results (merged with earlier sets)."""
+    path = suite.results_dir / REFERENCES_FILE
+    stored = load_references(path) if path.exists() else None
+    if stored is not None and stored["corpus_fingerprint"] != corpus_fingerprint:
+        raise ConfigError(
+            f"{path} holds references of another corpus ({stored['corpus_fingerprint']}, now {corpus_fingerprint}); "
+            f"the runs in {suite.results_dir} were trained on other data. Use a new results_dir."
+        )
+    merged = {**(stored["sets"] if stored else {}), **references}
+    if stored is None or merged != stored["sets"]:
+        data = {"corpus_fingerprint": corpus_fingerprint, "sets": merged}
+        write_atomic(path, gzip.compress(json.dumps(data, ensure_ascii=False).encode(), mtime=0))
+
+
+def load_references(path: Path) -> dict[str, Any]:
+    return json.loads(gzip.decompress(path.read_bytes()))
+
+
+__all__ = ["load_references", "multiway_rows", "prepare_shared", "write_atomic"]

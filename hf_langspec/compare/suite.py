@@ -1,0 +1,251 @@
+"""A comparison suite: one base experiment, named systems as overrides of it, and seeds.
+
+```yaml
+name: bible3
+output_dir: runs/compare-bible3          # shared data and tokenizer, one run directory per (system, seed)
+results_dir: benchmarks/results/bible3   # results files and the report (default: <output_dir>/results)
+seeds: [1, 2, 3]
+baseline: baseline                       # the system every other one is compared with
+base:                                    # an ordinary experiment config without output_dir
+  data: {bible: {languages: [en, de, fr]}, max_length: 48}
+  tokenizer: {vocab_size: 4000}
+  model: {d_model: 128}
+  training: {max_steps: 3000, per_device_train_batch_size: 32}
+  evaluation: {max_sentences_per_direction: 50, num_beams: 4}
+systems:
+  baseline: {label: "Transformer, source tags"}
+  fcll: {label: FCLL, paper: CLL, set: {model.class: cll, model.central_language: en}}
+report:
+  resource_groups: {low_below: 5000, high_from: 20000}   # Low/Med/High groups by training examples
+  claims:                                                # one line per paper under the table
+    - {paper: "CLL", system: fcll, group: zero-shot, metric: off_target, expect: down}
+  insert_into: [README.md]               # replace the text between <!-- compare:NAME --> markers
+```
+
+A system's `set` takes the keys of `hf-langspec train --set` (dotted paths into the config, values
+as YAML would parse them). Systems may change anything but the data, the vocabulary and the
+training budget (steps x batch): those are what makes the comparison fair, and a change to them is
+refused before anything runs. The tag style is the one tokenizer setting a system may change.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..training.experiment import ConfigError, model_classes, set_keys, validate_config
+
+SUITE_KEYS = {"name", "description", "output_dir", "results_dir", "seeds", "baseline", "base", "systems", "report"}
+SYSTEM_KEYS = {"label", "paper", "description", "set"}
+REPORT_KEYS = {"resource_groups", "claims", "insert_into", "pivot"}
+CLAIM_KEYS = {"paper", "system", "group", "metric", "expect", "effect"}
+CLAIM_METRICS = ("bleu", "chrfpp", "off_target")
+# the comparison's fixed points: a system that changes them is not compared at an equal budget
+FIXED_KEYS = ("data", "tokenizer.vocab_size", "tokenizer.model_type", "tokenizer.character_coverage",
+              "tokenizer.temperature", "tokenizer.sample_size", "tokenizer.seed", "tokenizer.path",
+              "training.max_steps", "training.per_device_train_batch_size", "training.gradient_accumulation_steps",
+              "training.seed", "training.data_seed", "evaluation")  # fmt: skip
+
+
+@dataclass
+class System:
+    name: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+    paper: str = ""
+    description: str = ""
+
+
+@dataclass
+class Suite:
+    """A parsed, checked suite file (see the module docstring)."""
+
+    name: str
+    path: Path
+    base: dict[str, Any]
+    systems: dict[str, System]
+    seeds: list[int]
+    baseline: str
+    output_dir: Path
+    results_dir_setting: Path | None = None  # None: <output_dir>/results
+    report: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    @property
+    def results_dir(self) -> Path:
+        return self.results_dir_setting or self.output_dir / "results"
+
+    def system_config(self, system: str) -> dict[str, Any]:
+        """The base experiment with `system`'s overrides applied (no output_dir, seed or shared paths yet)."""
+        config = copy.deepcopy(self.base)
+        set_keys(config, copy.deepcopy(self.systems[system].overrides))
+        return config
+
+    def select(self, systems: list[str] | None = None, seeds: list[int] | None = None) -> Suite:
+        """The same suite restricted to some systems (the baseline always stays) and seeds."""
+        if systems:
+            unknown = [s for s in systems if s not in self.systems]
+            if unknown:
+                raise ConfigError(f"{self.path}: unknown systems {unknown}; the suite has {list(self.systems)}.")
+        keep = [s for s in self.systems if not systems or s in systems or s == self.baseline]
+        return Suite(**{**self.__dict__, "systems": {s: self.systems[s] for s in keep}, "seeds": seeds or self.seeds})
+
+    @property
+    def runs(self) -> list[tuple[str, int]]:
+        """(system, seed) in the order they run: the baseline first, then system by system."""
+        return [(system, seed) for system in self.systems for seed in self.seeds]
+
+
+def _where(path: Path, system: str | None = None) -> str:
+    return f"{path}" + (f", system {system!r}" if system else "")
+
+
+def _check_mapping(value: Any, allowed: set[str], where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} must be a mapping, got {type(value).__name__}.")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {unknown}; known keys are {sorted(allowed)}.")
+    return value
+
+
+def _touches(key: str, fixed: str) -> bool:
+    return key == fixed or key.startswith(fixed + ".") or fixed.startswith(key + ".")
+
+
+def load_suite(path: str | os.PathLike) -> Suite:
+    """Read and check a suite file: every system's config is validated before anything runs."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Suite {path} does not exist; see examples/suites/ for suites to start from.")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML{at} ({getattr(err, 'problem', err)}).") from None
+    _check_mapping(raw, SUITE_KEYS, str(path))
+    for key in ("name", "output_dir", "base", "systems", "seeds", "baseline"):
+        if key not in raw:
+            raise ConfigError(f"{path}: `{key}` is required (see hf_langspec.compare.suite for the layout).")
+    seeds = raw["seeds"]
+    if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
+        raise ConfigError(f"{path}: seeds must be a non-empty list of integers, got {seeds!r}.")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{path}: seeds {seeds} repeat a seed.")
+    base = _check_mapping(raw["base"], {"data", "tokenizer", "model", "training", "stages", "evaluation"}, f"{path} [base]")
+    systems = {}
+    for name, entry in _check_mapping(raw["systems"], set(raw["systems"]), f"{path} [systems]").items():
+        if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
+            raise ConfigError(f"{path} [systems]: name {name!r} must be letters, digits, '-' or '_' (it names folders).")
+        entry = _check_mapping(entry or {}, SYSTEM_KEYS, f"{path} [systems.{name}]")
+        overrides = _check_mapping(entry.get("set", {}) or {}, set(entry.get("set", {}) or {}), f"{path} [systems.{name}.set]")
+        systems[name] = System(name, overrides, entry.get("label", name), entry.get("paper", ""), entry.get("description", ""))
+    if raw["baseline"] not in systems:
+        raise ConfigError(f"{path}: baseline {raw['baseline']!r} is not one of the systems {list(systems)}.")
+    report = _check_mapping(raw.get("report", {}) or {}, REPORT_KEYS, f"{path} [report]")
+    output_dir = Path(raw["output_dir"])
+    suite = Suite(
+        name=str(raw["name"]), path=path, base=base, systems=systems, seeds=list(seeds), baseline=raw["baseline"],
+        output_dir=output_dir, results_dir_setting=Path(raw["results_dir"]) if raw.get("results_dir") else None,
+        report=report,
+        description=raw.get("description", ""),
+    )  # fmt: skip
+    for name in systems:
+        check_system(suite, name)
+    for i, claim in enumerate(report.get("claims", [])):
+        _check_claim(suite, claim, f"{path} [report.claims][{i}]")
+    return suite
+
+
+def _check_claim(suite: Suite, claim: Any, where: str) -> None:
+    _check_mapping(claim, CLAIM_KEYS, where)
+    missing = sorted({"paper", "system", "group", "metric", "expect"} - set(claim))
+    if missing:
+        raise ConfigError(f"{where}: give {missing}.")
+    if claim["system"] not in suite.systems:
+        raise ConfigError(f"{where}: system {claim['system']!r} is not in the suite ({list(suite.systems)}).")
+    if claim["metric"] not in CLAIM_METRICS or claim["expect"] not in ("up", "down"):
+        raise ConfigError(f"{where}: metric must be one of {list(CLAIM_METRICS)} and expect up or down, got {claim}.")
+
+
+def check_system(suite: Suite, name: str) -> None:
+    """Refuse a system whose overrides name unknown keys, break the equal budget, or build no model.
+
+    Everything is checked on the config and on a model built on the `meta` device (no memory, no
+    weights), so a typo in the last system fails in a second, before the first one trains.
+    """
+    where = _where(suite.path, name)
+    overrides = suite.systems[name].overrides
+    for key in overrides:
+        fixed = next((f for f in FIXED_KEYS if _touches(key, f)), None)
+        if fixed is not None:
+            raise ConfigError(
+                f"{where}: `{key}` changes {fixed}, which every system shares (equal data, vocabulary, budget and "
+                "evaluation); set it in [base] instead."
+            )
+    try:
+        config = suite.system_config(name)
+        validate_config({"output_dir": "unused", **config}, where)
+    except ConfigError as err:
+        message = str(err)
+        raise ConfigError(message if message.startswith(str(suite.path)) else f"{where}: {message}") from None
+    budget = training_budget(config)
+    reference = training_budget(suite.system_config(suite.baseline))
+    if budget != reference:
+        raise ConfigError(
+            f"{where}: trains {budget[0]} steps x {budget[1]} examples where the baseline trains {reference[0]} x "
+            f"{reference[1]}; equal budgets: make its stages' max_steps add up to {reference[0]}."
+        )
+    _check_model(config, where)
+
+
+def training_budget(config: dict[str, Any]) -> tuple[int, int]:
+    """(steps, examples per step) over all stages: HLT-MT's two stages count against one total."""
+    training = config.get("training", {})
+    batch = int(training.get("per_device_train_batch_size", 8)) * int(training.get("gradient_accumulation_steps", 1))
+    stages = config.get("stages") or [{}]
+    steps = sum(int({**training, **stage.get("training", {})}.get("max_steps", -1)) for stage in stages)
+    return steps, batch
+
+
+def _check_model(config: dict[str, Any], where: str) -> None:
+    """Build the system's model config and model on the meta device with stand-in languages."""
+    import torch
+
+    model = dict(config.get("model", {}))
+    data = config.get("data", {})
+    languages = list(data.get("bible", {}).get("languages", [])) or ["en", "de", "fr"]
+    model.pop("init_encoder_from", None)
+    if "init_from" in model:
+        return
+    if isinstance(model.get("high_resource_languages"), dict):  # resolved from data sizes at run time
+        model["high_resource_languages"] = languages[:1]
+    model.setdefault("language_pairs", [f"{a}-{b}" for a in languages for b in languages if a != b])
+    config_class, model_class = model_classes()[model.pop("class", "baseline")]
+    vocab = int(config.get("tokenizer", {}).get("vocab_size", 8000))
+    try:
+        model_config = config_class(
+            vocab_size=vocab, languages=languages, lang_tag_token_ids=list(range(4, 4 + len(languages))),
+            lang_tag_style=config.get("tokenizer", {}).get("lang_tag_style", "source"), **model,
+        )  # fmt: skip
+        with torch.device("meta"):
+            model_class(model_config)
+    except (ValueError, TypeError, KeyError) as err:
+        raise ConfigError(f"{where}: the model config rejects the system's settings: {err}") from None
+
+
+def suite_fingerprint(config: dict[str, Any]) -> str:
+    """A stable key of a run's config (sorted JSON), to tell whether a results file is this run's."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+__all__ = ["Suite", "System", "check_system", "load_suite", "training_budget"]

@@ -1,0 +1,170 @@
+"""One (system, seed) of a suite, in its own process: `python -m hf_langspec.compare.worker SPEC.json`.
+
+Training is the ordinary experiment (`run_experiment`: resumable from its checkpoints); evaluation
+loads the saved model and scores it on the suite's shared evaluation sets. The results file is
+written last and atomically, so a results file exists only for a finished run; a run that has one
+but lacks an evaluation set asked for later is evaluated on that set only.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .shared import write_atomic
+
+RESULTS_FORMAT = 1
+
+
+def results_paths(results_dir: Path, system: str, seed: int) -> tuple[Path, Path]:
+    """The run's scores (small JSON, committed) and its outputs (gzip JSON, for the paired bootstrap)."""
+    return results_dir / system / f"seed{seed}.json", results_dir / system / f"seed{seed}.outputs.json.gz"
+
+
+def package_commit() -> str | None:
+    """The git commit of the package's source tree, when it is a checkout (None for an installed wheel)."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "hf_langspec"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() + ("+modified" if dirty else "")
+
+
+def count_parameters(model: Any) -> dict[str, int]:
+    """Total parameters and those the method adds to the plain backbone (its modules at the insertion points)."""
+    total = sum(p.numel() for p in model.parameters())
+    added = sum(p.numel() for name, p in model.named_parameters() if ".insertions." in f".{name}")
+    return {"total": total, "added": added}
+
+
+def evaluate_run(spec: dict[str, Any], sets: list[str]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Translate and score the given evaluation sets with the run's saved model."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM
+
+    from ..evaluation import translate
+    from ..evaluation.language_id import language_identifier, off_target_rate
+    from ..evaluation.metrics import corpus_scores
+    from ..tokenization import LangSpecTokenizer
+
+    model_dir = Path(spec["run_dir"]) / "model"
+    tokenizer = LangSpecTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
+    tokenizer.check_model(model)
+    if tokenizer.vocabulary_fingerprint() != spec["tokenizer_fingerprint"]:
+        raise RuntimeError(f"{model_dir} was saved with another vocabulary than the suite's shared tokenizer.")
+    evaluation = spec["evaluation"]
+    measure_off_target = evaluation.get("off_target", "zero-shot")
+    identify = language_identifier(evaluation.get("language_identifier")) if measure_off_target else None
+    directions: dict[str, Any] = {}
+    outputs: dict[str, Any] = {}
+    sentences, seconds = 0, 0.0
+    for set_name in sets:
+        rows = [row for rows in spec["sets"][set_name].values() for row in rows]
+        start = time.perf_counter()
+        with torch.inference_mode():
+            hypotheses = translate(
+                model, tokenizer, [r["src"] for r in rows], [r["src_lang"] for r in rows],
+                [r["tgt_lang"] for r in rows], batch_size=evaluation.get("batch_size", 32),
+                num_beams=evaluation.get("num_beams", 4), max_new_tokens=evaluation.get("max_new_tokens", 128),
+                show_progress=False,
+            )  # fmt: skip
+        seconds += time.perf_counter() - start
+        sentences += len(rows)
+        directions[set_name], outputs[set_name] = {}, {}
+        position = 0
+        for direction, members in spec["sets"][set_name].items():
+            hyps = hypotheses[position : position + len(members)]
+            position += len(members)
+            scores = corpus_scores(hyps, [r["tgt"] for r in members])
+            if measure_off_target is True or measure_off_target == set_name or set_name.startswith("eval:"):
+                scores["off_target"] = off_target_rate(hyps, direction.split("-")[1], identify)
+            directions[set_name][direction] = {k: v for k, v in scores.items() if not k.endswith("_signature")}
+            outputs[set_name][direction] = hyps
+    signatures = {k: v for k, v in scores.items() if k.endswith("_signature")}
+    decoding = {"sentences": sentences, "seconds": seconds, "num_beams": evaluation.get("num_beams", 4)}
+    meta = {
+        "signatures": signatures,
+        "language_identifier": identify.name if identify else None,
+        "parameters": count_parameters(model),
+        "decoding": decoding,
+    }
+    return directions, outputs, meta
+
+
+def run(spec: dict[str, Any]) -> None:
+    """Train (or resume, or skip when trained) and evaluate one run; write its results file last."""
+    import torch
+
+    from ..training.experiment import run_experiment
+
+    torch.set_num_threads(spec["threads"])
+    scores_path, outputs_path = results_paths(Path(spec["results_dir"]), spec["system"], spec["seed"])
+    previous = json.loads(scores_path.read_text()) if scores_path.exists() else None
+    if previous is None or previous["config"] != spec["config"]:
+        print(f"training {spec['system']} seed {spec['seed']} in {spec['run_dir']}", flush=True)
+        run_experiment(spec["config"])
+        previous = None
+    run_info = json.loads((Path(spec["run_dir"]) / "run_info.json").read_text())
+    done = set(previous["sets"]) if previous else set()
+    missing = [name for name in spec["sets"] if name not in done]
+    directions, outputs, meta = evaluate_run(spec, missing) if missing else ({}, {}, {})
+    if previous is not None:
+        directions = {**previous["sets"], **directions}
+        outputs = {**json.loads(gzip.decompress(outputs_path.read_bytes())), **outputs}
+        meta = {**{k: previous[k] for k in ("signatures", "language_identifier", "parameters", "decoding")}, **meta}
+    trained = run_info["trained"]
+    result = {
+        "format": RESULTS_FORMAT,
+        "suite": spec["suite"],
+        "system": spec["system"],
+        "seed": spec["seed"],
+        "config": spec["config"],
+        "corpus_fingerprint": spec["corpus_fingerprint"],
+        "tokenizer_fingerprint": spec["tokenizer_fingerprint"],
+        "lang_tag_style": spec["config"].get("tokenizer", {}).get("lang_tag_style", "source"),
+        "package_commit": previous["package_commit"] if previous else package_commit(),
+        "train_sizes": spec["train_sizes"],
+        "training": {
+            "stages": trained,
+            "steps": sum(stage.get("steps", 0) for stage in trained),
+            "seconds": sum(stage.get("seconds", 0.0) for stage in trained),
+            "steps_timed": sum(stage.get("steps_this_process", 0) for stage in trained),
+            "input_tokens_timed": sum(stage.get("input_tokens_this_process", 0) for stage in trained),
+            "threads": spec["threads"],
+        },
+        **meta,
+        "sets": directions,
+    }
+    write_atomic(outputs_path, gzip.compress(json.dumps(outputs, ensure_ascii=False).encode(), mtime=0))
+    write_atomic(scores_path, (json.dumps(result, indent=1, ensure_ascii=False) + "\n").encode())
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    spec = json.loads(Path(argv[0]).read_text())
+    try:
+        run(spec)
+    except Exception as err:  # the runner reports this line and goes on with the other runs
+        import traceback
+
+        traceback.print_exc()
+        print(f"RUN FAILED: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
