@@ -121,7 +121,9 @@ def cmd_compare(args: argparse.Namespace) -> None:
     )  # fmt: skip
     print(markdown(report, image_prefix=None))
     if report["failed"]:
-        raise RuntimeError(f"{len(report['failed'])} run(s) failed: {', '.join(report['failed'])}; see their compare.log.")
+        raise RuntimeError(
+            f"{len(report['failed'])} run(s) failed: {', '.join(report['failed'])}; see their compare.log."
+        )
 
 
 def _load_model(path: str, device: str | None):

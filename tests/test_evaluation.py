@@ -9,6 +9,8 @@ import sacrebleu
 import torch
 import yaml
 from conftest import with_diverse_outputs
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, train_tokenizer
 from hf_langspec.evaluation import (
@@ -24,6 +26,7 @@ from hf_langspec.evaluation import (
     win_ratio,
 )
 from hf_langspec.evaluation.evaluate import copy_baseline, load_results
+from hf_langspec.evaluation.metrics import is_degenerate
 from hf_langspec.export import build_model_card, push_model
 
 HYPS = ["The cat sat on the mat.", "A dog barked loudly at night.", "He went home."]
@@ -34,6 +37,10 @@ def test_scores_equal_direct_sacrebleu_calls():
     scores = corpus_scores(HYPS, REFS)
     assert scores["bleu"] == sacrebleu.corpus_bleu(HYPS, [REFS]).score
     assert scores["chrf"] == sacrebleu.corpus_chrf(HYPS, [REFS]).score
+    assert scores["chrfpp"] == sacrebleu.metrics.CHRF(word_order=2).corpus_score(HYPS, [REFS]).score
+    bleu = sacrebleu.corpus_bleu(HYPS, [REFS])
+    assert scores["length_ratio"] == bleu.sys_len / bleu.ref_len
+    assert scores["degenerate"] == 0
     assert scores["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
     with pytest.raises(ValueError, match="empty test set"):
         corpus_scores([], [])
@@ -44,12 +51,40 @@ GERMAN = ["Im Anfang schuf Gott die Himmel und die Erde.", "Und die Erde war wü
 ENGLISH = ["In the beginning God created the heavens and the earth."]
 
 
-@pytest.mark.parametrize("identifier", ["lingua", "langid"])
+@pytest.mark.parametrize("identifier", ["lingua", "langid", "py3langid"])
 def test_off_target_rate_on_known_languages(identifier):
     identify = language_identifier(identifier)
     assert identify(GERMAN + ENGLISH) == ["de"] * 4 + ["en"]
     assert off_target_rate(GERMAN + ENGLISH, "de", identify) == pytest.approx(1 / 5)
     assert off_target_rate(GERMAN, "fr", identify) == 1.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    words=st.lists(st.sampled_from(["a", "b", "c", "d", "e"]), max_size=20),
+    n=st.integers(1, 4),
+    copies=st.integers(1, 6),
+)
+def test_degenerate_means_an_ngram_repeated_four_times_in_a_row(words, n, copies):
+    def brute_force(tokens):  # every n-gram and start, counted independently of the implementation
+        return any(
+            all(tokens[i + k * m : i + (k + 1) * m] == tokens[i : i + m] for k in range(4))
+            and i + 4 * m <= len(tokens)
+            for m in range(1, 5)
+            for i in range(len(tokens))
+        )
+
+    loop = words[:n] * copies if len(words) >= n else []
+    text = " ".join(words + loop)
+    assert is_degenerate(text) == brute_force(text.split())
+    if loop and copies >= 4:
+        assert is_degenerate(text)
+
+
+def test_degenerate_examples():
+    assert is_degenerate("und und und und") and is_degenerate("he said he said he said he said that")
+    assert not is_degenerate("Und Gott sprach: Es werde Licht! Und es ward Licht.")
+    assert is_degenerate("ㅋ" * 20) and not is_degenerate("하나님이 가라사대 빛이 있으라 하시매 빛이 있었고")
 
 
 def test_group_means_and_win_ratio_by_hand():

@@ -76,7 +76,9 @@ def write_plots(suite: Suite, report: dict[str, Any], runs: dict, out: Path) -> 
         seeds = systems[name]["seeds"]
         for direction in runs[(name, seeds[0])]["sets"].get("zero-shot", {}):
             src, tgt = direction.split("-")
-            grid[index[src], index[tgt]] = np.mean([runs[(name, s)]["sets"]["zero-shot"][direction]["bleu"] for s in seeds])
+            grid[index[src], index[tgt]] = np.mean(
+                [runs[(name, s)]["sets"]["zero-shot"][direction]["bleu"] for s in seeds]
+            )
         image = ax.imshow(grid, cmap="viridis", vmin=0)
         ax.set_xticks(range(len(languages)), languages, fontsize=6)
         ax.set_yticks(range(len(languages)), languages, fontsize=6)

@@ -115,15 +115,16 @@ def paired_bootstrap(
 ) -> dict[str, float]:
     """sacreBLEU's paired bootstrap of `system` against `baseline`: p-values for BLEU and chrF++.
 
-    Identical outputs get p = 1: sacreBLEU counts resampled differences strictly above the observed one,
-    so a zero difference would come out at p = 1 / (samples + 1), "significant".
+    Equal scores get p = 1: sacreBLEU counts resampled differences strictly above the observed one, so a
+    zero difference (identical outputs, or both systems at BLEU 0 on every resample) would otherwise come
+    out at p = 1 / (samples + 1), "significant".
     """
     from sacrebleu.metrics import BLEU, CHRF
-
-    if list(baseline) == list(system):
-        return dict.fromkeys(SIGNIFICANCE_METRICS, 1.0)
     from sacrebleu.significance import PairedTest
 
+    names = {"bleu": "BLEU", "chrfpp": "chrF2++"}
+    if list(baseline) == list(system):
+        return dict.fromkeys(names, 1.0)
     test = PairedTest(
         [("baseline", baseline), ("system", system)],
         {"BLEU": BLEU(), "chrF2++": CHRF(word_order=2)},
@@ -133,7 +134,8 @@ def paired_bootstrap(
     )
     _, scores = test()
     return {
-        metric: float(scores[name][1].p_value) for metric, name in zip(SIGNIFICANCE_METRICS, ("BLEU", "chrF2++"))
+        metric: 1.0 if scores[name][0].score == scores[name][1].score else float(scores[name][1].p_value)
+        for metric, name in names.items()
     }
 
 
@@ -182,7 +184,9 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
             "train_tokens_per_second": mean(
                 r["training"]["input_tokens_timed"] / r["training"]["seconds"] for r in results
             ),
-            "decode_sentences_per_second": mean(r["decoding"]["sentences"] / r["decoding"]["seconds"] for r in results),
+            "decode_sentences_per_second": mean(
+                r["decoding"]["sentences"] / r["decoding"]["seconds"] for r in results
+            ),
             "groups": groups,
         }
     base = systems.get(suite.baseline)
@@ -264,7 +268,8 @@ def _setting(suite: Suite, runs: dict) -> dict[str, Any]:
         "language_identifier": first["language_identifier"] if first else None,
         "package_commits": sorted({r["package_commit"] or "unknown" for r in runs.values()}),
         "sentences": {
-            name: sum(len(v) for v in first_set.values()) for name, first_set in (first["sets"] if first else {}).items()
+            name: sum(len(v) for v in first_set.values())
+            for name, first_set in (first["sets"] if first else {}).items()
         },
     }
 
@@ -291,7 +296,9 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
     setting = report["setting"]
     evaluation = setting["evaluation"]
     pivot = "en"
-    groups = [g for g in (f"{pivot}-xx", f"xx-{pivot}", "zero-shot") if any(g in s["groups"] for s in systems.values())]
+    groups = [
+        g for g in (f"{pivot}-xx", f"xx-{pivot}", "zero-shot") if any(g in s["groups"] for s in systems.values())
+    ]
     lines = [
         f"**{report['suite']}**: {report['description']}".rstrip(": "),
         "",
@@ -301,7 +308,11 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         + f"; beam {evaluation.get('num_beams', 4)}; off-target by {setting['language_identifier']}.",
         "",
     ]
-    header = "| system | tags | " + " | ".join(f"{g} BLEU" for g in groups) + " | zero-shot chrF++ | zero-shot off-target (95% CI) |"
+    header = (
+        "| system | tags | "
+        + " | ".join(f"{g} BLEU" for g in groups)
+        + " | zero-shot chrF++ | zero-shot off-target (95% CI) |"
+    )
     lines += [header, "|" + "---|" * (header.count("|") - 1)]
     for name, s in systems.items():
         is_base = name == baseline
@@ -327,10 +338,14 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         for name, s in systems.items():
             cells = [_cell(s["groups"].get(g, {}).get("bleu"), "bleu", name == baseline) for g in resource_groups]
             lines.append(f"| {s['label']} | " + " | ".join(cells) + " |")
-    lines += ["", "Cost and output diagnostics (speeds relative to the baseline, measured while the runs shared the machine):", ""]
+    lines += [
+        "",
+        "Cost and output diagnostics (speeds relative to the baseline, measured while the runs shared the machine):",
+        "",
+    ]
     header = "| system | parameters | added by the method | training tokens/s | decoding sentences/s | zero-shot length ratio | zero-shot degenerate |"
     lines += [header, "|" + "---|" * (header.count("|") - 1)]
-    for name, s in systems.items():
+    for s in systems.values():
         zs = s["groups"].get("zero-shot", {})
         params = s["parameters"]
         lines.append(
@@ -348,7 +363,10 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
             cells = []
             for n in names:
                 g = s["groups"].get(n, {})
-                cells += [_cell(g.get("bleu"), "bleu", name == baseline), _cell(g.get("off_target"), "off_target", name == baseline)]
+                cells += [
+                    _cell(g.get("bleu"), "bleu", name == baseline),
+                    _cell(g.get("off_target"), "off_target", name == baseline),
+                ]
             lines.append(f"| {s['label']} | " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -395,7 +413,9 @@ def csv_rows(report: dict[str, Any]) -> str:
         for group, metrics in s["groups"].items():
             for metric, e in metrics.items():
                 ci = e.get("ci95") or [None, None]
-                writer.writerow([name, group, metric, len(e["values"]), e["mean"], e["std"], *ci, e.get("delta"), e.get("p_value")])
+                writer.writerow(
+                    [name, group, metric, len(e["values"]), e["mean"], e["std"], *ci, e.get("delta"), e.get("p_value")]
+                )
     return out.getvalue()
 
 

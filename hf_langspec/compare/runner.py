@@ -123,7 +123,11 @@ def execute(runs: list[Run], workers: int, gpus: int) -> dict[str, str]:
             run.run_dir.mkdir(parents=True, exist_ok=True)
             spec_path = run.run_dir / "compare_spec.json"
             write_atomic(spec_path, json.dumps(run.spec, ensure_ascii=False).encode())
-            env = {**os.environ, "OMP_NUM_THREADS": str(run.spec["threads"]), "MKL_NUM_THREADS": str(run.spec["threads"])}
+            env = {
+                **os.environ,
+                "OMP_NUM_THREADS": str(run.spec["threads"]),
+                "MKL_NUM_THREADS": str(run.spec["threads"]),
+            }
             env["TOKENIZERS_PARALLELISM"] = "false"
             if gpus:
                 env["CUDA_VISIBLE_DEVICES"] = str(slot % gpus)

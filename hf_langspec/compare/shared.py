@@ -57,7 +57,10 @@ def multiway_rows(path: str | os.PathLike, languages: list[str]) -> list[dict[st
             raise ConfigError(f"{path}, line {i + 1}: expected {{code: text}} fields or a `texts` mapping.")
         present = [c for c in languages if isinstance(texts.get(c), str) and texts[c].strip()]
         rows += [
-            {"src_lang": s, "tgt_lang": t, "src": texts[s], "tgt": texts[t]} for s in present for t in present if s != t
+            {"src_lang": s, "tgt_lang": t, "src": texts[s], "tgt": texts[t]}
+            for s in present
+            for t in present
+            if s != t
         ]
     if not rows:
         raise ConfigError(
@@ -98,9 +101,11 @@ def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, An
         tests = base_data["test_files"]
         test_files = tests if isinstance(tests, dict) else {"supervised": tests}
     paths = {"train": data_dir / "train.jsonl", "valid": data_dir / "valid.jsonl"}
-    if not all(p.exists() for p in paths.values()) or not (shared / "data.json").exists() or json.loads(
-        (shared / "data.json").read_text()
-    ) != base_data:
+    if (
+        not all(p.exists() for p in paths.values())
+        or not (shared / "data.json").exists()
+        or json.loads((shared / "data.json").read_text()) != base_data
+    ):
         train = [row for path in train_files for row in load_local(path)]
         cap = base_data.get("max_train_examples_per_direction")
         train = cap_directions(train, cap) if cap else train

@@ -139,14 +139,22 @@ def load_suite(path: str | os.PathLike) -> Suite:
         raise ConfigError(f"{path}: seeds must be a non-empty list of integers, got {seeds!r}.")
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"{path}: seeds {seeds} repeat a seed.")
-    base = _check_mapping(raw["base"], {"data", "tokenizer", "model", "training", "stages", "evaluation"}, f"{path} [base]")
+    base = _check_mapping(
+        raw["base"], {"data", "tokenizer", "model", "training", "stages", "evaluation"}, f"{path} [base]"
+    )
     systems = {}
     for name, entry in _check_mapping(raw["systems"], set(raw["systems"]), f"{path} [systems]").items():
         if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
-            raise ConfigError(f"{path} [systems]: name {name!r} must be letters, digits, '-' or '_' (it names folders).")
+            raise ConfigError(
+                f"{path} [systems]: name {name!r} must be letters, digits, '-' or '_' (it names folders)."
+            )
         entry = _check_mapping(entry or {}, SYSTEM_KEYS, f"{path} [systems.{name}]")
-        overrides = _check_mapping(entry.get("set", {}) or {}, set(entry.get("set", {}) or {}), f"{path} [systems.{name}.set]")
-        systems[name] = System(name, overrides, entry.get("label", name), entry.get("paper", ""), entry.get("description", ""))
+        overrides = _check_mapping(
+            entry.get("set", {}) or {}, set(entry.get("set", {}) or {}), f"{path} [systems.{name}.set]"
+        )
+        systems[name] = System(
+            name, overrides, entry.get("label", name), entry.get("paper", ""), entry.get("description", "")
+        )
     if raw["baseline"] not in systems:
         raise ConfigError(f"{path}: baseline {raw['baseline']!r} is not one of the systems {list(systems)}.")
     report = _check_mapping(raw.get("report", {}) or {}, REPORT_KEYS, f"{path} [report]")

@@ -1,0 +1,276 @@
+"""`hf-langspec compare`: the tiny suite trains and reports, skips finished runs, resumes a killed run, and its
+statistics equal sacreBLEU's paired bootstrap and an independent numpy computation."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from hf_langspec.compare import compare, load_suite
+from hf_langspec.compare.report import build_report, mean_interval, paired_bootstrap, t_quantile
+from hf_langspec.compare.worker import results_paths
+from hf_langspec.training.experiment import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def tiny_suite(tmp_path: Path, name: str = "tiny.yaml", **changes) -> Path:
+    """examples/suites/tiny.yaml with absolute data paths and its output under tmp_path."""
+    suite = yaml.safe_load((ROOT / "examples/suites/tiny.yaml").read_text())
+    data = suite["base"]["data"]
+    data["train_files"] = [str(ROOT / p) for p in data["train_files"]]
+    data["valid_files"] = [str(ROOT / p) for p in data["valid_files"]]
+    data["test_files"] = {k: str(ROOT / p) for k, p in data["test_files"].items()}
+    suite["output_dir"] = str(tmp_path / "out")
+    for key, value in changes.items():
+        suite[key] = value
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(suite))
+    return path
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """The tiny suite (2 systems x 2 seeds) run once with two workers, plus an eval set."""
+    tmp = tmp_path_factory.mktemp("compare")
+    eval_set = tmp / "extra.multiway.jsonl"
+    records = [
+        json.loads(line) for line in (ROOT / "examples/suites/tiny/test.multiway.jsonl").read_text().splitlines()
+    ]
+    records[0]["texts"].pop("fr")  # one record without French, one field the model does not know
+    records[1]["texts"]["es"] = "no es una lengua del modelo"
+    eval_set.write_text("".join(json.dumps(r) + "\n" for r in records))
+    path = tiny_suite(tmp)
+    report = compare(path, workers=2, eval_sets=[str(eval_set)])
+    return {"path": path, "suite": load_suite(path), "report": report, "eval_set": eval_set, "records": records}
+
+
+def test_the_tiny_suite_trains_every_run_and_reports(finished):
+    suite, report = finished["suite"], finished["report"]
+    assert report["failed"] == {} and report["missing"] == []
+    assert set(report["systems"]) == {"baseline", "fcll"}
+    for system, seed in suite.runs:
+        scores, outputs = results_paths(suite.results_dir, system, seed)
+        result = json.loads(scores.read_text())
+        assert result["system"] == system and result["seed"] == seed
+        assert result["config"]["training"]["seed"] == seed
+        assert result["training"]["steps"] == 200  # the budget that was asked for, as trained
+        assert len(result["corpus_fingerprint"]) == 16 and len(result["tokenizer_fingerprint"]) == 16
+        assert result["package_commit"]
+        assert set(json.loads(gzip.decompress(outputs.read_bytes()))) == {
+            "supervised",
+            "zero-shot",
+            "eval:extra.multiway",
+        }
+    fcll = report["systems"]["fcll"]
+    assert fcll["parameters"]["added"] > 0 == report["systems"]["baseline"]["parameters"]["added"]
+    for name in (
+        "report.md",
+        "report.json",
+        "report.csv",
+        "bars.png",
+        "offtarget_vs_bleu.png",
+        "zeroshot_heatmaps.png",
+    ):
+        assert (suite.results_dir / name).stat().st_size > 0
+    markdown = (suite.results_dir / "report.md").read_text()
+    assert "| FCLL | source |" in markdown and "Do the papers' headline effects hold here?" in markdown
+
+
+def test_runs_differ_by_seed_and_share_data_and_vocabulary(finished):
+    suite = finished["suite"]
+    results = {run: json.loads(results_paths(suite.results_dir, *run)[0].read_text()) for run in suite.runs}
+    assert len({(r["corpus_fingerprint"], r["tokenizer_fingerprint"]) for r in results.values()}) == 1
+    outputs = {run: results_paths(suite.results_dir, *run)[1].read_bytes() for run in suite.runs}
+    assert outputs[("baseline", 1)] != outputs[("baseline", 2)]
+
+
+def test_a_second_call_trains_nothing(finished):
+    suite = finished["suite"]
+    before = {run: results_paths(suite.results_dir, *run)[0].stat().st_mtime_ns for run in suite.runs}
+    start = time.monotonic()
+    report = compare(finished["path"], workers=2, eval_sets=[str(finished["eval_set"])])
+    assert time.monotonic() - start < 30
+    assert report["failed"] == {}
+    assert before == {run: results_paths(suite.results_dir, *run)[0].stat().st_mtime_ns for run in suite.runs}
+
+
+def test_the_eval_set_is_evaluated_on_exactly_the_directions_it_shares_with_the_model(finished):
+    suite = finished["suite"]
+    result = json.loads(results_paths(suite.results_dir, "fcll", 1)[0].read_text())
+    expected = {f"{a}-{b}" for r in finished["records"] for a in r["texts"] for b in r["texts"]}
+    expected = {d for d in expected if len(set(d.split("-"))) == 2 and set(d.split("-")) <= {"en", "de", "fr"}}
+    assert set(result["sets"]["eval:extra.multiway"]) == expected
+    counts = {d: s["sentences"] for d, s in result["sets"]["eval:extra.multiway"].items()}
+    assert counts["en-fr"] == 5 and counts["en-de"] == 6  # the record without French has no en-fr
+    groups = finished["report"]["systems"]["fcll"]["groups"]
+    assert {"eval:extra.multiway supervised", "eval:extra.multiway zero-shot"} <= set(groups)
+
+
+def test_means_and_intervals_equal_numpy(finished):
+    suite, report = finished["suite"], finished["report"]
+    references = json.loads(gzip.decompress((suite.results_dir / "references.json.gz").read_bytes()))["sets"]
+    for system in ("baseline", "fcll"):
+        per_seed = []
+        for seed in suite.seeds:
+            result = json.loads(results_paths(suite.results_dir, system, seed)[0].read_text())
+            zero_shot = result["sets"]["zero-shot"]
+            assert set(zero_shot) == set(references["zero-shot"])
+            per_seed.append([np.mean([s[m] for s in zero_shot.values()]) for m in ("bleu", "off_target")])
+        per_seed = np.array(per_seed)
+        entry = report["systems"][system]["groups"]["zero-shot"]
+        np.testing.assert_allclose(entry["bleu"]["mean"], per_seed[:, 0].mean())
+        np.testing.assert_allclose(entry["bleu"]["std"], per_seed[:, 0].std(ddof=1))
+        half = 12.7062 * per_seed[:, 1].std(ddof=1) / np.sqrt(2)  # Student t, 1 degree of freedom, 97.5%
+        np.testing.assert_allclose(
+            entry["off_target"]["ci95"], [per_seed[:, 1].mean() - half, per_seed[:, 1].mean() + half]
+        )
+    base = report["systems"]["baseline"]["groups"]["xx-en"]["bleu"]["mean"]
+    np.testing.assert_allclose(report["systems"]["fcll"]["groups"]["xx-en"]["bleu"]["delta"],
+                               report["systems"]["fcll"]["groups"]["xx-en"]["bleu"]["mean"] - base)  # fmt: skip
+
+
+def test_t_quantiles_and_intervals():
+    assert t_quantile(2) == pytest.approx(4.3027) and t_quantile(1000) == 1.96
+    values = [0.45, 0.74, 0.57]
+    low, high = mean_interval(values)
+    half = 4.3027 * np.std(values, ddof=1) / math.sqrt(3)
+    assert (low, high) == pytest.approx((np.mean(values) - half, np.mean(values) + half))
+    assert mean_interval([0.5]) is None
+
+
+def test_significance_equals_sacrebleus_own_paired_bootstrap(finished, tmp_path):
+    """The report's p-values are sacreBLEU's CLI `--paired-bs` on the seeds' concatenated outputs."""
+    suite, report = finished["suite"], finished["report"]
+    references = json.loads(gzip.decompress((suite.results_dir / "references.json.gz").read_bytes()))["sets"]
+    files = {}
+    for system in ("baseline", "fcll"):
+        lines = []
+        for seed in suite.seeds:
+            outputs = json.loads(gzip.decompress(results_paths(suite.results_dir, system, seed)[1].read_bytes()))
+            for direction in references["zero-shot"]:
+                lines += outputs["zero-shot"][direction]
+        files[system] = tmp_path / f"{system}.txt"
+        files[system].write_text("\n".join(lines) + "\n")
+    refs = [r for _ in suite.seeds for d in references["zero-shot"] for r in references["zero-shot"][d]["ref"]]
+    (tmp_path / "ref.txt").write_text("\n".join(refs) + "\n")
+    command = [sys.executable, "-m", "sacrebleu", str(tmp_path / "ref.txt"), "-i", str(files["baseline"]),
+               str(files["fcll"]), "-m", "bleu", "chrf", "--chrf-word-order", "2", "--paired-bs", "--format", "json"]  # fmt: skip
+    cli = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+    system_entry = next(entry for entry in cli if entry["system"] != "Baseline: " + str(files["baseline"]))
+    groups = report["systems"]["fcll"]["groups"]["zero-shot"]
+    assert groups["bleu"]["p_value"] == pytest.approx(system_entry["BLEU"]["p_value"])
+    assert groups["chrfpp"]["p_value"] == pytest.approx(system_entry["chrF2++"]["p_value"])
+
+
+def test_identical_outputs_are_not_significant():
+    outputs = ["a b c d", "e f g h", "i j k"]
+    assert paired_bootstrap(outputs, outputs, ["a b c d", "e f x h", "i j k l"]) == {"bleu": 1.0, "chrfpp": 1.0}
+
+
+def test_a_report_with_missing_runs_lists_them(finished, tmp_path):
+    suite = load_suite(finished["path"])
+    suite.results_dir_setting = tmp_path / "results"
+    (tmp_path / "results").mkdir()
+    for system, seed in suite.runs:
+        if (system, seed) != ("fcll", 2):
+            for path in results_paths(finished["suite"].results_dir, system, seed):
+                target = tmp_path / "results" / system / path.name
+                target.parent.mkdir(exist_ok=True)
+                target.write_bytes(path.read_bytes())
+    (tmp_path / "results" / "references.json.gz").write_bytes(
+        (finished["suite"].results_dir / "references.json.gz").read_bytes()
+    )
+    report = build_report(suite)
+    assert report["missing"] == ["fcll seed 2"]
+    assert report["systems"]["fcll"]["seeds"] == [1]
+    assert "| FCLL (1 seeds) |" in (tmp_path / "results" / "report.md").read_text()
+    assert "Missing runs (1; not averaged in): fcll seed 2." in (tmp_path / "results" / "report.md").read_text()
+
+
+def test_runs_of_another_corpus_are_refused_in_one_table(finished, tmp_path):
+    suite = load_suite(finished["path"])
+    suite.results_dir_setting = tmp_path / "results"
+    for system, seed in suite.runs:
+        for path in results_paths(finished["suite"].results_dir, system, seed):
+            target = tmp_path / "results" / system / path.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            data = path.read_bytes()
+            if path.suffix == ".json" and (system, seed) == ("fcll", 1):
+                data = json.dumps({**json.loads(data), "corpus_fingerprint": "0" * 16}).encode()
+            target.write_bytes(data)
+    with pytest.raises(ConfigError, match=r"different data or vocabularies.*fcll seed 1"):
+        build_report(suite)
+
+
+@pytest.mark.parametrize(
+    ("system", "message"),
+    [
+        ({"set": {"model.bogus_key": 1}}, r"system 'broken'.*unknown keys \['bogus_key'\]"),
+        ({"set": {"modell.class": "cll"}}, r"system 'broken'.*unknown keys \['modell'\]"),
+        (
+            {"set": {"model.class": "cll", "model.cll_layers": "bogus"}},
+            r"system 'broken'.*model config rejects.*bogus",
+        ),
+        ({"set": {"training.max_steps": 400}}, r"system 'broken'.*training.max_steps.*every system shares"),
+        ({"set": {"stages": [{"name": "a", "training": {"max_steps": 300}}]}}, r"system 'broken'.*300 steps.*200"),
+    ],
+)
+def test_a_bad_system_is_refused_before_anything_runs(tmp_path, system, message):
+    suite = yaml.safe_load(tiny_suite(tmp_path).read_text())
+    suite["systems"]["broken"] = system
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    with pytest.raises(ConfigError, match=message):
+        compare(path)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unknown_system_name_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"unknown systems \['fcl'\]; the suite has \['baseline', 'fcll'\]"):
+        compare(tiny_suite(tmp_path), systems=["fcl"])
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_cli_reports_a_bad_suite_in_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nseeds: [1\n")
+    result = subprocess.run([sys.executable, "-m", "hf_langspec.cli", "compare", "--suite", str(bad)],
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "not valid YAML at line" in result.stderr
+
+
+def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_run(finished, tmp_path):
+    """SIGKILL the runner and its worker after the first checkpoint; the same command finishes the run and its
+    outputs equal those of the run that was never interrupted."""
+    path = tiny_suite(tmp_path, seeds=[1])
+    command = [sys.executable, "-m", "hf_langspec.cli", "compare", "--suite", str(path), "--systems", "baseline"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    checkpoint = tmp_path / "out/runs/baseline/seed1/checkpoints/checkpoint-100"
+    deadline = time.monotonic() + 120
+    while not (checkpoint / "trainer_state.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert checkpoint.exists() and not (tmp_path / "out/runs/baseline/seed1/model").exists()
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert "1 runs (1 systems x 1 seeds): 0 finished, 1 to run" in result.stdout
+    log = (tmp_path / "out/runs/baseline/seed1/compare.log").read_text()
+    assert log.count("training baseline seed 1") == 2
+    resumed = results_paths(tmp_path / "out/results", "baseline", 1)[1].read_bytes()
+    uninterrupted = results_paths(finished["suite"].results_dir, "baseline", 1)[1].read_bytes()
+    assert json.loads(gzip.decompress(resumed))["zero-shot"] == json.loads(gzip.decompress(uninterrupted))["zero-shot"]
