@@ -114,17 +114,65 @@ def test_resume_after_interruption_continues_exactly(tokenizer, tmp_path):
 
 def test_an_interrupted_checkpoint_write_never_looks_complete(tokenizer, tmp_path):
     make_trainer(tokenizer, tmp_path, max_steps=3).train()
+    assert json.loads((tmp_path / "checkpoint-3" / "manifest.json").read_text())["files"]["optimizer.pt"]["size"] > 0
     partial = tmp_path / "checkpoint-9"
     partial.mkdir()
     (partial / "model.safetensors").write_bytes(b"\x00" * 10)  # the process died while writing
     truncated = tmp_path / "checkpoint-12"
     truncated.mkdir()
     (truncated / "trainer_state.json").write_text('{"log_history": [')
+    (tmp_path / "incomplete-checkpoint-9").mkdir()  # a leftover of an earlier crash at the same step
     assert last_complete_checkpoint(tmp_path).endswith("checkpoint-3")
     assert sorted(p.name for p in tmp_path.iterdir() if "incomplete" in p.name) == [
-        "checkpoint-12.incomplete",
-        "checkpoint-9.incomplete",
+        "incomplete-checkpoint-12",
+        "incomplete-checkpoint-9",
+        "incomplete-checkpoint-9-2",
     ]
+
+
+DAMAGE = {
+    "optimizer.pt missing": lambda c: (c / "optimizer.pt").unlink(),
+    "scheduler.pt missing": lambda c: (c / "scheduler.pt").unlink(),
+    "rng_state.pth missing": lambda c: (c / "rng_state.pth").unlink(),
+    "model.safetensors truncated": lambda c: (c / "model.safetensors").write_bytes(
+        (c / "model.safetensors").read_bytes()[:1000]
+    ),
+    "optimizer.pt corrupted, same size": lambda c: (c / "optimizer.pt").write_bytes(
+        b"\x00" * (c / "optimizer.pt").stat().st_size
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_exactly(tokenizer, tmp_path, caplog, damage):
+    """Each kind of damage to the newest checkpoint: it is set aside with one warning naming the problem, and
+    the run resumes from the previous checkpoint and ends with the uninterrupted run's losses, bit for bit."""
+    make_trainer(tokenizer, tmp_path / "straight", save_steps=2).train()
+    uninterrupted = losses(tmp_path / "straight")
+    resumed_dir = tmp_path / "resumed"
+    with pytest.raises(KeyboardInterrupt):
+        make_trainer(tokenizer, resumed_dir, save_steps=2, callbacks=[Interrupt(at_step=5)]).train()
+    DAMAGE[damage](resumed_dir / "checkpoint-4")
+    with caplog.at_level("WARNING"):
+        make_trainer(tokenizer, resumed_dir, save_steps=2).train(resume_from_checkpoint=True)
+    warnings = [r.getMessage() for r in caplog.records if "set aside" in r.getMessage()]
+    assert len(warnings) == 1 and "checkpoint-4" in warnings[0]
+    assert damage.split()[0] in warnings[0] or "manifest" in warnings[0]
+    resumed = losses(resumed_dir)
+    assert [resumed[step] for step in (3, 4, 5, 6)] == [uninterrupted[step] for step in (3, 4, 5, 6)]
+
+
+def test_a_checkpoint_killed_before_its_manifest_resumes_when_its_files_are_all_there(tokenizer, tmp_path, caplog):
+    """Killed after the Trainer's files but before the manifest (or written by an older version): every file a
+    resume needs is present and the state parses, so it is used, with a warning that it was not checksummed."""
+    make_trainer(tokenizer, tmp_path / "straight", save_steps=2).train()
+    with pytest.raises(KeyboardInterrupt):
+        make_trainer(tokenizer, tmp_path / "resumed", save_steps=2, callbacks=[Interrupt(at_step=5)]).train()
+    (tmp_path / "resumed" / "checkpoint-4" / "manifest.json").unlink()
+    with caplog.at_level("WARNING"):
+        make_trainer(tokenizer, tmp_path / "resumed", save_steps=2).train(resume_from_checkpoint=True)
+    assert any("checkpoint-4 has no manifest" in r.getMessage() for r in caplog.records)
+    assert losses(tmp_path / "resumed") == losses(tmp_path / "straight")
 
 
 def test_checkpoint_averaging_is_the_mean_of_the_weights(tokenizer, tmp_path):

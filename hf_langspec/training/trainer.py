@@ -23,10 +23,8 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,13 +33,13 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 from transformers import EvalPrediction, Seq2SeqTrainer, Seq2SeqTrainingArguments
+from transformers.trainer_utils import rotate_checkpoints
 
 from ..data.sampler import TemperatureSampler
 from ..pipelines import group_by_target
+from .checkpoints import complete_checkpoints, last_complete_checkpoint, write_manifest
 
 logger = logging.getLogger(__name__)
-CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-TRAINER_STATE = "trainer_state.json"  # the Trainer writes it last: its presence marks a complete checkpoint
 
 
 @dataclass
@@ -135,6 +133,20 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
             loss = loss + aux  # the model's own loss (which includes it) was replaced by the smoothed one
         return (loss, outputs) if return_outputs else loss
 
+    def _save_checkpoint(self, model, trial) -> None:
+        """The Trainer's checkpoint, then its manifest (written last), and only then the rotation of old ones."""
+        limit = self.args.save_total_limit
+        self.args.save_total_limit = None  # rotate after the manifest: never delete the last complete checkpoint first
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.save_total_limit = limit
+        run_dir = self._get_output_dir(trial=trial)
+        self.accelerator.wait_for_everyone()  # every process's rng_state file is written
+        if self.args.should_save:
+            write_manifest(Path(run_dir) / f"checkpoint-{self.state.global_step}")
+            rotate_checkpoints(run_dir, limit, best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
+
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any):
         """`Trainer.train`; `resume_from_checkpoint=True` resumes from the last *complete* checkpoint, or
         starts from scratch when there is none."""
@@ -172,36 +184,6 @@ def in_dataset_order(values: Any, order: list[int]) -> Any:
         restored[order] = values
         return restored
     return values
-
-
-def complete_checkpoints(output_dir: str | os.PathLike) -> list[Path]:
-    """Checkpoints in `output_dir` whose `trainer_state.json` was written and parses, oldest first.
-
-    A folder interrupted while being written is renamed `checkpoint-N.incomplete` so that nothing,
-    including the Trainer's own checkpoint rotation, takes it for a checkpoint.
-    """
-    root = Path(output_dir)
-    if not root.is_dir():
-        return []
-    found = []
-    for path in root.iterdir():
-        match = CHECKPOINT.match(path.name)
-        if not match or not path.is_dir():
-            continue
-        try:
-            json.loads((path / TRAINER_STATE).read_text())
-        except (OSError, ValueError):
-            target = path.with_name(path.name + ".incomplete")
-            logger.warning("%s was not completely written; renamed to %s and ignored.", path, target.name)
-            path.rename(target)
-            continue
-        found.append((int(match.group(1)), path))
-    return [path for _, path in sorted(found)]
-
-
-def last_complete_checkpoint(output_dir: str | os.PathLike) -> str | None:
-    checkpoints = complete_checkpoints(output_dir)
-    return str(checkpoints[-1]) if checkpoints else None
 
 
 def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, torch.Tensor]:
