@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -264,7 +265,7 @@ def test_bad_configs_fail_before_any_work(tmp_path, change, message):
 
 def test_bad_inputs_fail_before_training(tmp_path, tokenizer):
     tokenizer.save_pretrained(tmp_path / "tok")
-    config = _config(tmp_path, tokenizer={"path": str(tmp_path / "tok")})
+    config = {**_config(tmp_path), "tokenizer": {"path": str(tmp_path / "tok")}}
     zh = tmp_path / "zh.jsonl"
     zh.write_text(json.dumps({"src_lang": "en", "tgt_lang": "zh", "src": "a", "tgt": "b"}) + "\n")
     config["data"]["train_files"].append(str(zh))
@@ -295,7 +296,7 @@ def test_a_small_experiment_runs_end_to_end(tmp_path):
 def test_a_changed_tokenizer_setting_is_not_silently_reused(tmp_path):
     run_experiment(_config(tmp_path, evaluation={"splits": []}))
     with pytest.raises(
-        ConfigError, match=r"holds a tokenizer trained with \{'vocab_size': 100\}, but \[tokenizer\] now says"
+        ConfigError, match=r"holds a run started with another config \(tokenizer.vocab_size: 100 -> 90\)"
     ):
         run_experiment(_config(tmp_path, tokenizer={"vocab_size": 90}, evaluation={"splits": []}))
 
@@ -310,7 +311,8 @@ def test_stages_train_their_directions_and_resume_stage_by_stage(tmp_path):
     config = _config(tmp_path, stages=stages, evaluation={"splits": []})
     run_experiment(config)
     root = tmp_path / "run" / "checkpoints"
-    assert json.loads((root / "high" / "final" / "stage_complete.json").read_text()) == {"stage": "high", "step": 2}
+    complete = json.loads((root / "high" / "final" / "stage_complete.json").read_text())
+    assert complete["stage"] == "high" and complete["step"] == 2 and complete["trained"]["steps_this_process"] == 2
     assert json.loads((root / "all" / "final" / "stage_complete.json").read_text())["step"] == 4
     # the first stage saw only its directions
     from safetensors.torch import load_file
@@ -431,3 +433,47 @@ def test_two_processes_predict_the_dataset_order_like_one(tokenizer, tmp_path):
     assert two["world_size"] == 2 and len(two["predictions"]) == len(one.predictions) == 24
     assert [unpadded(p, tokenizer) for p in two["predictions"]] == [unpadded(p, tokenizer) for p in one.predictions]
     assert len({tuple(unpadded(p, tokenizer)) for p in one.predictions}) >= 5  # varied outputs: a wrong order shows
+
+
+def test_a_resumed_run_with_another_config_is_refused_with_the_differing_keys(tmp_path):
+    config = _config(tmp_path, evaluation={"splits": []})
+    run_experiment(config)
+    changed = _config(tmp_path, evaluation={"splits": []}, training={"learning_rate": 0.01}, model={"d_model": 48})
+    with pytest.raises(ConfigError, match=r"another config \(model.d_model: 32 -> 48; training.learning_rate: "):
+        run_experiment(changed)
+    # what does not change the trained model may change: logging, evaluation, the printed example
+    run_experiment(_config(tmp_path, evaluation={"splits": [], "num_beams": 2}, training={"logging_steps": 7}))
+
+
+def test_a_larger_max_steps_extends_a_finished_run(tmp_path, capsys):
+    run_experiment(_config(tmp_path, evaluation={"splits": []}, training={"save_strategy": "steps", "save_steps": 2}))
+    run_experiment(
+        _config(
+            tmp_path, evaluation={"splits": []}, training={"save_strategy": "steps", "save_steps": 2, "max_steps": 4}
+        )
+    )
+    assert "training.max_steps 2 -> 4" in capsys.readouterr().out
+    info = json.loads((tmp_path / "run" / "run_info.json").read_text())
+    assert info["trained"][0]["steps"] == 4 and info["trained"][0]["steps_this_process"] == 2
+
+
+def test_a_second_process_on_the_same_output_dir_is_refused_and_a_stale_lock_is_taken_over(tmp_path, caplog):
+    import socket
+
+    from hf_langspec.training.run_guard import LOCK_FILE
+
+    config = _config(tmp_path, evaluation={"splits": []})
+    (tmp_path / "run").mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lock = {"pid": holder.pid, "host": socket.gethostname(), "started": "2026-11-23 10:00:00"}
+        (tmp_path / "run" / LOCK_FILE).write_text(json.dumps(lock))
+        with pytest.raises(ConfigError, match=rf"is being trained by process {holder.pid} on .*since 2026-11-23"):
+            run_experiment(config)
+    finally:
+        holder.kill()
+        holder.wait()
+    with caplog.at_level("WARNING"):
+        run_experiment(config)  # the holder is gone: its lock is stale
+    assert any("stale lock" in r.getMessage() for r in caplog.records)
+    assert not (tmp_path / "run" / LOCK_FILE).exists()

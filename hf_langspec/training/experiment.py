@@ -389,12 +389,14 @@ def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path
 
 
 def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any]:
-    """Run every step of the config; returns paths and the evaluation results. Resumes by default."""
-    import torch
-    from datasets import Dataset
+    """Run every step of the config; returns paths and the evaluation results. Resumes by default.
 
-    from ..data.processing import filter_pairs, per_direction
-    from ..evaluation import copy_baseline, evaluate_model, results_table, save_results, translate
+    A run resumed into its output_dir must have the config it was started with (`run_guard`), and one
+    process at a time trains into an output_dir.
+    """
+    import contextlib
+
+    from .run_guard import RunLock, check_resumed_config
     from .trainer import LangSpecTrainingArguments
 
     validate_config(config)
@@ -402,6 +404,20 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     _check_writable(output_dir)
     # the base arguments give the seed and the main-process-first guard; each stage builds its own
     base_args = LangSpecTrainingArguments(output_dir=str(output_dir / "checkpoints"), **config.get("training", {}))
+    main = base_args.process_index == 0
+    with RunLock(output_dir) if main else contextlib.nullcontext():
+        if main:
+            check_resumed_config(output_dir, config, resume)
+        return _run(config, resume, output_dir, base_args)
+
+
+def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any) -> dict[str, Any]:
+    import torch
+    from datasets import Dataset
+
+    from ..data.processing import filter_pairs, per_direction
+    from ..evaluation import copy_baseline, evaluate_model, results_table, save_results, translate
+
     data_section = config.get("data", {})
     data = _load_data(data_section, output_dir, base_args.main_process_first)
     tokenizer = _tokenizer(config.get("tokenizer", {}), data["train"], output_dir, base_args.main_process_first)
@@ -463,10 +479,14 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
         else stage
         for stage in stages
     ]
+    if base_args.process_index == 0:
+        from .run_guard import record_config
+
+        record_config(output_dir, config)  # what is trained from here on: a resumption must match it
     trained = []  # what each stage ran: steps, and the steps, seconds and source tokens of this process
     for stage in stages:
         stage_dir = output_dir / "checkpoints" / stage["name"] if len(stages) > 1 else output_dir / "checkpoints"
-        stage_args = LangSpecTrainingArguments(
+        stage_args = type(base_args)(
             output_dir=str(stage_dir), **{**config.get("training", {}), **stage.get("training", {})}
         )
         model, trainer, record = _run_stage(stage, stage_args, model, tokenizer, train_set, eval_sets, resume)
@@ -557,7 +577,20 @@ def _run_stage(
         processing_class=tokenizer,
         compute_metrics=bleu_metric(tokenizer) if args.predict_with_generate else None,
     )
-    if resume and (final / "stage_complete.json").exists():
+    complete = (
+        json.loads((final / "stage_complete.json").read_text()) if (final / "stage_complete.json").exists() else None
+    )
+    if resume and complete and args.max_steps > 0 and complete["step"] < args.max_steps:  # a larger max_steps
+        from .checkpoints import last_complete_checkpoint
+
+        last = last_complete_checkpoint(args.output_dir)
+        if last is None or not last.endswith(f"checkpoint-{complete['step']}"):
+            raise ConfigError(
+                f"Stage {stage['name']!r} finished at step {complete['step']} without a checkpoint there (the optimizer "
+                f"state), so it cannot be extended to {args.max_steps} steps; use a new output_dir."
+            )
+        complete = None
+    if resume and complete:
         logger.info("Stage %s is complete; loading its final weights from %s", stage["name"], final)
         model = type(model).from_pretrained(final)
         trainer.model = model

@@ -1,0 +1,129 @@
+"""A resumed run is the run that was started: the stored config is compared before anything trains, and one
+process at a time trains into an output directory.
+
+* `experiment_config.json` is written when a run starts. Re-running into the same directory with a
+  config that changes what is trained (learning rate, architecture, data, ...) is refused with the
+  differing keys listed; settings that do not change the trained model (logging, saving, evaluation,
+  the printed example) may change; a larger `training.max_steps` extends the run, and says so.
+* `.hf_langspec.lock` names the process that trains (pid, host, start time). A second process is
+  refused with that name; a lock whose process is gone (killed, rebooted) is taken over with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+CONFIG_FILE = "experiment_config.json"
+LOCK_FILE = ".hf_langspec.lock"
+# keys that may change between a run and its resumption: they do not change what is trained
+FREE_KEYS = ("output_dir", "evaluation", "translate", "card", "data.num_proc", "training.logging_steps",
+             "training.logging_strategy", "training.save_steps", "training.save_strategy", "training.save_total_limit",
+             "training.disable_tqdm", "training.report_to", "training.dataloader_num_workers",
+             "training.include_num_input_tokens_seen")  # fmt: skip
+
+
+def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
+    """`{"training": {"max_steps": 5}}` -> `{"training.max_steps": 5}` (lists stay values)."""
+    if not isinstance(config, dict):
+        return {prefix: config}
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        flat |= flatten(value, f"{prefix}.{key}" if prefix else str(key))
+    return flat
+
+
+def _free(key: str) -> bool:
+    return any(key == free or key.startswith(free + ".") for free in FREE_KEYS)
+
+
+def check_resumed_config(output_dir: Path, config: dict[str, Any], resume: bool) -> None:
+    """Refuse a config that changes what the run in `output_dir` has trained so far (checkpoints or a model)."""
+    from .experiment import ConfigError
+
+    path = output_dir / CONFIG_FILE
+    trained = (output_dir / "checkpoints").exists() or (output_dir / "model").exists()
+    stored = json.loads(path.read_text()) if path.exists() and resume and trained else None
+    if stored is not None:
+        old, new = flatten(json.loads(json.dumps(stored))), flatten(json.loads(json.dumps(config, default=str)))
+        changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and not _free(k))
+        steps = "training.max_steps"
+        old_steps, new_steps = old.get(steps), new.get(steps)
+        if steps in changed and isinstance(old_steps, int) and isinstance(new_steps, int) and new_steps > old_steps:
+            logger.warning("%s: max_steps %d -> %d extends the run.", output_dir, old_steps, new_steps)
+            print(f"Extending the run in {output_dir}: training.max_steps {old_steps} -> {new_steps}.")
+            changed.remove(steps)
+        if changed:
+            listing = "; ".join(f"{k}: {old.get(k, '(unset)')!r} -> {new.get(k, '(unset)')!r}" for k in changed)
+            raise ConfigError(
+                f"{output_dir} holds a run started with another config ({listing}). Use a new output_dir, or "
+                "--no-resume to train it anew from scratch."
+            )
+
+
+def record_config(output_dir: Path, config: dict[str, Any]) -> None:
+    """Store the config of the run that starts (or continues) training now, atomically."""
+    path = output_dir / CONFIG_FILE
+    tmp = path.with_name(f".{CONFIG_FILE}.tmp")
+    tmp.write_text(json.dumps(config, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+class RunLock:
+    """`with RunLock(output_dir):` one training process per output directory (see the module docstring)."""
+
+    def __init__(self, output_dir: Path) -> None:
+        self.path = Path(output_dir) / LOCK_FILE
+        self.held = False
+
+    def __enter__(self) -> RunLock:
+        from .experiment import ConfigError
+
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                try:
+                    holder = json.loads(self.path.read_text())
+                except (OSError, ValueError):
+                    holder = {}
+                same_host = holder.get("host") == me["host"]
+                if holder and (not same_host or _alive(int(holder.get("pid", -1)))):
+                    raise ConfigError(
+                        f"{self.path.parent} is being trained by process {holder.get('pid')} on {holder.get('host')} "
+                        f"(since {holder.get('started')}); wait for it to finish or use another output_dir"
+                        + ("." if same_host else f", or remove {self.path} if that process is gone.")
+                    ) from None
+                logger.warning("Taking over the stale lock %s of a process that is gone (%s).", self.path, holder)
+                self.path.unlink(missing_ok=True)
+                continue
+            with os.fdopen(fd, "w") as handle:
+                json.dump(me, handle)
+            self.held = True
+            return self
+        raise ConfigError(f"Could not take the lock {self.path}; another process keeps creating it.")
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.held:
+            self.path.unlink(missing_ok=True)
+            self.held = False
+
+
+__all__ = ["RunLock", "check_resumed_config", "flatten", "record_config"]
