@@ -276,3 +276,20 @@ def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_run(finished, tmp_pat
     resumed = results_paths(tmp_path / "out/results", "baseline", 1)[1].read_bytes()
     uninterrupted = results_paths(finished["suite"].results_dir, "baseline", 1)[1].read_bytes()
     assert json.loads(gzip.decompress(resumed))["zero-shot"] == json.loads(gzip.decompress(uninterrupted))["zero-shot"]
+
+
+def test_a_suite_continued_elsewhere_reuses_its_vocabulary_from_the_results(finished, tmp_path, monkeypatch, capsys):
+    """The results directory keeps the suite's tokenizer: a fresh output_dir (another machine, a later version)
+    gets the same vocabulary instead of training one, so its runs join the same table."""
+    import hf_langspec.tokenization as tokenization
+    from hf_langspec.compare.shared import prepare_shared
+
+    suite = load_suite(finished["path"])
+    suite.results_dir_setting = finished["suite"].results_dir
+    suite.output_dir = tmp_path / "elsewhere"
+    monkeypatch.setattr(tokenization, "train_tokenizer", lambda *a, **k: pytest.fail("trained a new vocabulary"))
+    shared = prepare_shared(suite)
+    assert "the suite's vocabulary from" in capsys.readouterr().out
+    stored = json.loads(results_paths(finished["suite"].results_dir, "baseline", 1)[0].read_text())
+    assert shared["tokenizer_fingerprint"] == stored["tokenizer_fingerprint"]
+    assert shared["corpus_fingerprint"] == stored["corpus_fingerprint"]

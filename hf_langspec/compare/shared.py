@@ -79,7 +79,7 @@ def _first_per_direction(rows: list[dict[str, str]], limit: int | None) -> dict[
 def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, Any]:
     """Build (or reuse) the shared corpus, tokenizer and evaluation sets; return their paths and fingerprints."""
     from ..data.local import load_local
-    from ..tokenization import LangSpecTokenizer, train_tokenizer
+    from ..tokenization import LangSpecTokenizer
     from ..training.experiment import cap_directions
 
     shared = suite.output_dir / "shared"
@@ -118,14 +118,7 @@ def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, An
         key = f"{row['src_lang']}-{row['tgt_lang']}"
         train_sizes[key] = train_sizes.get(key, 0) + 1
 
-    tokenizer_dir = shared / "tokenizer"
-    settings = {k: v for k, v in suite.base.get("tokenizer", {}).items() if k != "lang_tag_style"}
-    recorded = tokenizer_dir / "hf_langspec_training.json"
-    if not (tokenizer_dir / "tokenizer.json").exists() or json.loads(recorded.read_text()) != settings:
-        print(f"[{suite.name}] tokenizer: training the joint vocabulary ({settings.get('vocab_size', 8000)})")
-        tokenizer = train_tokenizer(train_rows, show_progress=False, **settings)
-        tokenizer.save_pretrained(tokenizer_dir)
-        write_atomic(recorded, json.dumps(settings, sort_keys=True).encode())
+    tokenizer_dir = _shared_tokenizer(suite, shared / "tokenizer", train_rows)
     tokenizer = LangSpecTokenizer.from_pretrained(tokenizer_dir)
 
     sets = {
@@ -157,6 +150,33 @@ def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, An
         "train_sizes": dict(sorted(train_sizes.items())),
         "sets": {name: {d: rows for d, rows in by_dir.items()} for name, by_dir in sets.items()},
     }
+
+
+def _shared_tokenizer(suite: Suite, tokenizer_dir: Path, train_rows: list[dict[str, str]]) -> Path:
+    """The suite's joint vocabulary: trained once, and kept beside the results as well, so that a suite can be
+    continued elsewhere (another machine, a later version of the trainer) with exactly the same ids."""
+    import shutil
+
+    from ..tokenization import train_tokenizer
+
+    settings = {k: v for k, v in suite.base.get("tokenizer", {}).items() if k != "lang_tag_style"}
+    kept = suite.results_dir / "tokenizer"
+
+    def trained_with(folder: Path) -> dict | None:
+        recorded = folder / "hf_langspec_training.json"
+        return json.loads(recorded.read_text()) if (folder / "tokenizer.json").exists() and recorded.exists() else None
+
+    if trained_with(tokenizer_dir) != settings:
+        if trained_with(kept) == settings:
+            print(f"[{suite.name}] tokenizer: the suite's vocabulary from {kept}")
+            shutil.copytree(kept, tokenizer_dir, dirs_exist_ok=True)
+        else:
+            print(f"[{suite.name}] tokenizer: training the joint vocabulary ({settings.get('vocab_size', 8000)})")
+            train_tokenizer(train_rows, show_progress=False, **settings).save_pretrained(tokenizer_dir)
+            write_atomic(tokenizer_dir / "hf_langspec_training.json", json.dumps(settings, sort_keys=True).encode())
+    if trained_with(kept) != settings:
+        shutil.copytree(tokenizer_dir, kept, dirs_exist_ok=True)
+    return tokenizer_dir
 
 
 def _write_references(suite: Suite, corpus_fingerprint: str, references: dict[str, Any]) -> None:

@@ -28,6 +28,7 @@ from .tokenization_langspec import SPECIAL_TOKENS, LangSpecTokenizer
 logger = logging.getLogger(__name__)
 MODEL_TYPES = ("unigram", "bpe")
 SCORE_DIGITS = 6  # significant digits kept of a unigram piece's log-probability (see canonical_unigram_order)
+UNLEARNED_STEP = 1e-4  # the unigram trainer's score step between the alphabet characters it appends unlearned
 
 
 def sentences_by_language(texts: Mapping[str, Iterable[str]] | Iterable[Mapping[str, str]]) -> dict[str, list[str]]:
@@ -176,20 +177,33 @@ def train_tokenizer(
 def canonical_unigram_order(backend: Tokenizer, num_special: int) -> Tokenizer:
     """The trained unigram model with its pieces in a fixed order: by score (highest first), then by text.
 
-    `tokenizers`' unigram trainer returns pieces of equal score in hash-map order, which changes from
-    process to process (measured: 28-30 of 600 ids differed between two trainings on the same data), and
-    its EM sums in hash-map order too, so a score may differ in its last bit or two. Scores are rounded to
-    `SCORE_DIGITS` significant digits (a log-probability to about 1e-5; a last-bit difference crosses a
-    rounding boundary with probability about 1e-9 per piece), then pieces are sorted by score, highest
-    first, and by text. The special and tag tokens keep their leading ids.
+    `tokenizers`' unigram trainer is not deterministic across processes (measured: 28-30 of 600 ids
+    differed between two trainings on the same data): it returns pieces of equal score in hash-map
+    order, its EM sums in hash-map order (a score may differ in its last bit or two), and it appends
+    the alphabet's characters that were not learned with scores `min - k * 1e-4`, k in hash-map order.
+    So: that appended tail gets its scores again with k in the characters' sorted order; every score is
+    rounded to `SCORE_DIGITS` significant digits (a log-probability to about 1e-5; a last-bit difference
+    crosses a rounding boundary with probability about 1e-9 per piece); pieces are sorted by score,
+    highest first, then by text. The special and tag tokens keep their leading ids.
     """
     import json
 
     state = json.loads(backend.to_str())
     vocab = state["model"]["vocab"]
-    rounded = [[piece, float(f"{score:.{SCORE_DIGITS}g}")] for piece, score in vocab[num_special:]]
-    pieces = sorted(rounded, key=lambda item: (-item[1], item[0]))
-    state["model"]["vocab"] = vocab[:num_special] + pieces
+    pieces = [list(item) for item in vocab[num_special:]]
+    tail = len(pieces) - 1  # the appended characters: single characters with scores 1e-4 apart, at the end
+    while (
+        tail > 0
+        and len(pieces[tail][0]) == len(pieces[tail - 1][0]) == 1
+        and (0 <= pieces[tail - 1][1] - pieces[tail][1] <= UNLEARNED_STEP * 1.5)
+    ):
+        tail -= 1
+    if len(pieces) - tail > 1:
+        start = pieces[tail][1]
+        for k, item in enumerate(sorted(pieces[tail:], key=lambda item: item[0])):
+            pieces[tail + k] = [item[0], start - k * UNLEARNED_STEP]
+    rounded = [[piece, float(f"{score:.{SCORE_DIGITS}g}")] for piece, score in pieces]
+    state["model"]["vocab"] = vocab[:num_special] + sorted(rounded, key=lambda item: (-item[1], item[0]))
     return Tokenizer.from_str(json.dumps(state))
 
 

@@ -68,6 +68,7 @@ def add_language(
     model.tie_weights()
     config.languages = [*config.languages, code]
     config.lang_tag_token_ids = list(new_tokenizer.lang_tag_token_ids)
+    config.vocabulary_fingerprint = new_tokenizer.vocabulary_fingerprint()
     if config.model_type == "langspec_cll":
         cll = model.cll()
         config.cll_frozen_languages = list(cll.specific)
