@@ -244,7 +244,8 @@ def test_training_twice_in_fresh_processes_gives_the_same_tokenizer(bible, model
 
 def test_vocabulary_fingerprint_tells_vocabularies_apart(tok):
     same = train_tokenizer(TEXTS, languages=["en", "de", "fr"], vocab_size=90, show_progress=False)
-    other = train_tokenizer(TEXTS, languages=["en", "de", "fr"], vocab_size=89, show_progress=False)
+    more = {**TEXTS, "en": [*TEXTS["en"], "Quickly, zealous wizards jumped over the lazy fox."]}
+    other = train_tokenizer(more, languages=["en", "de", "fr"], vocab_size=90, show_progress=False)
     assert tok.vocabulary_fingerprint() == same.vocabulary_fingerprint() != other.vocabulary_fingerprint()
     reordered = LangSpecTokenizer(
         tokenizer_object=tok.backend_tokenizer, languages=["de", "en", "fr"],
@@ -253,16 +254,17 @@ def test_vocabulary_fingerprint_tells_vocabularies_apart(tok):
     assert reordered.vocabulary_fingerprint() != tok.vocabulary_fingerprint()
 
 
-def test_a_tokenizer_of_the_same_size_but_another_vocabulary_is_refused(tok):
+def test_a_tokenizer_of_the_same_size_but_another_vocabulary_is_refused():
     """Same languages, tags and size, other pieces: before fingerprints this translated into garbage silently."""
-    model = LangSpecForConditionalGeneration(LangSpecConfig(**tok.model_config_kwargs(), d_model=16, encoder_layers=1,
+    own = train_tokenizer(TEXTS, languages=["en", "de", "fr"], vocab_size=48, show_progress=False)
+    other_texts = {code: [t[::-1] for t in texts] for code, texts in TEXTS.items()}
+    other = train_tokenizer(other_texts, languages=["en", "de", "fr"], vocab_size=48, show_progress=False)
+    assert len(other) == len(own) == 48 and other.lang_tag_token_ids == own.lang_tag_token_ids
+    model = LangSpecForConditionalGeneration(LangSpecConfig(**own.model_config_kwargs(), d_model=16, encoder_layers=1,
                                                             decoder_layers=1, encoder_attention_heads=2,
                                                             decoder_attention_heads=2, encoder_ffn_dim=16,
                                                             decoder_ffn_dim=16))  # fmt: skip
-    other_texts = {code: [t[::-1] for t in texts] for code, texts in TEXTS.items()}
-    other = train_tokenizer(other_texts, languages=["en", "de", "fr"], vocab_size=90, show_progress=False)
-    assert len(other) == len(tok) and other.lang_tag_token_ids == tok.lang_tag_token_ids
-    tok.check_model(model)
+    own.check_model(model)
     with pytest.raises(ValueError, match=r"vocabulary_fingerprint: model has '[0-9a-f]{16}', tokenizer has"):
         other.check_model(model)
     del model.config.vocabulary_fingerprint  # a model saved before fingerprints: size and languages only

@@ -181,8 +181,8 @@ def canonical_unigram_order(backend: Tokenizer, num_special: int) -> Tokenizer:
     differed between two trainings on the same data): it returns pieces of equal score in hash-map
     order, its EM sums in hash-map order (a score may differ in its last bit or two), and it appends
     the alphabet's characters that were not learned with scores `min - k * 1e-4`, k in hash-map order.
-    So: that appended tail gets its scores again with k in the characters' sorted order; every score is
-    rounded to `SCORE_DIGITS` significant digits (a log-probability to about 1e-5; a last-bit difference
+    So: each run of single characters 1e-4 apart gets its scores again with k in the characters' sorted
+    order; every score is rounded to `SCORE_DIGITS` significant digits (a log-probability to about 1e-5; a last-bit difference
     crosses a rounding boundary with probability about 1e-9 per piece); pieces are sorted by score,
     highest first, then by text. The special and tag tokens keep their leading ids.
     """
@@ -191,17 +191,21 @@ def canonical_unigram_order(backend: Tokenizer, num_special: int) -> Tokenizer:
     state = json.loads(backend.to_str())
     vocab = state["model"]["vocab"]
     pieces = [list(item) for item in vocab[num_special:]]
-    tail = len(pieces) - 1  # the appended characters: single characters with scores 1e-4 apart, at the end
-    while (
-        tail > 0
-        and len(pieces[tail][0]) == len(pieces[tail - 1][0]) == 1
-        and (0 <= pieces[tail - 1][1] - pieces[tail][1] <= UNLEARNED_STEP * 1.5)
-    ):
-        tail -= 1
-    if len(pieces) - tail > 1:
-        start = pieces[tail][1]
-        for k, item in enumerate(sorted(pieces[tail:], key=lambda item: item[0])):
-            pieces[tail + k] = [item[0], start - k * UNLEARNED_STEP]
+    # the appended characters: runs of single characters whose scores step down by exactly 1e-4
+    start = 0
+    while start < len(pieces):
+        end = start + 1
+        while (
+            end < len(pieces)
+            and len(pieces[end][0]) == len(pieces[end - 1][0]) == 1
+            and (abs(pieces[end - 1][1] - pieces[end][1] - UNLEARNED_STEP) < 1e-9)
+        ):
+            end += 1
+        if end - start > 1:
+            first = pieces[start][1]
+            for k, item in enumerate(sorted(pieces[start:end], key=lambda item: item[0])):
+                pieces[start + k] = [item[0], first - k * UNLEARNED_STEP]
+        start = end
     rounded = [[piece, float(f"{score:.{SCORE_DIGITS}g}")] for piece, score in pieces]
     state["model"]["vocab"] = vocab[:num_special] + sorted(rounded, key=lambda item: (-item[1], item[0]))
     return Tokenizer.from_str(json.dumps(state))
