@@ -268,7 +268,7 @@ def _setting(suite: Suite, runs: dict) -> dict[str, Any]:
         "language_identifier": first["language_identifier"] if first else None,
         "package_commits": sorted({r["package_commit"] or "unknown" for r in runs.values()}),
         "sentences": {
-            name: sum(len(v) for v in first_set.values())
+            name: sum(scores["sentences"] for scores in first_set.values())
             for name, first_set in (first["sets"] if first else {}).items()
         },
     }
@@ -308,6 +308,11 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         + f"; beam {evaluation.get('num_beams', 4)}; off-target by {setting['language_identifier']}.",
         "",
     ]
+    if not systems:
+        lines.append("No run has finished yet.")
+        if report["missing"]:
+            lines += ["", f"Missing runs ({len(report['missing'])}): {', '.join(report['missing'])}."]
+        return "\n".join(lines) + "\n"
     header = (
         "| system | tags | "
         + " | ".join(f"{g} BLEU" for g in groups)
@@ -320,8 +325,8 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         zs = s["groups"].get("zero-shot", {})
         off = zs.get("off_target")
         off_text = _cell(off, "off_target", is_base)
-        if off and off.get("ci95"):
-            off_text += f" [{off['ci95'][0]:.0%}, {off['ci95'][1]:.0%}]"
+        if off and off.get("ci95"):  # shown within [0, 100%]; report.json keeps the interval as computed
+            off_text += f" [{max(off['ci95'][0], 0):.0%}, {min(off['ci95'][1], 1):.0%}]"
         label = s["label"] + ("" if len(s["seeds"]) == len(report["seeds"]) else f" ({len(s['seeds'])} seeds)")
         lines.append(
             f"| {label} | {s['lang_tag_style']} | " + " | ".join(cells)
