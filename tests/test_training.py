@@ -256,6 +256,18 @@ def _config(tmp_path, **sections):
         ({"model": {"d_modle": 32}}, r"\[model\]: unknown keys \['d_modle'\]"),
         ({"extra": 1}, r"unknown keys \['extra'\]"),
         ({"data": {"bible": {"languages": ["en", "de"]}}}, "either `bible`"),
+        ({"training": {"max_steps": "forty"}}, r"\[training\]: max_steps = 'forty' is a str; it must be int\."),
+        (
+            {"training": {"max_steps": "40"}},
+            r"max_steps = '40' is a str; it must be int \(write max_steps: 40 without",
+        ),
+        ({"model": {"decoder_layers": 0}}, r"\[model\]: decoder_layers = 0 must be at least 1"),
+        ({"model": {"normalize_before": "yes"}}, r"normalize_before = 'yes' is a str; it must be bool"),
+        ({"training": {"learning_rate": 0}}, r"learning_rate = 0 must be greater than 0"),
+        ({"evaluation": {"num_beams": 0}}, r"\[evaluation\]: num_beams = 0 must be at least 1"),
+        ({"evaluation": {"language_identifier": "cld3"}}, r"language_identifier='cld3' is unknown; use one of"),
+        ({"tokenizer": {"vocab_size": 99.5}}, r"\[tokenizer\]: vocab_size = 99.5 is a float; it must be int"),
+        ({"stages": [{"name": "a", "training": {"max_steps": "x"}}]}, r"\[stages\]\[0\].training: max_steps = 'x'"),
     ],
 )
 def test_bad_configs_fail_before_any_work(tmp_path, change, message):
@@ -433,6 +445,25 @@ def test_two_processes_predict_the_dataset_order_like_one(tokenizer, tmp_path):
     assert two["world_size"] == 2 and len(two["predictions"]) == len(one.predictions) == 24
     assert [unpadded(p, tokenizer) for p in two["predictions"]] == [unpadded(p, tokenizer) for p in one.predictions]
     assert len({tuple(unpadded(p, tokenizer)) for p in one.predictions}) >= 5  # varied outputs: a wrong order shows
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("training: {max_steps: 5\n", r"bad.yaml: not valid YAML at line \d+, column \d+"),
+        ("training:\n  max_steps: 5\n max_steps: 6\n", r"bad.yaml: not valid YAML at line 3"),
+    ],
+)
+def test_a_config_file_that_is_not_yaml_is_one_clear_error(tmp_path, text, message):
+    from hf_langspec.training.experiment import load_config
+
+    (tmp_path / "bad.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(tmp_path / "bad.yaml")
+    from hf_langspec.training.experiment import apply_overrides
+
+    with pytest.raises(ConfigError, match=r"Override 'training.max_steps=\[5': the value is not valid YAML"):
+        apply_overrides(_config(tmp_path), ["training.max_steps=[5"])
 
 
 def test_a_resumed_run_with_another_config_is_refused_with_the_differing_keys(tmp_path):

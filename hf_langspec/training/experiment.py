@@ -155,7 +155,17 @@ def load_config(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"Config {path} does not exist.")
-    config = yaml.safe_load(path.read_text()) if path.suffix in (".yaml", ".yml") else json.loads(path.read_text())
+    try:
+        text = path.read_text()
+        config = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML{at}: {getattr(err, 'problem', None) or err}.") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path}: not valid JSON at line {err.lineno}, column {err.colno}: {err.msg}.") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text; save the config as UTF-8.") from None
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: the config must be a mapping of sections, got {type(config).__name__}.")
     validate_config(config, str(path))
@@ -251,6 +261,7 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
     if len(set(names)) != len(names):
         raise ConfigError(f"{where} [stages]: names {names} must be unique.")
     _check_keys(config.get("evaluation", {}), EVALUATION_KEYS, f"{where} [evaluation]")
+    _check_types(config, config_class, where)
     identifier = config.get("evaluation", {}).get("language_identifier")
     if identifier is not None:
         from ..evaluation.language_id import IDENTIFIERS
@@ -261,6 +272,33 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
             )
     _check_keys(config.get("translate", {}), TRANSLATE_KEYS, f"{where} [translate]")
     _check_keys(config.get("card", {}), CARD_KEYS, f"{where} [card]")
+
+
+EVALUATION_TYPES = {"max_sentences_per_direction": int | dict | None, "num_beams": int, "batch_size": int,
+                    "max_new_tokens": int, "off_target": bool | str, "language_identifier": str, "splits": list}  # fmt: skip
+DATA_TYPES = {"max_length": int | None, "valid_sentences_per_direction": int, "num_proc": int | None,
+              "max_train_examples_per_direction": int | dict | None, "train_files": list | str,
+              "valid_files": list | str, "test_files": dict | str}  # fmt: skip
+
+
+def _check_types(config: dict[str, Any], config_class: type, where: str) -> None:
+    """Every value of every section against the type and range of the field it sets (`config_types`)."""
+    from ..modeling import LangSpecConfig
+    from ..tokenization import train_tokenizer
+    from .config_types import check_section, type_hints
+    from .trainer import LangSpecTrainingArguments
+
+    training_hints = type_hints(LangSpecTrainingArguments, fields=True)
+    check_section(config.get("training", {}), training_hints, f"{where} [training]", ConfigError)
+    for i, stage in enumerate(config.get("stages", []) or []):
+        check_section(stage.get("training", {}), training_hints, f"{where} [stages][{i}].training", ConfigError)
+    model_hints = {**type_hints(LangSpecConfig), **type_hints(config_class)}
+    # what the experiment resolves before the config class sees it: a data-size rule, saved models
+    model_hints |= {"high_resource_languages": list | dict | None, "init_from": str, "init_encoder_from": str | dict}
+    check_section(config.get("model", {}), model_hints, f"{where} [model]", ConfigError)
+    check_section(config.get("tokenizer", {}), type_hints(train_tokenizer), f"{where} [tokenizer]", ConfigError)
+    check_section(config.get("data", {}), DATA_TYPES, f"{where} [data]", ConfigError)
+    check_section(config.get("evaluation", {}), EVALUATION_TYPES, f"{where} [evaluation]", ConfigError)
 
 
 def _check_writable(directory: Path) -> None:

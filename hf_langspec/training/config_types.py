@@ -1,0 +1,98 @@
+"""Types and ranges of config values, checked against the annotations of the classes that receive them.
+
+A YAML `max_steps: forty` (or `"40"`) used to reach `TrainingArguments` only after the corpus was built
+and the tokenizer trained, and then failed with a `TypeError` far from the config. `check_section` checks
+every key of a section against the annotation of the field it sets (`LangSpecTrainingArguments` for
+[training], the model config's `__init__` for [model]) and the ranges below, before any work.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# lower bounds a value must reach (the classes accept them silently, and e.g. decoder_layers=0 trained)
+MINIMUM = {
+    "d_model": 1, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 1,
+    "decoder_attention_heads": 1, "encoder_ffn_dim": 1, "decoder_ffn_dim": 1, "vocab_size": 1,
+    "per_device_train_batch_size": 1, "per_device_eval_batch_size": 1, "gradient_accumulation_steps": 1,
+    "num_beams": 1, "batch_size": 1, "max_new_tokens": 1, "max_length": 1, "max_sentences_per_direction": 1,
+    "valid_sentences_per_direction": 1, "sample_size": 1,
+}  # fmt: skip
+POSITIVE = {"learning_rate", "temperature"}
+
+
+def type_hints(target: Any, fields: bool = False) -> dict[str, Any]:
+    """The resolved annotations of a class's `__init__` (or its dataclass `fields`), string annotations evaluated."""
+    function = target.__init__ if inspect.isclass(target) and not fields else target
+    try:
+        return typing.get_type_hints(function)
+    except Exception:  # an annotation that cannot be resolved: check nothing rather than refuse a valid value
+        return {}
+
+
+def matches(value: Any, annotation: Any) -> bool:
+    """Whether a YAML value fits a (simple) annotation; annotations this does not understand accept anything."""
+    if annotation is Any or annotation is inspect.Parameter.empty:
+        return True
+    if annotation is type(None):
+        return value is None
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(matches(value, arg) for arg in typing.get_args(annotation))
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is str:
+        return isinstance(value, str)
+    if inspect.isclass(annotation) and issubclass(annotation, enum.Enum):
+        return isinstance(value, str) and value in {m.value for m in annotation}
+    if origin in (list, tuple, Sequence, typing.Sequence) or annotation in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            return False
+        args = typing.get_args(annotation)
+        return not args or args[-1] is Ellipsis or all(matches(v, args[0]) for v in value)
+    if origin in (dict, Mapping) or annotation is dict:
+        return isinstance(value, dict)
+    return True
+
+
+def describe(annotation: Any) -> str:
+    text = str(annotation).replace("typing.", "").replace("collections.abc.", "").replace("<class '", "")
+    return text.replace("'>", "").replace("NoneType", "None")
+
+
+def check_section(section: Mapping[str, Any], hints: Mapping[str, Any], where: str, error: type) -> None:
+    """Raise `error` naming the key, the value found and what is allowed, for the first value that does not fit."""
+    for key, value in section.items():
+        annotation = hints.get(key)
+        if annotation is not None and not matches(value, annotation):
+            raise error(
+                f"{where}: {key} = {value!r} is a {type(value).__name__}; it must be {describe(annotation)}"
+                + (f" (write {key}: {value.strip()} without quotes)." if _numeric_string(value) else ".")
+            )
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if key in MINIMUM and value < MINIMUM[key] and not (key == "max_length" and value is None):
+                raise error(f"{where}: {key} = {value} must be at least {MINIMUM[key]}.")
+            if key in POSITIVE and value <= 0:
+                raise error(f"{where}: {key} = {value} must be greater than 0.")
+
+
+def _numeric_string(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+__all__ = ["check_section", "matches", "type_hints"]
