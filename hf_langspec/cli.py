@@ -104,6 +104,16 @@ def cmd_train(args: argparse.Namespace) -> None:
     print(f"model: {outcome['model_dir']}")
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _integers(text: str) -> list[int]:
     try:
         return [int(c) for c in _codes(text)]
@@ -126,32 +136,69 @@ def cmd_compare(args: argparse.Namespace) -> None:
         )
 
 
-def _load_model(path: str, device: str | None):
+def _load_model(path: str, device: str | None, codes: Sequence[str] = ()):
     import torch
     from transformers import AutoModelForSeq2SeqLM
 
     from . import LangSpecTokenizer
 
+    folder = Path(path)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"Model folder {path} does not exist; give the folder `hf-langspec train` saved.")
+    if not (folder / "config.json").exists():
+        hint = f" It looks like a run folder: its model is {folder / 'model'}." if (folder / "model").is_dir() else ""
+        raise FileNotFoundError(f"{path} holds no saved model (config.json).{hint}")
+    if device and device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"--device {device}: this machine has no CUDA GPU that PyTorch can use; use --device cpu.")
     tokenizer = LangSpecTokenizer.from_pretrained(path)
+    for code in codes:
+        tokenizer.language_id(code)  # an unknown code fails before the model is loaded
     model = AutoModelForSeq2SeqLM.from_pretrained(path)  # the variant's own class (baseline, XLP, ...)
     tokenizer.check_model(model)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return model.to(device).eval(), tokenizer
 
 
+def _read_text(source: str | None) -> str:
+    """A file, or stdin, as UTF-8 text; anything else is one clear error."""
+    data = Path(source).read_bytes() if source else sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        where = source or "stdin"
+        raise ValueError(
+            f"{where} is not UTF-8 text (byte {err.start}); convert it, e.g. with iconv -t UTF-8."
+        ) from None
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write through a temporary file and a rename, so an interruption never leaves half an output."""
+    import os
+
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
+
+
 def cmd_translate(args: argparse.Namespace) -> None:
     from .evaluation import translate
 
-    model, tokenizer = _load_model(args.model, args.device)
-    raw = Path(args.input).read_text(encoding="utf-8") if args.input else sys.stdin.read()
+    if args.input and args.output and Path(args.input).resolve() == Path(args.output).resolve():
+        raise ValueError(f"--output {args.output} is the input file; write the translation to another file.")
+    if args.input and not Path(args.input).is_file():
+        raise FileNotFoundError(f"--input {args.input} does not exist.")
+    model, tokenizer = _load_model(args.model, args.device, [args.src_lang, args.tgt_lang])
+    raw = _read_text(args.input)
     texts = raw.splitlines()
     outputs = translate(
         model, tokenizer, texts, args.src_lang, args.tgt_lang, batch_size=args.batch_size, num_beams=args.num_beams,
-        max_new_tokens=args.max_new_tokens, show_progress=args.output is not None,
+        max_new_tokens=args.max_new_tokens, max_source_length=args.max_source_length or None,
+        show_progress=args.output is not None,
     )  # fmt: skip
-    text = "\n".join(outputs) + "\n"
+    text = "".join(line + "\n" for line in outputs)  # empty input: empty output, one line per input line
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        write_text_atomic(args.output, text)
     else:
         sys.stdout.write(text)
 
@@ -167,10 +214,17 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
         limit = args.max_sentences_per_direction
         tests = {n: [r for rows in per_direction(t, limit).values() for r in rows] for n, t in tests.items()}
+    if args.off_target not in {"none", "all", *tests}:
+        raise ValueError(
+            f"--off-target {args.off_target!r}: use 'all', 'none' or a test set name ({', '.join(tests)})."
+        )
     model, tokenizer = _load_model(args.model, args.device)
+    from .evaluation.language_id import language_identifier
+
+    off_target = {"none": False, "all": True}.get(args.off_target, args.off_target)
     results = evaluate_model(
         model, tokenizer, tests, batch_size=args.batch_size, num_beams=args.num_beams, max_new_tokens=args.max_new_tokens,
-        off_target={"none": False, "all": True}.get(args.off_target, args.off_target),
+        off_target=off_target, identifier=language_identifier(args.language_identifier) if off_target else None,
     )  # fmt: skip
     if args.reference:
         results["win_ratio"] = win_ratio(results["directions"], load_results(args.reference)["directions"])
@@ -274,8 +328,15 @@ def cmd_push(args: argparse.Namespace) -> None:
     print(push_model(args.model, args.repo_id, private=args.private))
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """argparse, with a usage error as one line that points at --help instead of the whole usage text."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrors(
         prog="hf-langspec", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
@@ -362,9 +423,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     def generation_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("model", help="a directory saved by `hf-langspec train` (model + tokenizer)")
-        p.add_argument("--batch-size", type=int, default=32)
-        p.add_argument("--num-beams", type=int, default=4)
-        p.add_argument("--max-new-tokens", type=int, default=256)
+        p.add_argument("--batch-size", type=_positive, default=32)
+        p.add_argument("--num-beams", type=_positive, default=4)
+        p.add_argument("--max-new-tokens", type=_positive, default=256)
+        p.add_argument(
+            "--max-source-length", type=int, default=256, help="subwords kept of each input (0: no limit); warns"
+        )
         p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
 
     tr = commands.add_parser("translate", help="translate a file or stdin, one sentence per line")
@@ -381,6 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--directions", help="only these directions, comma-separated")
     ev.add_argument("--max-sentences-per-direction", type=int)
     ev.add_argument("--off-target", default="zero-shot", help="the test set to measure it on, 'all' or 'none'")
+    ev.add_argument("--language-identifier", choices=["lingua", "langid", "py3langid"], help="default: lingua")
     ev.add_argument("--reference", help="a results.json of another run, for the win ratio")
     ev.add_argument("--output-dir", required=True, type=Path)
     ev.set_defaults(func=cmd_evaluate)

@@ -135,3 +135,62 @@ def test_the_cli_loads_each_variant_with_its_own_class(tmp_path):
     tok.save_pretrained(tmp_path)
     loaded, _ = _load_model(str(tmp_path), "cpu")
     assert type(loaded) is XLPForConditionalGeneration and "embed" in loaded.model.encoder.insertions
+
+
+def _one_line_error(result: subprocess.CompletedProcess, *words: str) -> None:
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
+    for word in words:
+        assert word in result.stderr, (word, result.stderr)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "stdin", "words"),
+    [
+        (["--num-beams", "0"], "a\n", ["--num-beams", "at least 1"]),
+        (["--batch-size", "0"], "a\n", ["--batch-size", "at least 1"]),
+        (["--device", "cuda"], "a\n", ["no CUDA GPU", "--device cpu"]),
+        (["--tgt-lang", "xx"], "a\n", ["Unknown language code 'xx'"]),
+    ],
+)
+def test_translate_refuses_bad_options_in_one_line(trained, args, stdin, words):
+    options = {"--src-lang": "en", "--tgt-lang": "de", **dict(zip(args[::2], args[1::2], strict=True))}
+    result = cli("translate", trained / "run" / "model", *[x for kv in options.items() for x in kv], stdin=stdin,
+                 check=False)  # fmt: skip
+    _one_line_error(result, *words)
+
+
+@pytest.mark.slow
+def test_translate_input_problems_are_one_clear_line_and_nothing_is_overwritten(trained, tmp_path):
+    model = trained / "run" / "model"
+    source = tmp_path / "in.txt"
+    source.write_text("alpha beta\n")
+    _one_line_error(cli("translate", model, "--src-lang", "en", "--tgt-lang", "de", "--input", source, "--output",
+                        source, check=False), "is the input file")  # fmt: skip
+    assert source.read_text() == "alpha beta\n"
+    _one_line_error(cli("translate", trained / "run", "--src-lang", "en", "--tgt-lang", "de", stdin="a\n",
+                        check=False), "run folder", str(model))  # fmt: skip
+    _one_line_error(cli("translate", tmp_path / "nope", "--src-lang", "en", "--tgt-lang", "de", stdin="a\n",
+                        check=False), "does not exist")  # fmt: skip
+    latin1 = subprocess.run([sys.executable, "-m", "hf_langspec.cli", "translate", str(model), "--src-lang", "en",
+                             "--tgt-lang", "de"], input="café\n".encode("latin-1"), capture_output=True)  # fmt: skip
+    assert latin1.returncode == 2 and b"stdin is not UTF-8 text" in latin1.stderr and b"Traceback" not in latin1.stderr
+
+
+@pytest.mark.slow
+def test_translate_keeps_blank_lines_blank_and_warns_about_truncation(trained, tmp_path):
+    model = trained / "run" / "model"
+    out = cli("translate", model, "--src-lang", "en", "--tgt-lang", "de", "--num-beams", "1", "--max-new-tokens", "4",
+              stdin="alpha beta\n\n   \ngamma\n")  # fmt: skip
+    lines = out.stdout.split("\n")
+    assert len(lines) == 5 and lines[1] == "" and lines[2] == "" and lines[4] == ""
+    assert cli("translate", model, "--src-lang", "en", "--tgt-lang", "de", stdin="").stdout == ""
+    long = " ".join(["alpha", "beta", "gamma"] * 100)
+    out = cli("translate", model, "--src-lang", "en", "--tgt-lang", "de", "--num-beams", "1", "--max-new-tokens", "2",
+              "--max-source-length", "16", stdin=f"{long}\nalpha\n")  # fmt: skip
+    assert "1 of 2 inputs are longer than max_source_length=16" in out.stderr
+    unknown = cli("translate", model, "--src-lang", "en", "--tgt-lang", "de", "--num-beams", "1", "--max-new-tokens",
+                  "2", stdin="在天上的父\n")  # fmt: skip
+    assert "of the input subwords are <unk>" in unknown.stderr

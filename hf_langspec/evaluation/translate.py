@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,6 +11,9 @@ import torch
 from tqdm.auto import tqdm
 
 from ..pipelines import group_by_target
+
+logger = logging.getLogger(__name__)
+UNKNOWN_WARNING_RATE = 0.01  # warn when more than 1% of the input's subwords are <unk>: the vocabulary lacks a script
 
 
 def translate(
@@ -30,25 +35,37 @@ def translate(
     order. One target language per batch matters for speed: a decoding step of a language-specific
     module reads the weights of every language present in the batch (LAA's matrices, CLL's LSLs,
     adapters), and with one language LAA folds its matrices into the attention projections.
+
+    Nothing is dropped or invented without a word: a blank text comes back blank (no translation is
+    invented for it); texts longer than `max_source_length` subwords are truncated with a warning that
+    counts them (`None`: no limit); a warning reports the share of `<unk>` subwords when it exceeds 1%.
     """
     texts = list(texts)
     if not texts:
         return []
+    if num_beams < 1 or batch_size < 1 or max_new_tokens < 1:
+        raise ValueError(
+            f"num_beams={num_beams}, batch_size={batch_size} and max_new_tokens={max_new_tokens} must all be at least 1."
+        )
     n = len(texts)
     src = [src_lang] * n if isinstance(src_lang, str) else list(src_lang)
     tgt = [tgt_lang] * n if isinstance(tgt_lang, str) else list(tgt_lang)
     if len(src) != n or len(tgt) != n:
         raise ValueError(f"Got {n} texts but {len(src)} source and {len(tgt)} target language codes.")
     tokenizer.check_model(model)
+    for code in set(src) | set(tgt):
+        tokenizer.language_id(code)  # an unknown code fails before any work
+    todo = [i for i, text in enumerate(texts) if text.strip()]  # blank texts stay blank
+    _warn_about_inputs(tokenizer, [texts[i] for i in todo], max_source_length)
     batches = [
-        group[start : start + batch_size]
-        for group in group_by_target(tgt, [len(t) for t in texts])
+        [todo[j] for j in group[start : start + batch_size]]
+        for group in group_by_target([tgt[i] for i in todo], [len(texts[i]) for i in todo])
         for start in range(0, len(group), batch_size)
     ]
     outputs: list[str] = [""] * n
     device = next(model.parameters()).device
     model.eval()
-    with torch.no_grad(), tqdm(total=n, desc="translating", unit="sent", disable=not show_progress) as bar:
+    with torch.no_grad(), tqdm(total=len(todo), desc="translating", unit="sent", disable=not show_progress) as bar:
         for chunk in batches:
             batch = tokenizer(
                 [texts[i] for i in chunk],
@@ -63,6 +80,33 @@ def translate(
                 outputs[i] = text.strip()
             bar.update(len(chunk))
     return outputs
+
+
+def _warn_about_inputs(tokenizer: Any, texts: list[str], max_source_length: int | None) -> None:
+    """Warn about what the model will not see as written: truncated texts and unknown subwords."""
+    if not texts:
+        return
+    encodings = tokenizer.backend_tokenizer.encode_batch(texts, add_special_tokens=False)
+    lengths = [len(e.ids) for e in encodings]
+    if max_source_length is not None:
+        room = max_source_length - (2 if tokenizer.lang_tag_style == "source" else 1)  # the tag and </s>
+        long = [length for length in lengths if length > room]
+        if long:
+            message = (
+                f"{len(long)} of {len(texts)} inputs are longer than max_source_length={max_source_length} subwords "
+                f"(the longest: {max(long)}) and are truncated; raise the limit (--max-source-length) or split them."
+            )
+            warnings.warn(message, stacklevel=3)
+            logger.warning(message)
+    unknown = sum(e.ids.count(tokenizer.unk_token_id) for e in encodings)
+    total = sum(lengths)
+    if total and unknown / total > UNKNOWN_WARNING_RATE:
+        message = (
+            f"{unknown / total:.1%} of the input subwords are <unk> ({unknown} of {total}): the vocabulary does not "
+            "cover this text (another script?); its translation will be poor."
+        )
+        warnings.warn(message, stacklevel=3)
+        logger.warning(message)
 
 
 __all__ = ["translate"]
