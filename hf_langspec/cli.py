@@ -325,7 +325,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 def cmd_push(args: argparse.Namespace) -> None:
     from .export import push_model
 
-    print(push_model(args.model, args.repo_id, private=args.private))
+    print(push_model(args.model, args.repo_id, private=args.private, allow_pickles=args.allow_pickles))
 
 
 class OneLineErrors(argparse.ArgumentParser):
@@ -509,6 +509,7 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("model")
     push.add_argument("--repo-id", required=True)
     push.add_argument("--private", action="store_true")
+    push.add_argument("--allow-pickles", action="store_true", help="upload pickled files too (they can run code)")
     push.set_defaults(func=cmd_push)
     return parser
 

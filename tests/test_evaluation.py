@@ -233,3 +233,36 @@ def test_push_helper_uploads_a_complete_folder(model_and_tokenizer, tmp_path):
         {"repo_id": "me/tiny", "private": True, "exist_ok": True, "repo_type": "model"},
     )
     assert api.calls[1][1]["folder_path"] == str(tmp_path) and api.calls[1][1]["repo_id"] == "me/tiny"
+    assert "*.bin" not in api.calls[1][1]["allow_patterns"] and "*.safetensors" in api.calls[1][1]["allow_patterns"]
+
+
+def test_push_refuses_pickled_weights_and_leaves_pickles_behind(model_and_tokenizer, tmp_path):
+    model, tok = model_and_tokenizer
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    build_model_card(tmp_path).save(tmp_path / "README.md")
+    (tmp_path / "training_args.bin").write_bytes(b"pickle")
+    api = FakeHub()
+    push_model(tmp_path, "me/tiny", api=api)
+    assert not any(p.endswith((".bin", ".pt", ".pth")) for p in api.calls[1][1]["allow_patterns"])
+    (tmp_path / "model.safetensors").rename(tmp_path / "pytorch_model.bin")
+    with pytest.raises(FileNotFoundError, match=r"holds its weights as a pickle \(pytorch_model.bin\); save them as"):
+        push_model(tmp_path, "me/tiny", api=FakeHub())
+    hub = FakeHub()
+    push_model(tmp_path, "me/tiny", api=hub, allow_pickles=True)  # the user's explicit choice
+    assert "*.bin" in hub.calls[1][1]["allow_patterns"]
+
+
+def test_push_without_a_network_is_one_line_naming_the_hub_and_the_token(model_and_tokenizer, tmp_path):
+    from huggingface_hub import HfApi
+
+    class Offline(FakeHub):  # what HfApi raises here without a network (the Hub is unreachable from this machine)
+        def create_repo(self, **kwargs):
+            HfApi(endpoint="http://127.0.0.1:9", token="x").create_repo("me/x", exist_ok=True)
+
+    model, tok = model_and_tokenizer
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    build_model_card(tmp_path).save(tmp_path / "README.md")
+    with pytest.raises(RuntimeError, match=r"Could not push to the Hugging Face Hub \(ConnectError: .*token"):
+        push_model(tmp_path, "me/tiny", api=Offline())

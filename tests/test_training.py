@@ -298,6 +298,7 @@ def test_a_small_experiment_runs_end_to_end(tmp_path):
     outcome = run_experiment(_config(tmp_path, translate={"text": "alpha beta", "src_lang": "en", "tgt_lang": "de"}))
     model_dir = outcome["model_dir"]
     assert {"model.safetensors", "tokenizer.json", "README.md", "config.json"} <= {p.name for p in model_dir.iterdir()}
+    assert not [p.name for p in model_dir.iterdir() if p.suffix in (".bin", ".pt", ".pth")]  # no pickles to share
     results = json.loads((tmp_path / "run" / "evaluation" / "results.json").read_text())
     assert set(results["directions"]) == {"en-de", "de-en", "en-fr", "fr-en"}
     assert "copy_source_baseline" in results and isinstance(outcome["example"], str)

@@ -7,6 +7,10 @@ from pathlib import Path
 from typing import Any
 
 REQUIRED = ("config.json", "model.safetensors", "tokenizer.json", "README.md")
+# what leaves the machine: weights as safetensors, configs, the tokenizer, the card, the modeling code.
+# Pickles (training_args.bin, pytorch_model.bin, optimizer states) can run code when loaded; they stay.
+ALLOW_PATTERNS = ["*.safetensors", "*.safetensors.index.json", "*.json", "*.md", "*.py", "*.txt", "*.model"]
+PICKLES = ("*.bin", "*.pt", "*.pth", "*.pkl", "*.pickle")
 
 
 def push_model(
@@ -16,14 +20,29 @@ def push_model(
     private: bool = False,
     commit_message: str = "Upload hf_langspec model",
     token: str | None = None,
+    allow_pickles: bool = False,
 ) -> str:
-    """Create `repo_id` if needed and upload `model_dir`; returns the commit URL.
+    """Create `repo_id` if needed and upload `model_dir`'s safetensors, configs, tokenizer, card and code.
 
+    Pickled files are refused (they can run code on the downloader's machine) unless `allow_pickles`.
     `api` is a `huggingface_hub.HfApi` (the default) or any object with `create_repo` and `upload_folder`,
     which is how tests exercise this without a Hub.
     """
     folder = Path(model_dir)
-    missing = [name for name in REQUIRED if not (folder / name).exists()]
+    pickles = sorted(p.name for pattern in PICKLES for p in folder.glob(pattern))
+    if pickles and not allow_pickles:
+        if "pytorch_model.bin" in pickles and not (folder / "model.safetensors").exists():
+            raise FileNotFoundError(
+                f"{folder} holds its weights as a pickle (pytorch_model.bin); save them as safetensors "
+                "(model.save_pretrained(folder)), or pass allow_pickles=True (--allow-pickles) to upload the pickle."
+            )
+        print(f"Not uploading pickled files {pickles} (they can run code when loaded); --allow-pickles uploads them.")
+    pickled_weights = allow_pickles and (folder / "pytorch_model.bin").exists()
+    missing = [
+        name
+        for name in REQUIRED
+        if not (folder / name).exists() and not (name == "model.safetensors" and pickled_weights)
+    ]
     if missing:
         raise FileNotFoundError(
             f"{folder} lacks {missing}; push a folder written by `hf-langspec train` (model, tokenizer and card) "
@@ -33,10 +52,22 @@ def push_model(
         from huggingface_hub import HfApi
 
         api = HfApi(token=token)
-    api.create_repo(repo_id=repo_id, private=private, exist_ok=True, repo_type="model")
-    commit = api.upload_folder(
-        folder_path=str(folder), repo_id=repo_id, repo_type="model", commit_message=commit_message
-    )
+    patterns = ALLOW_PATTERNS + (list(PICKLES) if allow_pickles else [])
+    try:
+        api.create_repo(repo_id=repo_id, private=private, exist_ok=True, repo_type="model")
+        commit = api.upload_folder(
+            folder_path=str(folder), repo_id=repo_id, repo_type="model", commit_message=commit_message,
+            allow_patterns=patterns,
+        )  # fmt: skip
+    except Exception as err:  # network and Hub errors: one line that says what to check
+        package = type(err).__module__.split(".")[0].rstrip("0123456789")  # httpx, httpx2, httpcore2, ...
+        if package not in ("httpx", "httpcore", "requests", "huggingface_hub", "urllib"):
+            raise
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise RuntimeError(
+            f"Could not push to the Hugging Face Hub ({type(err).__name__}: {first[:200]}); check the network, the "
+            f"repo id {repo_id!r} and your token (`hf auth login` or HF_TOKEN)."
+        ) from None
     return str(getattr(commit, "commit_url", commit))
 
 

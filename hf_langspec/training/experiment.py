@@ -536,6 +536,7 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     if not trainer.is_world_process_zero():
         return {"model_dir": model_dir}
     trainer.save_model(str(model_dir))
+    (model_dir / "training_args.bin").unlink(missing_ok=True)  # a pickle; the run's config is in run_info.json
     tokenizer.save_pretrained(model_dir)
     _write_run_info(output_dir, config, stage_args, report, trained)
 
