@@ -251,3 +251,46 @@ def test_per_direction_keeps_the_first_rows_of_each_direction():
     rows = both_directions(ROWS).to_list()
     assert {d: len(r) for d, r in per_direction(rows, 1).items()} == {"de-en": 1, "en-de": 1}
     assert per_direction(rows)["en-de"] == [r for r in rows if r["src_lang"] == "en"]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("src_lang\ttgt_lang\tsrc\ttgt", r"is a header line"),
+        ("EN\tde\tHello\tHallo", r"'EN' is not a language code; use ISO 639 in lowercase"),
+        ("en \tde\tHello\tHallo", r"'en ' is not a language code"),
+        ("en\ten\tHello\tHello", r"source and target are both 'en'"),
+    ],
+)
+def test_local_lines_that_are_not_what_they_claim_are_refused_with_their_line(tmp_path, line, message):
+    path = tmp_path / "data.tsv"
+    path.write_text("en\tde\tGood morning\tGuten Morgen\n" + line + "\n")
+    with pytest.raises(ValueError, match=rf"data.tsv:2.*{message}|data.tsv:2 {message}"):
+        load_local(path)
+
+
+def test_a_stray_language_in_a_large_corpus_is_refused_with_its_position():
+    from hf_langspec.data.checks import check_stray_languages
+
+    rows = [{"src_lang": "en", "tgt_lang": "de", "src": f"s{i}", "tgt": f"t{i}"} for i in range(1500)]
+    rows[700] = {**rows[700], "tgt_lang": "xx"}
+    with pytest.raises(ValueError, match=r"'xx' \(1 example\(s\), the first is example 701\).*a typo"):
+        check_stray_languages(rows, "train.jsonl")
+    check_stray_languages(rows[:500], "a small corpus: no judgement")
+
+
+def test_swapped_labels_are_reported_with_the_share():
+    from hf_langspec.data.checks import language_label_disagreement, warn_about_labels
+
+    english = ["The Lord is my shepherd; I shall not want.", "In the beginning was the Word.",
+               "Blessed are the meek, for they shall inherit the earth.", "Love your neighbour as yourself.",
+               "Ask, and it will be given to you; seek, and you will find."]  # fmt: skip
+    german = ["Der Herr ist mein Hirte, mir wird nichts mangeln.", "Im Anfang war das Wort.",
+              "Selig sind die Sanftmütigen, denn sie werden das Land ererben.", "Liebe deinen Nächsten wie dich selbst.",
+              "Bittet, so wird euch gegeben; suchet, so werdet ihr finden."]  # fmt: skip
+    right = [{"src_lang": "en", "tgt_lang": "de", "src": e, "tgt": g} for e, g in zip(english, german, strict=True)]
+    assert warn_about_labels(right) == []
+    swapped = [{**r, "src": r["tgt"], "tgt": r["src"]} for r in right]
+    shares = language_label_disagreement(swapped)
+    assert shares == {"de": (1.0, "en"), "en": (1.0, "de")}
+    assert len(warn_about_labels(swapped)) == 2

@@ -292,6 +292,13 @@ def test_bad_inputs_fail_before_training(tmp_path, tokenizer):
     blocker.write_text("x")
     with pytest.raises(ConfigError, match="Cannot write to output_dir"):
         run_experiment(_config(tmp_path, output_dir=str(blocker / "run")))
+    with pytest.raises(ConfigError, match=r"the training files \[.*empty.jsonl'\] hold no examples"):
+        run_experiment(_config(tmp_path, data={"train_files": [str(empty)]}))
+    with pytest.raises(
+        ConfigError,
+        match=r"No training example is left after filtering \(.*longer than 1: 48.*raise data.max_length \(1 ",
+    ):
+        run_experiment(_config(tmp_path, data={"max_length": 1}))
 
 
 def test_a_small_experiment_runs_end_to_end(tmp_path):

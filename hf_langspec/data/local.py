@@ -17,6 +17,7 @@ from pathlib import Path
 
 from datasets import Dataset
 
+from .checks import check_code
 from .schema import CANONICAL_COLUMNS, canonical_dataset
 
 
@@ -36,6 +37,14 @@ def _check_row(row: dict, where: str) -> dict[str, str]:
     bad = [c for c in CANONICAL_COLUMNS if not isinstance(row[c], str) or not row[c].strip()]
     if bad:
         raise ValueError(f"{where}: fields {bad} must be non-empty strings.")
+    if [row[c] for c in CANONICAL_COLUMNS] == list(CANONICAL_COLUMNS):
+        raise ValueError(f"{where} is a header line ({', '.join(CANONICAL_COLUMNS)}); remove it, data lines only.")
+    check_code(row["src_lang"], where)
+    check_code(row["tgt_lang"], where)
+    if row["src_lang"] == row["tgt_lang"]:
+        raise ValueError(
+            f"{where}: source and target are both {row['src_lang']!r}; a translation pair joins two languages."
+        )
     return {c: row[c] for c in CANONICAL_COLUMNS}
 
 

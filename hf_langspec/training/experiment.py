@@ -315,6 +315,7 @@ def _check_writable(directory: Path) -> None:
 
 def _load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> dict[str, Any]:
     from ..data.bible import BibleCorpusConfig, build_bible_corpus
+    from ..data.checks import check_stray_languages
     from ..data.local import load_local
 
     if "bible" in data:
@@ -329,6 +330,9 @@ def _load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> di
         valid_files = valid_files if isinstance(valid_files, list) else [valid_files]
         test_files = data["test_files"] if isinstance(data["test_files"], dict) else {"supervised": data["test_files"]}
     train = [row for path in train_files for row in load_local(path)]
+    if not train:
+        raise ConfigError(f"[data] the training files {[str(p) for p in train_files]} hold no examples.")
+    check_stray_languages(train, "[data] training files")
     valid = [row for path in valid_files for row in load_local(path)]
     tests = {name: load_local(path).to_list() for name, path in test_files.items()}
     cap = data.get("max_train_examples_per_direction")
@@ -468,8 +472,20 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
 
     train, report = filter_pairs(data["train"], tokenizer=tokenizer, max_length=data_section.get("max_length", 100))
     logger.info("Training data after filtering:\n%s", report.table())
+    if not len(train):
+        raise ConfigError(
+            f"No training example is left after filtering ({', '.join(f'{k}: {v}' for k, v in report.removed.items() if v)}"
+            f" removed of {report.total}); raise data.max_length ({data_section.get('max_length', 100)} subwords) or "
+            "check the data."
+        )
     # examples per direction, counted once: language pairs, the high/low split, stage directions, the card
     train_sizes = Counter(f"{s}-{t}" for s, t in zip(train["src_lang"], train["tgt_lang"], strict=True))
+    if base_args.process_index == 0:
+        from ..data.checks import counts_table, warn_about_labels
+
+        print(f"data: {counts_table(train_sizes)}", flush=True)
+        for message in warn_about_labels(data["train"]):
+            print(f"data: warning: {message}", flush=True)
     model_section = dict(config.get("model", {}))
     torch.manual_seed(base_args.seed)
     if "init_from" in model_section:  # continue a saved model (e.g. one extended with a new language)

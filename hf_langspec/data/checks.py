@@ -1,0 +1,122 @@
+"""Checks that training data is what it claims to be, run before the tokenizer or the model sees it.
+
+* language codes: lowercase ISO 639 (2-3 letters, optionally `_Script` / `_REGION`), source and target
+  different (`en -> en` is not a translation pair), checked line by line by the local loaders;
+* a language with a handful of examples in a large corpus is almost always a typo (`xx`, a stray code
+  on one line) that would otherwise become a language of the model: refused, with its line;
+* the counts per direction are reported before training;
+* labels: a sample of each language's sentences is identified with lingua, restricted to the declared
+  languages it supports; a language whose sample is mostly identified as another is reported with the
+  share (swapped `src` / `tgt` labels passed silently before).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+
+logger = logging.getLogger(__name__)
+LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(_[A-Za-z0-9]{2,8})*$")
+STRAY_BELOW = 10  # examples: fewer than this in a corpus of STRAY_CORPUS or more is a stray code
+STRAY_CORPUS = 1000
+LABEL_SAMPLE = 50
+LABEL_WARNING_SHARE = 0.2
+
+
+def check_code(code: str, where: str) -> None:
+    """Refuse a language code that is not lowercase ISO 639 (`EN`, `en `, `english`)."""
+    if not LANGUAGE_CODE.match(code):
+        raise ValueError(
+            f"{where}: {code!r} is not a language code; use ISO 639 in lowercase like 'en' or 'pt_BR' (no spaces)."
+        )
+
+
+def direction_counts(rows: Iterable[Mapping[str, str]]) -> Counter:
+    return Counter(f"{r['src_lang']}-{r['tgt_lang']}" for r in rows)
+
+
+def counts_table(counts: Mapping[str, int]) -> str:
+    """One line: the number of examples per direction, as printed before training."""
+    total = sum(counts.values())
+    parts = ", ".join(f"{d} {n:,}" for d, n in sorted(counts.items()))
+    return f"{total:,} training examples in {len(counts)} directions: {parts}"
+
+
+def check_stray_languages(rows: list[Mapping[str, str]], where: str) -> None:
+    """Refuse a language that occurs in only a few examples of a large corpus, naming where it first occurs."""
+    if len(rows) < STRAY_CORPUS:
+        return
+    seen: Counter = Counter()
+    first: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        for code in (row["src_lang"], row["tgt_lang"]):
+            seen[code] += 1
+            first.setdefault(code, i)
+    stray = sorted(code for code, n in seen.items() if n < STRAY_BELOW)
+    if stray:
+        listing = ", ".join(
+            f"{code!r} ({seen[code]} example(s), the first is example {first[code] + 1})" for code in stray
+        )
+        raise ValueError(
+            f"{where}: languages {listing} occur in fewer than {STRAY_BELOW} of {len(rows):,} examples; a typo in "
+            "the language fields? Fix or remove those lines."
+        )
+
+
+def language_label_disagreement(
+    rows: list[Mapping[str, str]], sample: int = LABEL_SAMPLE, seed: int = 0
+) -> dict[str, tuple[float, str]]:
+    """`{language: (share identified as another language, the most frequent other)}` on a sample per language.
+
+    Uses lingua restricted to the declared languages it supports (nothing when lingua is not installed or
+    supports fewer than two of them).
+    """
+    try:
+        from lingua import IsoCode639_1, Language, LanguageDetectorBuilder
+    except ImportError:
+        logger.info("Language labels not checked: lingua is not installed (pip install 'hf_langspec[eval]').")
+        return {}
+    texts: dict[str, list[str]] = defaultdict(list)
+    for row in rows:
+        texts[row["src_lang"]].append(row["src"])
+        texts[row["tgt_lang"]].append(row["tgt"])
+    supported = {}
+    for code in texts:
+        try:
+            supported[code] = Language.from_iso_code_639_1(getattr(IsoCode639_1, code.upper()))
+        except (AttributeError, ValueError):
+            continue
+    if len(supported) < 2:
+        return {}
+    detector = LanguageDetectorBuilder.from_languages(*supported.values()).build()
+    rng = random.Random(seed)
+    found = {}
+    for code in sorted(supported):
+        unique = sorted(set(texts[code]))
+        picked = rng.sample(unique, min(sample, len(unique)))
+        detected = [
+            d.iso_code_639_1.name.lower() if d else None for d in detector.detect_languages_in_parallel_of(picked)
+        ]
+        others = Counter(d for d in detected if d != code)
+        if picked:
+            found[code] = (sum(others.values()) / len(picked), others.most_common(1)[0][0] if others else "")
+    return found
+
+
+def warn_about_labels(rows: list[Mapping[str, str]]) -> list[str]:
+    """Warn about each language whose sampled sentences are mostly identified as another; returns the warnings."""
+    messages = []
+    for code, (share, other) in language_label_disagreement(rows).items():
+        if share > LABEL_WARNING_SHARE:
+            messages.append(
+                f"{share:.0%} of the sampled training sentences labelled {code!r} look like {other!r} to the language "
+                f"identifier: are src/tgt or the language fields swapped?"
+            )
+            logger.warning(messages[-1])
+    return messages
+
+
+__all__ = ["check_code", "check_stray_languages", "counts_table", "direction_counts", "warn_about_labels"]
