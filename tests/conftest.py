@@ -154,3 +154,36 @@ def assert_round_trips(model, batch: dict, tmp_path) -> None:
     assert result["class"].startswith("transformers_modules.")
     assert result["class"].endswith(f"{module}.{type(model).__name__}")
     torch.testing.assert_close(torch.tensor(result["logits"]), expected, atol=1e-6, rtol=0)
+
+
+# ---------------------------------------------------------------- docs/RELIABILITY.md
+# `python scripts/reliability_table.py` runs the tests marked `reliability` with RELIABILITY_TABLE set to a
+# file: each case's test, input (its parameters), what it checks (the docstring's first line) and outcome.
+_RELIABILITY_ROWS: list[dict] = []
+
+
+def pytest_runtest_makereport(item, call):
+    import os
+
+    if (
+        call.when != "call"
+        or not os.environ.get("RELIABILITY_TABLE")
+        or item.get_closest_marker("reliability") is None
+    ):
+        return
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    doc = (item.function.__doc__ or "").strip().split("\n")[0]
+    _RELIABILITY_ROWS.append({
+        "file": item.path.name, "test": item.originalname, "params": {k: repr(v) for k, v in params.items()},
+        "doc": doc, "passed": call.excinfo is None,
+    })  # fmt: skip
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import json
+    import os
+
+    target = os.environ.get("RELIABILITY_TABLE")
+    if target and _RELIABILITY_ROWS:
+        with open(target, "w") as handle:
+            json.dump(_RELIABILITY_ROWS, handle, indent=1)

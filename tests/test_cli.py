@@ -48,6 +48,7 @@ def test_train_translate_evaluate_card_from_the_command_line(trained):
     assert "model card written" in card.stdout and "model-index" in (model / "README.md").read_text()
 
 
+@pytest.mark.reliability
 def test_cli_errors_are_one_clear_line(tmp_path):
     result = cli("translate", tmp_path / "missing", "--src-lang", "en", "--tgt-lang", "de", stdin="a\n", check=False)
     assert result.returncode != 0
@@ -145,6 +146,7 @@ def _one_line_error(result: subprocess.CompletedProcess, *words: str) -> None:
         assert word in result.stderr, (word, result.stderr)
 
 
+@pytest.mark.reliability
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "stdin", "words"),
@@ -162,6 +164,7 @@ def test_translate_refuses_bad_options_in_one_line(trained, args, stdin, words):
     _one_line_error(result, *words)
 
 
+@pytest.mark.reliability
 @pytest.mark.slow
 def test_translate_input_problems_are_one_clear_line_and_nothing_is_overwritten(trained, tmp_path):
     model = trained / "run" / "model"
@@ -179,6 +182,7 @@ def test_translate_input_problems_are_one_clear_line_and_nothing_is_overwritten(
     assert latin1.returncode == 2 and b"stdin is not UTF-8 text" in latin1.stderr and b"Traceback" not in latin1.stderr
 
 
+@pytest.mark.reliability
 @pytest.mark.slow
 def test_translate_keeps_blank_lines_blank_and_warns_about_truncation(trained, tmp_path):
     model = trained / "run" / "model"

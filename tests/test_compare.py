@@ -177,11 +177,13 @@ def test_significance_equals_sacrebleus_own_paired_bootstrap(finished, tmp_path)
     assert groups["chrfpp"]["p_value"] == pytest.approx(chrf_p, abs=5e-5)
 
 
+@pytest.mark.reliability
 def test_identical_outputs_are_not_significant():
     outputs = ["a b c d", "e f g h", "i j k"]
     assert paired_bootstrap(outputs, outputs, ["a b c d", "e f x h", "i j k l"]) == {"bleu": 1.0, "chrfpp": 1.0}
 
 
+@pytest.mark.reliability
 def test_a_report_with_missing_runs_lists_them(finished, tmp_path):
     suite = load_suite(finished["path"])
     suite.results_dir_setting = tmp_path / "results"
@@ -202,6 +204,7 @@ def test_a_report_with_missing_runs_lists_them(finished, tmp_path):
     assert "Missing runs (1; not averaged in): fcll seed 2." in (tmp_path / "results" / "report.md").read_text()
 
 
+@pytest.mark.reliability
 def test_runs_of_another_corpus_are_refused_in_one_table(finished, tmp_path):
     suite = load_suite(finished["path"])
     suite.results_dir_setting = tmp_path / "results"
@@ -217,6 +220,7 @@ def test_runs_of_another_corpus_are_refused_in_one_table(finished, tmp_path):
         build_report(suite)
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize(
     ("system", "message"),
     [
@@ -240,12 +244,14 @@ def test_a_bad_system_is_refused_before_anything_runs(tmp_path, system, message)
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.reliability
 def test_an_unknown_system_name_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"unknown systems \['fcl'\]; the suite has \['baseline', 'fcll'\]"):
         compare(tiny_suite(tmp_path), systems=["fcl"])
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.reliability
 def test_the_cli_reports_a_bad_suite_in_one_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nseeds: [1\n")
@@ -255,6 +261,7 @@ def test_the_cli_reports_a_bad_suite_in_one_line(tmp_path):
     assert result.stderr.count("\n") == 1 and "not valid YAML at line" in result.stderr
 
 
+@pytest.mark.reliability
 def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_run(finished, tmp_path):
     """SIGKILL the runner and its worker after the first checkpoint; the same command finishes the run and its
     outputs equal those of the run that was never interrupted."""

@@ -253,6 +253,7 @@ def test_per_direction_keeps_the_first_rows_of_each_direction():
     assert per_direction(rows)["en-de"] == [r for r in rows if r["src_lang"] == "en"]
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize(
     ("line", "message"),
     [
@@ -269,6 +270,7 @@ def test_local_lines_that_are_not_what_they_claim_are_refused_with_their_line(tm
         load_local(path)
 
 
+@pytest.mark.reliability
 def test_a_stray_language_in_a_large_corpus_is_refused_with_its_position():
     from hf_langspec.data.checks import check_stray_languages
 
@@ -279,6 +281,7 @@ def test_a_stray_language_in_a_large_corpus_is_refused_with_its_position():
     check_stray_languages(rows[:500], "a small corpus: no judgement")
 
 
+@pytest.mark.reliability
 def test_swapped_labels_are_reported_with_the_share():
     from hf_langspec.data.checks import language_label_disagreement, warn_about_labels
 

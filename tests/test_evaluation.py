@@ -236,6 +236,7 @@ def test_push_helper_uploads_a_complete_folder(model_and_tokenizer, tmp_path):
     assert "*.bin" not in api.calls[1][1]["allow_patterns"] and "*.safetensors" in api.calls[1][1]["allow_patterns"]
 
 
+@pytest.mark.reliability
 def test_push_refuses_pickled_weights_and_leaves_pickles_behind(model_and_tokenizer, tmp_path):
     model, tok = model_and_tokenizer
     model.save_pretrained(tmp_path)
@@ -253,6 +254,7 @@ def test_push_refuses_pickled_weights_and_leaves_pickles_behind(model_and_tokeni
     assert "*.bin" in hub.calls[1][1]["allow_patterns"]
 
 
+@pytest.mark.reliability
 def test_push_without_a_network_is_one_line_naming_the_hub_and_the_token(model_and_tokenizer, tmp_path):
     from huggingface_hub import HfApi
 

@@ -97,6 +97,7 @@ def test_padding_truncation_and_tensors(tok):
     assert (batch["labels"] == -100).sum() > 0 and batch["tgt_lang_ids"].tolist() == [1, 1]
 
 
+@pytest.mark.reliability
 def test_bad_input_is_refused(tok):
     with pytest.raises(ValueError, match=r"Unknown language code 'zz': this tokenizer knows \['en', 'de', 'fr'\]"):
         tok("x", src_lang="zz", tgt_lang="en")
@@ -110,6 +111,7 @@ def test_bad_input_is_refused(tok):
         tok("a", tgt_lang="en", add_special_tokens=False)
 
 
+@pytest.mark.reliability
 def test_tokenizer_refuses_a_model_it_does_not_match(tok):
     config = LangSpecConfig(**tok.model_config_kwargs(), d_model=16, encoder_layers=1, decoder_layers=1,
                             encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)  # fmt: skip
@@ -222,6 +224,7 @@ print(json.dumps([tok.vocabulary_fingerprint(), tok.backend_tokenizer.to_str()])
 """
 
 
+@pytest.mark.reliability
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["unigram", "bpe"])
 def test_training_twice_in_fresh_processes_gives_the_same_tokenizer(bible, model_type, tmp_path):
@@ -254,6 +257,7 @@ def test_vocabulary_fingerprint_tells_vocabularies_apart(tok):
     assert reordered.vocabulary_fingerprint() != tok.vocabulary_fingerprint()
 
 
+@pytest.mark.reliability
 def test_a_tokenizer_of_the_same_size_but_another_vocabulary_is_refused():
     """Same languages, tags and size, other pieces: before fingerprints this translated into garbage silently."""
     own = train_tokenizer(TEXTS, languages=["en", "de", "fr"], vocab_size=48, show_progress=False)

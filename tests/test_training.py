@@ -100,6 +100,7 @@ class Interrupt(TrainerCallback):
             raise KeyboardInterrupt("simulated interruption")
 
 
+@pytest.mark.reliability
 def test_resume_after_interruption_continues_exactly(tokenizer, tmp_path):
     make_trainer(tokenizer, tmp_path / "straight").train()
     uninterrupted = losses(tmp_path / "straight")
@@ -113,6 +114,7 @@ def test_resume_after_interruption_continues_exactly(tokenizer, tmp_path):
         assert resumed[step] == pytest.approx(uninterrupted[step], abs=1e-6), step
 
 
+@pytest.mark.reliability
 def test_an_interrupted_checkpoint_write_never_looks_complete(tokenizer, tmp_path):
     make_trainer(tokenizer, tmp_path, max_steps=3).train()
     assert json.loads((tmp_path / "checkpoint-3" / "manifest.json").read_text())["files"]["optimizer.pt"]["size"] > 0
@@ -144,6 +146,7 @@ DAMAGE = {
 }
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_exactly(tokenizer, tmp_path, caplog, damage):
     """Each kind of damage to the newest checkpoint: it is set aside with one warning naming the problem, and
@@ -163,6 +166,7 @@ def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_exactly(tokeni
     assert [resumed[step] for step in (3, 4, 5, 6)] == [uninterrupted[step] for step in (3, 4, 5, 6)]
 
 
+@pytest.mark.reliability
 def test_a_checkpoint_killed_before_its_manifest_resumes_when_its_files_are_all_there(tokenizer, tmp_path, caplog):
     """Killed after the Trainer's files but before the manifest (or written by an older version): every file a
     resume needs is present and the state parses, so it is used, with a warning that it was not checksummed."""
@@ -248,6 +252,7 @@ def _config(tmp_path, **sections):
     return config
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -275,6 +280,7 @@ def test_bad_configs_fail_before_any_work(tmp_path, change, message):
         validate_config(_config(tmp_path, **change))
 
 
+@pytest.mark.reliability
 def test_bad_inputs_fail_before_training(tmp_path, tokenizer):
     tokenizer.save_pretrained(tmp_path / "tok")
     config = {**_config(tmp_path), "tokenizer": {"path": str(tmp_path / "tok")}}
@@ -313,6 +319,7 @@ def test_a_small_experiment_runs_end_to_end(tmp_path):
     assert info["world_size"] == 1 and info["global_train_batch_size"] == 8
 
 
+@pytest.mark.reliability
 def test_a_changed_tokenizer_setting_is_not_silently_reused(tmp_path):
     run_experiment(_config(tmp_path, evaluation={"splits": []}))
     with pytest.raises(
@@ -455,6 +462,7 @@ def test_two_processes_predict_the_dataset_order_like_one(tokenizer, tmp_path):
     assert len({tuple(unpadded(p, tokenizer)) for p in one.predictions}) >= 5  # varied outputs: a wrong order shows
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -474,6 +482,7 @@ def test_a_config_file_that_is_not_yaml_is_one_clear_error(tmp_path, text, messa
         apply_overrides(_config(tmp_path), ["training.max_steps=[5"])
 
 
+@pytest.mark.reliability
 def test_a_resumed_run_with_another_config_is_refused_with_the_differing_keys(tmp_path):
     config = _config(tmp_path, evaluation={"splits": []})
     run_experiment(config)
@@ -484,6 +493,7 @@ def test_a_resumed_run_with_another_config_is_refused_with_the_differing_keys(tm
     run_experiment(_config(tmp_path, evaluation={"splits": [], "num_beams": 2}, training={"logging_steps": 7}))
 
 
+@pytest.mark.reliability
 def test_a_larger_max_steps_extends_a_finished_run(tmp_path, capsys):
     run_experiment(_config(tmp_path, evaluation={"splits": []}, training={"save_strategy": "steps", "save_steps": 2}))
     run_experiment(
@@ -496,6 +506,7 @@ def test_a_larger_max_steps_extends_a_finished_run(tmp_path, capsys):
     assert info["trained"][0]["steps"] == 4 and info["trained"][0]["steps_this_process"] == 2
 
 
+@pytest.mark.reliability
 def test_a_second_process_on_the_same_output_dir_is_refused_and_a_stale_lock_is_taken_over(tmp_path, caplog):
     import socket
 
