@@ -65,20 +65,22 @@ def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path):
     runs = {}
     for procs in (1, 2):
         config = _config(tmp_path, output_dir=str(tmp_path / f"run{procs}"),
-                         training={"max_steps": 4, "per_device_train_batch_size": 8 // procs, "logging_steps": 1,
+                         training={"max_steps": 40, "per_device_train_batch_size": 8 // procs, "logging_steps": 1,
                                    "save_strategy": "steps", "save_steps": 4, "seed": 5},
                          model={"dropout": 0.0}, evaluation={"splits": []})  # fmt: skip
         path = tmp_path / f"config{procs}.yaml"
         path.write_text(yaml.safe_dump(config))
         launcher = two_process_launcher() if procs == 2 else [sys.executable]
-        subprocess.run([*launcher, ROOT / "examples" / "train_translation.py", "--config", path],
-                       check=True, capture_output=True, text=True, timeout=900)  # fmt: skip
+        # the README's command: the script takes the CLI's options, --set included
+        subprocess.run([*launcher, ROOT / "examples" / "train_translation.py", "--config", path,
+                        "--set", "training.max_steps=4"], check=True, capture_output=True, text=True, timeout=900)  # fmt: skip
         info = json.loads((tmp_path / f"run{procs}" / "run_info.json").read_text())
         state = json.loads(
             (tmp_path / f"run{procs}" / "checkpoints" / "checkpoint-4" / "trainer_state.json").read_text()
         )
         runs[procs] = (info, {e["step"]: e["loss"] for e in state["log_history"] if "loss" in e})
     assert runs[2][0]["world_size"] == 2 and runs[1][0]["world_size"] == 1
+    assert runs[1][0]["trained"][0]["steps"] == runs[2][0]["trained"][0]["steps"] == 4
     assert runs[1][0]["global_train_batch_size"] == runs[2][0]["global_train_batch_size"] == 8
     for step in (1, 4):
         # per-rank means averaged vs one mean over the same 8 examples: equal up to token-count weighting
@@ -198,3 +200,23 @@ def test_translate_keeps_blank_lines_blank_and_warns_about_truncation(trained, t
     unknown = cli("translate", model, "--src-lang", "en", "--tgt-lang", "de", "--num-beams", "1", "--max-new-tokens",
                   "2", stdin="在天上的父\n")  # fmt: skip
     assert "of the input subwords are <unk>" in unknown.stderr
+
+
+@pytest.mark.slow
+def test_the_model_cards_usage_code_runs_and_gives_the_clis_translation(trained, tmp_path):
+    """The card's example translates English into one of the model's languages, and its code (run as written,
+    on the local folder) prints what `hf-langspec translate` prints with the same beam."""
+    import re
+
+    model = trained / "run" / "model"
+    card = (model / "README.md").read_text()
+    code = re.search(r"```python\n(.*?)```", card, re.S).group(1)
+    assert 'src_lang="en"' in code and 'tgt_lang="en"' not in code
+    src, tgt = re.search(r'src_lang="(\w+)", tgt_lang="(\w+)"', code).groups()
+    text = re.search(r'batch = tokenizer\(\s*\["(.*?)"\]', code, re.S).group(1)
+    script = tmp_path / "card_example.py"
+    script.write_text(code.replace('from_pretrained("run"', f'from_pretrained("{model}"'))
+    assert str(model) in script.read_text()
+    printed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True).stdout
+    cli_output = cli("translate", model, "--src-lang", src, "--tgt-lang", tgt, "--num-beams", "4", stdin=text + "\n")
+    assert printed.strip() == repr([cli_output.stdout.strip()])

@@ -131,6 +131,15 @@ def method_settings(config: Any) -> str:
     return "\n".join(lines)
 
 
+def example_direction(languages: list[str], evaluated: list[str]) -> tuple[str, str]:
+    """The usage example translates an English sentence: from English into a language the model was evaluated on
+    (or any other of its languages)."""
+    if "en" not in languages and len(languages) >= 2:
+        return languages[0], languages[1]
+    others = [d.split("-")[1] for d in evaluated if d.startswith("en-")] + [c for c in languages if c != "en"]
+    return "en", (others[0] if others else "de")
+
+
 TAG_EXPLANATION = {
     "source": "prepended to the source sentence",
     "target": "as the first decoder token",
@@ -185,12 +194,7 @@ def build_model_card(
     layers = f"{config.encoder_layers}+{config.decoder_layers} layers, d_model {config.d_model}, FFN {config.encoder_ffn_dim}"
     norm = "pre-norm" if config.normalize_before else "post-norm"
     sizes = ", ".join(f"{d} {n:,}" for d, n in sorted((train_sizes or {}).items())) or "see the training config"
-    direction = (
-        next(iter((results or {}).get("directions", {})), f"{config.languages[0]}-{config.languages[-1]}")
-        if config.languages
-        else "en-de"
-    )
-    src, tgt = direction.split("-")
+    src, tgt = example_direction(config.languages, list((results or {}).get("directions", {})))
     return ModelCard.from_template(
         card_data,
         template_path=str(template or _template(config.model_type)),
@@ -207,7 +211,9 @@ def build_model_card(
         train_summary=sizes,
         results_table=results_table(results) if results else "Not evaluated yet.",
         paper=paper or METHODS[config.model_type][1],
-        example_text="In the beginning God created the heavens and the earth.",
+        example_text="In the beginning God created the heavens and the earth."
+        if src == "en"
+        else f"(a sentence in {src})",
         example_src=src,
         example_tgt=tgt,
     )

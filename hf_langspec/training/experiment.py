@@ -83,6 +83,7 @@ EVALUATION_KEYS = {
 }
 TRANSLATE_KEYS = {"text", "src_lang", "tgt_lang"}
 CARD_KEYS = {"model_name", "license", "datasets", "paper"}
+GENERATION_MAX_NEW_TOKENS = 256  # in a saved model's generation_config: what `hf-langspec translate` allows
 
 
 def model_classes() -> dict[str, tuple[type, type]]:
@@ -551,6 +552,8 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     model_dir = output_dir / "model"
     if not trainer.is_world_process_zero():
         return {"model_dir": model_dir}
+    # transformers' default stops generation at 20 tokens; a shared model should translate whole sentences
+    model.generation_config.max_new_tokens = GENERATION_MAX_NEW_TOKENS
     trainer.save_model(str(model_dir))
     (model_dir / "training_args.bin").unlink(missing_ok=True)  # a pickle; the run's config is in run_info.json
     tokenizer.save_pretrained(model_dir)
