@@ -180,7 +180,7 @@ def test_the_config_pipeline_starts_the_encoder_from_a_saved_xlp_encoder(tmp_pat
         texts.setdefault(row["src_lang"], []).append(row["src"])
     tokenizer = train_tokenizer(texts, languages=["de", "en", "fr"], vocab_size=100, show_progress=False)
     tokenizer.save_pretrained(tmp_path / "tok")
-    config = _config(tmp_path, tokenizer={"path": str(tmp_path / "tok")}, evaluation={"splits": []})
+    config = {**_config(tmp_path, evaluation={"splits": []}), "tokenizer": {"path": str(tmp_path / "tok")}}
     torch.manual_seed(4)
     shape = {
         k: config["model"][k] for k in ("d_model", "encoder_layers", "encoder_attention_heads", "encoder_ffn_dim")

@@ -268,7 +268,7 @@ def _config(tmp_path, **sections):
         ),
         ({"model": {"decoder_layers": 0}}, r"\[model\]: decoder_layers = 0 must be at least 1"),
         ({"model": {"normalize_before": "yes"}}, r"normalize_before = 'yes' is a str; it must be bool"),
-        ({"training": {"learning_rate": 0}}, r"learning_rate = 0 must be greater than 0"),
+        ({"training": {"learning_rate": -0.001}}, r"learning_rate = -0.001 must be at least 0"),
         ({"evaluation": {"num_beams": 0}}, r"\[evaluation\]: num_beams = 0 must be at least 1"),
         ({"evaluation": {"language_identifier": "cld3"}}, r"language_identifier='cld3' is unknown; use one of"),
         ({"tokenizer": {"vocab_size": 99.5}}, r"\[tokenizer\]: vocab_size = 99.5 is a float; it must be int"),

@@ -21,9 +21,9 @@ MINIMUM = {
     "decoder_attention_heads": 1, "encoder_ffn_dim": 1, "decoder_ffn_dim": 1, "vocab_size": 1,
     "per_device_train_batch_size": 1, "per_device_eval_batch_size": 1, "gradient_accumulation_steps": 1,
     "num_beams": 1, "batch_size": 1, "max_new_tokens": 1, "max_length": 1, "max_sentences_per_direction": 1,
-    "valid_sentences_per_direction": 1, "sample_size": 1,
+    "valid_sentences_per_direction": 1, "sample_size": 1, "learning_rate": 0, "weight_decay": 0,
 }  # fmt: skip
-POSITIVE = {"learning_rate", "temperature"}
+POSITIVE = {"temperature"}
 
 
 def type_hints(target: Any, fields: bool = False) -> dict[str, Any]:
