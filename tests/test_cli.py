@@ -215,7 +215,7 @@ def test_the_model_cards_usage_code_runs_and_gives_the_clis_translation(trained,
     src, tgt = re.search(r'src_lang="(\w+)", tgt_lang="(\w+)"', code).groups()
     text = re.search(r'batch = tokenizer\(\s*\["(.*?)"\]', code, re.S).group(1)
     script = tmp_path / "card_example.py"
-    script.write_text(code.replace('from_pretrained("run"', f'from_pretrained("{model}"'))
+    script.write_text(re.sub(r'from_pretrained\("[^"]+"', f'from_pretrained("{model}"', code))  # the local folder
     assert str(model) in script.read_text()
     printed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True).stdout
     cli_output = cli("translate", model, "--src-lang", src, "--tgt-lang", tgt, "--num-beams", "4", stdin=text + "\n")
