@@ -145,3 +145,26 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         forwards.append(len(calls))
     assert forwards == [1, 2]  # the checkpointed layer is recomputed during backward
     torch.testing.assert_close(grads[0], grads[1])
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda b: {**b, "input_ids": b["input_ids"][0]}, r"input_ids has shape \(9,\); give \[batch, length\]"),
+        (lambda b: {**b, "input_ids": b["input_ids"][None]}, r"input_ids has shape \(1, 3, 9\)"),
+        (
+            lambda b: {**b, "input_ids": b["input_ids"] + 1000},
+            r"ids outside the vocabulary \(from \d+ to \d+, vocabulary size 120\)",
+        ),
+        (
+            lambda b: {**b, "attention_mask": b["attention_mask"][:, :5]},
+            r"attention_mask has shape \(3, 5\) but the input has \(3, 9\)",
+        ),
+    ],
+)
+def test_bad_model_inputs_are_one_clear_error(change, message):
+    model = tiny_model(language_embedding="additive")
+    batch = change(random_batch())
+    with pytest.raises(ValueError, match=message):
+        model(**batch)

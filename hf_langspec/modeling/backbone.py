@@ -453,6 +453,32 @@ class _Stack(nn.Module):
         return F.dropout(hidden, p=self.dropout, training=self.training)
 
 
+def _check_encoder_inputs(
+    input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None, inputs_embeds: torch.Tensor | None, vocab: int
+) -> None:
+    """Shapes and id range of the encoder's inputs, as one clear ValueError instead of an IndexError deep inside."""
+    if input_ids is None and inputs_embeds is None:
+        raise ValueError("The encoder needs input_ids (or inputs_embeds); the tokenizer returns them.")
+    if input_ids is not None:
+        if input_ids.dim() != 2:
+            raise ValueError(
+                f"input_ids has shape {tuple(input_ids.shape)}; give [batch, length] (one sentence: input_ids[None])."
+            )
+        if input_ids.numel() and not torch.compiler.is_compiling():
+            low, high = int(input_ids.min()), int(input_ids.max())
+            if low < 0 or high >= vocab:
+                raise ValueError(
+                    f"input_ids holds ids outside the vocabulary (from {low} to {high}, vocabulary size {vocab}): was "
+                    "the text tokenized with another tokenizer? Use the one saved with the model."
+                )
+    reference = input_ids if input_ids is not None else inputs_embeds[..., 0]
+    if attention_mask is not None and tuple(attention_mask.shape) != tuple(reference.shape):
+        raise ValueError(
+            f"attention_mask has shape {tuple(attention_mask.shape)} but the input has {tuple(reference.shape)}; "
+            "pass the mask the tokenizer returned with these input_ids."
+        )
+
+
 class LangSpecEncoder(_Stack):
     """Transformer encoder of `config.encoder_layers` [`LangSpecEncoderLayer`]s."""
 
@@ -475,6 +501,7 @@ class LangSpecEncoder(_Stack):
         return_dict: bool | None = None,
     ) -> BaseModelOutput:
         _check_no_attentions(output_attentions)
+        _check_encoder_inputs(input_ids, attention_mask, inputs_embeds, self.embed_tokens.num_embeddings)
         batch = (input_ids if input_ids is not None else inputs_embeds).shape[0]
         lang = self.language_context(batch, src_lang_ids, tgt_lang_ids)
         slots = dict(self.insertions.items())
