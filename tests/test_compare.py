@@ -300,3 +300,19 @@ def test_a_suite_continued_elsewhere_reuses_its_vocabulary_from_the_results(fini
     stored = json.loads(results_paths(finished["suite"].results_dir, "baseline", 1)[0].read_text())
     assert shared["tokenizer_fingerprint"] == stored["tokenizer_fingerprint"]
     assert shared["corpus_fingerprint"] == stored["corpus_fingerprint"]
+
+
+def test_the_off_target_significance_is_sacrebleus_procedure_on_sentence_flags(finished):
+    """An independent numpy run of the paired bootstrap on the flags (sacreBLEU's seed and p-value rule)."""
+    from hf_langspec.compare.report import paired_bootstrap_rate
+
+    rng = np.random.default_rng(0)
+    base = rng.random(300) < 0.6
+    own = rng.random(300) < 0.3
+    idxs = np.random.default_rng(12345).choice(300, size=(1000, 300), replace=True)
+    diffs = np.abs(own[idxs].mean(1) - base[idxs].mean(1))
+    expected = (np.sum(diffs - diffs.mean() > abs(own.mean() - base.mean())) + 1) / 1001
+    assert paired_bootstrap_rate(list(base), list(own)) == pytest.approx(expected)
+    assert paired_bootstrap_rate(list(base), list(base)) == 1.0
+    entry = finished["report"]["systems"]["fcll"]["groups"]["zero-shot"]["off_target"]
+    assert 0 < entry["p_value"] <= 1

@@ -6,7 +6,8 @@ Per system, over its seeds: mean, standard deviation (n - 1), and for the off-ta
 Student-t interval over seeds (the seed is the largest source of variance here: one baseline config
 gave 45%, 57% and 74% zero-shot off-target). Against the baseline: the difference of the means, and for
 BLEU and chrF++ sacreBLEU's paired bootstrap (1,000 resamples) on the group's outputs of all seeds
-concatenated, seed i of the system paired with seed i of the baseline; `*` marks p < 0.05.
+concatenated, seed i of the system paired with seed i of the baseline, and the same procedure on the
+per-sentence off-target flags; `*` marks p < 0.05.
 """
 
 from __future__ import annotations
@@ -139,6 +140,41 @@ def paired_bootstrap(
     }
 
 
+def paired_bootstrap_rate(
+    baseline: list[bool], system: list[bool], samples: int = BOOTSTRAP_SAMPLES, seed: int = 12345
+) -> float:
+    """p-value of the difference of two rates on paired items (per-sentence off-target flags), by sacreBLEU's
+    paired bootstrap procedure and seed: resample items, centre the absolute differences, count those above the
+    observed one; equal rates get p = 1."""
+    import numpy as np
+
+    base, own = np.asarray(baseline, dtype=float), np.asarray(system, dtype=float)
+    observed = abs(own.mean() - base.mean())
+    if observed == 0:
+        return 1.0
+    idxs = np.random.default_rng(seed).choice(len(base), size=(samples, len(base)), replace=True)
+    sample_diffs = np.abs(own[idxs].mean(axis=1) - base[idxs].mean(axis=1))
+    stats = sample_diffs - sample_diffs.mean()
+    return float((np.sum(stats > observed) + 1) / (samples + 1))
+
+
+def _off_target_flags(suite: Suite, runs: dict, system: str, seed: int, pairs: list, cache: dict) -> list[bool]:
+    """Per sentence, whether the run's output is not in the target language (the run's own identifier)."""
+    from ..evaluation.language_id import language_identifier
+
+    key = (system, seed)
+    if key not in cache:
+        identify = language_identifier(runs[key]["language_identifier"])
+        outputs = _outputs(suite, system, seed)
+        cache[key] = {
+            (set_name, direction): [found != direction.split("-")[1] for found in identify(hyps)]
+            for set_name, directions in outputs.items()
+            for direction, hyps in directions.items()
+            if "off_target" in runs[key]["sets"][set_name][direction]
+        }
+    return [flag for set_name, direction in pairs for flag in cache[key][(set_name, direction)]]
+
+
 def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) -> dict[str, Any]:
     """Aggregate the results files of `suite` into the report (and write report.md/json/csv and the plots)."""
     runs, missing = _load_runs(suite)
@@ -149,6 +185,7 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
     per_run = {key: run_groups(result, pivot, resource) for key, result in runs.items()}
     systems: dict[str, Any] = {}
     base_seeds = [seed for seed in suite.seeds if (suite.baseline, seed) in runs]
+    flags: dict = {}  # per-sentence off-target flags of each run, computed once
     for system in suite.systems:
         seeds = [seed for seed in suite.seeds if (system, seed) in runs]
         if not seeds:
@@ -173,7 +210,7 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
                     entry["delta_ci95"] = list(diff_interval) if diff_interval else None
                 groups[group][metric] = entry
         if system != suite.baseline:
-            _significance(suite, system, groups, runs, references, pivot, resource)
+            _significance(suite, system, groups, runs, references, pivot, resource, flags)
         results = [runs[(system, s)] for s in seeds]
         systems[system] = {
             "label": suite.systems[system].label,
@@ -210,8 +247,9 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
     return report
 
 
-def _significance(suite, system, groups, runs, references, pivot, resource) -> None:
-    """p-values of the paired bootstrap per group, on the concatenated outputs of the shared seeds."""
+def _significance(suite, system, groups, runs, references, pivot, resource, flags: dict) -> None:
+    """p-values of the paired bootstrap per group, on the concatenated outputs of the shared seeds (BLEU and
+    chrF++ by sacreBLEU; the off-target rate on per-sentence flags by the same procedure)."""
     metrics = [m for m in SIGNIFICANCE_METRICS if any(m in g for g in groups.values())]
     seeds = [s for s in suite.seeds if (system, s) in runs and (suite.baseline, s) in runs]
     if not seeds or not references or not metrics:
@@ -230,6 +268,10 @@ def _significance(suite, system, groups, runs, references, pivot, resource) -> N
         for metric, p_value in paired_bootstrap(base, hyps, refs).items():
             if metric in groups[group]:
                 groups[group][metric]["p_value"] = p_value
+        if "off_target" in groups[group]:
+            own = [f for seed in seeds for f in _off_target_flags(suite, runs, system, seed, pairs, flags)]
+            other = [f for seed in seeds for f in _off_target_flags(suite, runs, suite.baseline, seed, pairs, flags)]
+            groups[group]["off_target"]["p_value"] = paired_bootstrap_rate(other, own)
 
 
 def _claim(claim: dict[str, Any], systems: dict[str, Any], baseline: str) -> dict[str, Any]:
@@ -242,7 +284,10 @@ def _claim(claim: dict[str, Any], systems: dict[str, Any], baseline: str) -> dic
     delta = entry["delta"]
     right_way = delta < 0 if claim["expect"] == "down" else delta > 0
     if "p_value" in entry:
-        significant, how = entry["p_value"] < 0.05, f"p = {entry['p_value']:.3f}, paired bootstrap"
+        significant, how = entry["p_value"] < 0.05, f"p = {entry['p_value']:.3f}, paired bootstrap over sentences"
+        if entry.get("delta_ci95"):
+            low, high = entry["delta_ci95"]
+            how += f"; 95% interval of the per-seed difference [{low:+.3g}, {high:+.3g}]"
     elif entry.get("delta_ci95"):
         low, high = entry["delta_ci95"]
         significant, how = low > 0 or high < 0, f"95% interval of the per-seed difference [{low:+.3g}, {high:+.3g}]"
@@ -377,8 +422,8 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         "",
         "Cells: mean ± standard deviation over seeds (difference from the baseline). `*`: p < 0.05 in sacreBLEU's "
         f"paired bootstrap ({BOOTSTRAP_SAMPLES} resamples) of the system against the baseline on the group's outputs "
-        "of all seeds concatenated, seed i paired with the baseline's seed i. Off-target: 95% Student-t interval "
-        "over seeds. Tags: where the language tag goes (`source`: Johnson et al.; `target`: decoder's first token; "
+        "of all seeds concatenated, seed i paired with the baseline's seed i (the off-target rate: the same "
+        "procedure on per-sentence flags). Off-target [interval]: 95% Student-t interval over seeds. Tags: where the language tag goes (`source`: Johnson et al.; `target`: decoder's first token; "
         "`none`: no tag, the method's modules alone steer).",
     ]
     signatures = setting["signatures"]
