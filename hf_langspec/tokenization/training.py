@@ -181,8 +181,8 @@ def canonical_unigram_order(backend: Tokenizer, num_special: int) -> Tokenizer:
     differed between two trainings on the same data): it returns pieces of equal score in hash-map
     order, its EM sums in hash-map order (a score may differ in its last bit or two), and it appends
     the alphabet's characters that were not learned with scores `min - k * 1e-4`, k in hash-map order.
-    So: each run of single characters 1e-4 apart gets its scores again with k in the characters' sorted
-    order; every score is rounded to `SCORE_DIGITS` significant digits (a log-probability to about 1e-5; a last-bit difference
+    So: the characters on that lattice get their scores again with k in the characters' sorted order;
+    every score is rounded to `SCORE_DIGITS` significant digits (a log-probability to about 1e-5; a last-bit difference
     crosses a rounding boundary with probability about 1e-9 per piece); pieces are sorted by score,
     highest first, then by text. The special and tag tokens keep their leading ids.
     """
@@ -191,8 +191,9 @@ def canonical_unigram_order(backend: Tokenizer, num_special: int) -> Tokenizer:
     state = json.loads(backend.to_str())
     vocab = state["model"]["vocab"]
     pieces = [list(item) for item in vocab[num_special:]]
-    # the appended characters: runs of single characters whose scores step down by exactly 1e-4
-    start = 0
+    # the appended characters: single characters on the lattice `base - k * 1e-4` below the start of the
+    # longest run of such steps (a learned character can fall between them: it is off the lattice)
+    best, start = (0, 0), 0
     while start < len(pieces):
         end = start + 1
         while (
@@ -201,11 +202,19 @@ def canonical_unigram_order(backend: Tokenizer, num_special: int) -> Tokenizer:
             and (abs(pieces[end - 1][1] - pieces[end][1] - UNLEARNED_STEP) < 1e-9)
         ):
             end += 1
-        if end - start > 1:
-            first = pieces[start][1]
-            for k, item in enumerate(sorted(pieces[start:end], key=lambda item: item[0])):
-                pieces[start + k] = [item[0], first - k * UNLEARNED_STEP]
+        best = max(best, (end - start, start))
         start = end
+    if best[0] > 1:
+        base = pieces[best[1]][1]
+        on_lattice = [
+            i
+            for i, (piece, score) in enumerate(pieces)
+            if len(piece) == 1
+            and score <= base + 1e-9
+            and abs((base - score) / UNLEARNED_STEP - round((base - score) / UNLEARNED_STEP)) < 1e-4
+        ]
+        for k, piece in enumerate(sorted(pieces[i][0] for i in on_lattice)):
+            pieces[on_lattice[k]] = [piece, base - k * UNLEARNED_STEP]
     rounded = [[piece, float(f"{score:.{SCORE_DIGITS}g}")] for piece, score in pieces]
     state["model"]["vocab"] = vocab[:num_special] + sorted(rounded, key=lambda item: (-item[1], item[0]))
     return Tokenizer.from_str(json.dumps(state))
