@@ -296,6 +296,8 @@ def _claim(claim: dict[str, Any], systems: dict[str, Any], baseline: str) -> dic
     verdict = ("holds" if significant else "same direction, not significant") if right_way else (
         "does not hold: the opposite direction, significant" if significant else "does not hold (not significant)"
     )  # fmt: skip
+    if len(entry["values"]) < len(base["values"]):
+        verdict += f" (on {len(entry['values'])} of {len(base['values'])} seeds so far)"
     return out | {"baseline": base["mean"], "value": entry["mean"], "delta": delta, "test": how, "verdict": verdict}
 
 
