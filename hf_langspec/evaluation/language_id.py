@@ -32,27 +32,21 @@ class LinguaIdentifier:
 
 
 class LangidIdentifier:
+    """langid.py's `classify` (or that of its fork py3langid, same model format and API)."""
+
     name = "langid"
 
     def __init__(self) -> None:
-        import langid
+        import importlib
 
-        self._classify = langid.classify
+        self._classify = importlib.import_module(self.name).classify
 
     def __call__(self, texts: Sequence[str]) -> list[str | None]:
         return [self._classify(text)[0] if text.strip() else None for text in texts]
 
 
-class Py3langidIdentifier:
+class Py3langidIdentifier(LangidIdentifier):
     name = "py3langid"
-
-    def __init__(self) -> None:
-        import py3langid
-
-        self._classify = py3langid.classify
-
-    def __call__(self, texts: Sequence[str]) -> list[str | None]:
-        return [self._classify(text)[0] if text.strip() else None for text in texts]
 
 
 IDENTIFIERS = {"lingua": LinguaIdentifier, "langid": LangidIdentifier, "py3langid": Py3langidIdentifier}
