@@ -171,17 +171,8 @@ def _read_text(source: str | None) -> str:
         ) from None
 
 
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write through a temporary file and a rename, so an interruption never leaves half an output."""
-    import os
-
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
-
-
 def cmd_translate(args: argparse.Namespace) -> None:
+    from .data.schema import write_atomic
     from .evaluation import translate
 
     if args.input and args.output and Path(args.input).resolve() == Path(args.output).resolve():
@@ -198,7 +189,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
     )  # fmt: skip
     text = "".join(line + "\n" for line in outputs)  # empty input: empty output, one line per input line
     if args.output:
-        write_text_atomic(args.output, text)
+        write_atomic(args.output, text)
     else:
         sys.stdout.write(text)
 

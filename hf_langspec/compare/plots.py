@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from .shared import write_atomic
+from ..data.schema import write_atomic
 from .suite import Suite
 
 

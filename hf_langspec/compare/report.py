@@ -23,8 +23,9 @@ from pathlib import Path
 from statistics import mean, stdev
 from typing import Any
 
+from ..data.schema import write_atomic
 from ..training.experiment import ConfigError
-from .shared import REFERENCES_FILE, load_references, write_atomic
+from .shared import REFERENCES_FILE, load_references
 from .suite import Suite
 from .worker import results_paths
 

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..data.schema import write_atomic
 from ..training.experiment import ConfigError
-from .shared import prepare_shared, write_atomic
+from .shared import prepare_shared
 from .suite import Suite, load_suite
 from .worker import results_paths
 

@@ -16,23 +16,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..data.schema import write_atomic, write_jsonl
 from ..training.experiment import ConfigError, sentence_limit
 from .suite import Suite
 
 logger = logging.getLogger(__name__)
 REFERENCES_FILE = "references.json.gz"
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file and a rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
-    write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode())
 
 
 def file_digest(paths: list[Path]) -> str:
@@ -109,8 +98,8 @@ def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, An
         train = [row for path in train_files for row in load_local(path)]
         cap = base_data.get("max_train_examples_per_direction")
         train = cap_directions(train, cap) if cap else train
-        write_jsonl_atomic(paths["train"], train)
-        write_jsonl_atomic(paths["valid"], [row for path in valid_files for row in load_local(path)])
+        write_jsonl(paths["train"], train)
+        write_jsonl(paths["valid"], [row for path in valid_files for row in load_local(path)])
         write_atomic(shared / "data.json", json.dumps(base_data, sort_keys=True).encode())
     train_rows = load_local(paths["train"]).to_list()
     train_sizes: dict[str, int] = {}
@@ -128,7 +117,7 @@ def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, An
     test_paths = {}
     for name, by_direction in sets.items():
         test_paths[name] = data_dir / f"test.{name}.jsonl"
-        write_jsonl_atomic(test_paths[name], [row for rows in by_direction.values() for row in rows])
+        write_jsonl(test_paths[name], [row for rows in by_direction.values() for row in rows])
     corpus_fingerprint = file_digest([paths["train"], paths["valid"], *test_paths.values()])
     for file in eval_set_files:
         name = f"eval:{Path(file).name.removesuffix('.jsonl')}"
@@ -198,4 +187,4 @@ def load_references(path: Path) -> dict[str, Any]:
     return json.loads(gzip.decompress(path.read_bytes()))
 
 
-__all__ = ["load_references", "multiway_rows", "prepare_shared", "write_atomic"]
+__all__ = ["load_references", "multiway_rows", "prepare_shared"]

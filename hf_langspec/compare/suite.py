@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from ..training.experiment import ConfigError, model_classes, set_keys, validate_config
+from ..training.experiment import ConfigError, check_keys, model_classes, set_keys, validate_config
 
 SUITE_KEYS = {"name", "description", "output_dir", "results_dir", "seeds", "baseline", "base", "systems", "report"}
 SYSTEM_KEYS = {"label", "paper", "description", "set"}
@@ -106,15 +106,6 @@ def _where(path: Path, system: str | None = None) -> str:
     return f"{path}" + (f", system {system!r}" if system else "")
 
 
-def _check_mapping(value: Any, allowed: set[str], where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where} must be a mapping, got {type(value).__name__}.")
-    unknown = sorted(set(value) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown keys {unknown}; known keys are {sorted(allowed)}.")
-    return value
-
-
 def _touches(key: str, fixed: str) -> bool:
     return key == fixed or key.startswith(fixed + ".") or fixed.startswith(key + ".")
 
@@ -130,7 +121,7 @@ def load_suite(path: str | os.PathLike) -> Suite:
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark else ""
         raise ConfigError(f"{path}: not valid YAML{at} ({getattr(err, 'problem', err)}).") from None
-    _check_mapping(raw, SUITE_KEYS, str(path))
+    check_keys(raw, SUITE_KEYS, str(path))
     for key in ("name", "output_dir", "base", "systems", "seeds", "baseline"):
         if key not in raw:
             raise ConfigError(f"{path}: `{key}` is required (see hf_langspec.compare.suite for the layout).")
@@ -139,17 +130,17 @@ def load_suite(path: str | os.PathLike) -> Suite:
         raise ConfigError(f"{path}: seeds must be a non-empty list of integers, got {seeds!r}.")
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"{path}: seeds {seeds} repeat a seed.")
-    base = _check_mapping(
+    base = check_keys(
         raw["base"], {"data", "tokenizer", "model", "training", "stages", "evaluation"}, f"{path} [base]"
     )
     systems = {}
-    for name, entry in _check_mapping(raw["systems"], set(raw["systems"]), f"{path} [systems]").items():
+    for name, entry in check_keys(raw["systems"], set(raw["systems"]), f"{path} [systems]").items():
         if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
             raise ConfigError(
                 f"{path} [systems]: name {name!r} must be letters, digits, '-' or '_' (it names folders)."
             )
-        entry = _check_mapping(entry or {}, SYSTEM_KEYS, f"{path} [systems.{name}]")
-        overrides = _check_mapping(
+        entry = check_keys(entry or {}, SYSTEM_KEYS, f"{path} [systems.{name}]")
+        overrides = check_keys(
             entry.get("set", {}) or {}, set(entry.get("set", {}) or {}), f"{path} [systems.{name}.set]"
         )
         systems[name] = System(
@@ -157,7 +148,7 @@ def load_suite(path: str | os.PathLike) -> Suite:
         )
     if raw["baseline"] not in systems:
         raise ConfigError(f"{path}: baseline {raw['baseline']!r} is not one of the systems {list(systems)}.")
-    report = _check_mapping(raw.get("report", {}) or {}, REPORT_KEYS, f"{path} [report]")
+    report = check_keys(raw.get("report", {}) or {}, REPORT_KEYS, f"{path} [report]")
     output_dir = Path(raw["output_dir"])
     suite = Suite(
         name=str(raw["name"]), path=path, base=base, systems=systems, seeds=list(seeds), baseline=raw["baseline"],
@@ -173,7 +164,7 @@ def load_suite(path: str | os.PathLike) -> Suite:
 
 
 def _check_claim(suite: Suite, claim: Any, where: str) -> None:
-    _check_mapping(claim, CLAIM_KEYS, where)
+    check_keys(claim, CLAIM_KEYS, where)
     missing = sorted({"paper", "system", "group", "metric", "expect"} - set(claim))
     if missing:
         raise ConfigError(f"{where}: give {missing}.")

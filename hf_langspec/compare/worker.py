@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .shared import write_atomic
+from ..data.schema import write_atomic
 
 RESULTS_FORMAT = 1
 

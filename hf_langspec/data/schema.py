@@ -50,6 +50,15 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict[str, Any]]) -> int:
     return count
 
 
+def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
+    """Write `data` (text as UTF-8) through a temporary file and a rename: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+    os.replace(tmp, path)
+
+
 def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
     with Path(path).open(encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
@@ -68,5 +77,6 @@ __all__ = [
     "direction",
     "read_jsonl",
     "split_direction",
+    "write_atomic",
     "write_jsonl",
 ]

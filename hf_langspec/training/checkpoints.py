@@ -24,6 +24,8 @@ import os
 import re
 from pathlib import Path
 
+from ..data.schema import write_atomic
+
 logger = logging.getLogger(__name__)
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 MANIFEST = "manifest.json"
@@ -48,9 +50,7 @@ def write_manifest(folder: str | os.PathLike) -> Path:
         for path in sorted(folder.rglob("*"))
         if path.is_file() and path.name != MANIFEST and not path.name.startswith(".")
     }
-    tmp = folder / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps({"format": 1, "files": files}, indent=1))
-    os.replace(tmp, folder / MANIFEST)
+    write_atomic(folder / MANIFEST, json.dumps({"format": 1, "files": files}, indent=1))
     return folder / MANIFEST
 
 

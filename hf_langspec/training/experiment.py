@@ -173,12 +173,14 @@ def load_config(path: str | os.PathLike) -> dict[str, Any]:
     return config
 
 
-def _check_keys(section: dict[str, Any], allowed: set[str], where: str) -> None:
+def check_keys(section: Any, allowed: set[str], where: str) -> dict[str, Any]:
+    """`section` when it is a mapping whose keys are all `allowed`; otherwise a ConfigError naming them."""
     if not isinstance(section, dict):
         raise ConfigError(f"{where} must be a mapping, got {type(section).__name__}.")
     unknown = sorted(set(section) - allowed)
     if unknown:
         raise ConfigError(f"{where}: unknown keys {unknown}; known keys are {sorted(allowed)}.")
+    return section
 
 
 def validate_config(config: dict[str, Any], where: str = "config") -> None:
@@ -186,21 +188,21 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
     from ..modeling import LangSpecConfig
     from .trainer import LangSpecTrainingArguments
 
-    _check_keys(config, SECTIONS, where)
+    check_keys(config, SECTIONS, where)
     if "output_dir" not in config:
         raise ConfigError(f"{where}: output_dir is required.")
     data = config.get("data", {})
-    _check_keys(data, DATA_KEYS, f"{where} [data]")
+    check_keys(data, DATA_KEYS, f"{where} [data]")
     if ("bible" in data) == ("train_files" in data):
         raise ConfigError(
             f"{where} [data]: give either `bible` (the offline corpus) or `train_files`, not both or neither."
         )
     if "bible" in data:
-        _check_keys(data["bible"], {f.name for f in dataclasses.fields(BibleCorpusConfig)}, f"{where} [data.bible]")
+        check_keys(data["bible"], {f.name for f in dataclasses.fields(BibleCorpusConfig)}, f"{where} [data.bible]")
     elif "test_files" not in data:
         raise ConfigError(f"{where} [data]: with train_files, give test_files too (e.g. {{supervised: test.jsonl}}).")
     tokenizer_section = config.get("tokenizer", {})
-    _check_keys(tokenizer_section, TOKENIZER_KEYS, f"{where} [tokenizer]")
+    check_keys(tokenizer_section, TOKENIZER_KEYS, f"{where} [tokenizer]")
     if "path" in tokenizer_section and set(tokenizer_section) - {"path", "lang_tag_style"}:
         raise ConfigError(
             f"{where} [tokenizer]: a saved tokenizer (path) keeps its vocabulary; only lang_tag_style may be set "
@@ -214,7 +216,7 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
     model_keys = {
         name for cls in (config_class, LangSpecConfig) for name in inspect.signature(cls.__init__).parameters
     } - {"self", "kwargs"}
-    _check_keys(config.get("model", {}), model_keys | {"class", "init_from", "init_encoder_from"}, f"{where} [model]")
+    check_keys(config.get("model", {}), model_keys | {"class", "init_from", "init_encoder_from"}, f"{where} [model]")
     encoder_init = config.get("model", {}).get("init_encoder_from")
     if encoder_init is not None and not (
         isinstance(encoder_init, str)
@@ -243,15 +245,15 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
             f"{where} [model]: {sorted(fixed)} come from the tokenizer; set them in [tokenizer] instead."
         )
     training_keys = {f.name for f in dataclasses.fields(LangSpecTrainingArguments)}
-    _check_keys(config.get("training", {}), training_keys - {"output_dir"}, f"{where} [training]")
+    check_keys(config.get("training", {}), training_keys - {"output_dir"}, f"{where} [training]")
     stages = config.get("stages", [])
     if not isinstance(stages, list):
         raise ConfigError(f"{where} [stages] must be a list of stages, got {type(stages).__name__}.")
     for i, stage in enumerate(stages):
-        _check_keys(stage, STAGE_KEYS, f"{where} [stages][{i}]")
+        check_keys(stage, STAGE_KEYS, f"{where} [stages][{i}]")
         if "name" not in stage:
             raise ConfigError(f"{where} [stages][{i}] needs a name (it names the stage's checkpoint folder).")
-        _check_keys(stage.get("training", {}), training_keys - {"output_dir"}, f"{where} [stages][{i}].training")
+        check_keys(stage.get("training", {}), training_keys - {"output_dir"}, f"{where} [stages][{i}].training")
         directions = stage.get("directions", [])
         if directions != "high_resource" and not isinstance(directions, list):
             raise ConfigError(
@@ -261,7 +263,7 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
     names = [stage.get("name") for stage in stages]
     if len(set(names)) != len(names):
         raise ConfigError(f"{where} [stages]: names {names} must be unique.")
-    _check_keys(config.get("evaluation", {}), EVALUATION_KEYS, f"{where} [evaluation]")
+    check_keys(config.get("evaluation", {}), EVALUATION_KEYS, f"{where} [evaluation]")
     _check_types(config, config_class, where)
     identifier = config.get("evaluation", {}).get("language_identifier")
     if identifier is not None:
@@ -271,8 +273,8 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
             raise ConfigError(
                 f"{where} [evaluation]: language_identifier={identifier!r} is unknown; use one of {sorted(IDENTIFIERS)}."
             )
-    _check_keys(config.get("translate", {}), TRANSLATE_KEYS, f"{where} [translate]")
-    _check_keys(config.get("card", {}), CARD_KEYS, f"{where} [card]")
+    check_keys(config.get("translate", {}), TRANSLATE_KEYS, f"{where} [translate]")
+    check_keys(config.get("card", {}), CARD_KEYS, f"{where} [card]")
 
 
 EVALUATION_TYPES = {"max_sentences_per_direction": int | dict | None, "num_beams": int, "batch_size": int,
@@ -652,7 +654,7 @@ def _run_stage(
         logger.info("Stage %s is complete; loading its final weights from %s", stage["name"], final)
         model = type(model).from_pretrained(final)
         trainer.model = model
-        return model, trainer, record | json.loads((final / "stage_complete.json").read_text()).get("trained", {})
+        return model, trainer, record | complete.get("trained", {})
     timing = _TrainingTime()
     trainer.add_callback(timing)
     trainer.train(resume_from_checkpoint=resume)
@@ -721,4 +723,4 @@ def bleu_metric(tokenizer):
     return compute
 
 
-__all__ = ["ConfigError", "bleu_metric", "load_config", "run_experiment", "validate_config"]
+__all__ = ["ConfigError", "bleu_metric", "check_keys", "load_config", "run_experiment", "validate_config"]

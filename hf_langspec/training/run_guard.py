@@ -69,10 +69,9 @@ def check_resumed_config(output_dir: Path, config: dict[str, Any], resume: bool)
 
 def record_config(output_dir: Path, config: dict[str, Any]) -> None:
     """Store the config of the run that starts (or continues) training now, atomically."""
-    path = output_dir / CONFIG_FILE
-    tmp = path.with_name(f".{CONFIG_FILE}.tmp")
-    tmp.write_text(json.dumps(config, indent=1, default=str))
-    os.replace(tmp, path)
+    from ..data.schema import write_atomic
+
+    write_atomic(output_dir / CONFIG_FILE, json.dumps(config, indent=1, default=str))
 
 
 def _alive(pid: int) -> bool:
