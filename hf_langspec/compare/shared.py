@@ -37,20 +37,17 @@ def multiway_rows(path: str | os.PathLike, languages: list[str]) -> list[dict[st
     A record is `{"texts": {code: text}}` (the Bible's `*.multiway.jsonl`) or has one field per code;
     a direction counts only where both sides are present and non-empty.
     """
+    from ..data.processing import multiway_pairs
     from ..data.schema import read_jsonl
 
-    rows = []
+    records = []
     for i, record in enumerate(read_jsonl(path)):
         texts = record.get("texts", record)
         if not isinstance(texts, dict):
             raise ConfigError(f"{path}, line {i + 1}: expected {{code: text}} fields or a `texts` mapping.")
-        present = [c for c in languages if isinstance(texts.get(c), str) and texts[c].strip()]
-        rows += [
-            {"src_lang": s, "tgt_lang": t, "src": texts[s], "tgt": texts[t]}
-            for s in present
-            for t in present
-            if s != t
-        ]
+        present = {c: texts[c] for c in languages if isinstance(texts.get(c), str) and texts[c].strip()}
+        records.append({"texts": present})
+    rows = multiway_pairs(records).to_list()
     if not rows:
         raise ConfigError(
             f"--eval-set {path}: no record has texts in two of the model's languages {languages}; give a multi-way "
