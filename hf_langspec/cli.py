@@ -5,6 +5,8 @@ hf-langspec data hub opus100 --directions en-de,de-en --split train --output dat
 hf-langspec data local corpus.de --tgt-path corpus.en --src-lang de --tgt-lang en --output data/local.jsonl
 hf-langspec train-tokenizer --train data/bible/train.jsonl --output-dir tok --vocab-size 8000
 hf-langspec export --model runs/bible-baseline/model --src-lang en --tgt-lang de --output-dir serve/en-de
+hf-langspec export --model runs/bible-baseline/model --directions en-de,de-en --output-dir serve/bible
+hf-langspec serve --export serve/bible --port 8080
 hf-langspec compare --suite examples/suites/bible3.yaml --workers 2
 """
 
@@ -302,15 +304,61 @@ def cmd_card(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    from .export.ct2 import export_direction
+    from .export.ct2 import export_direction, export_directions
 
+    single = args.src_lang is not None or args.tgt_lang is not None
+    if single == (args.directions is not None) or (single and not (args.src_lang and args.tgt_lang)):
+        raise SystemExit(
+            "hf-langspec export: error: give either --src-lang and --tgt-lang (one direction) or --directions "
+            "en-de,de-en,... (one CTranslate2 model each, for `hf-langspec serve`)"
+        )
     model, tokenizer = _load_model(args.model, "cpu")
-    paths = export_direction(
-        model, tokenizer, args.src_lang, args.tgt_lang, args.output_dir,
-        ctranslate2=not args.no_ctranslate2, quantization=args.quantization, force=args.force,
-    )  # fmt: skip
-    for kind, path in paths.items():
-        print(f"{kind}: {path}")
+    if single:
+        paths = export_direction(
+            model, tokenizer, args.src_lang, args.tgt_lang, args.output_dir,
+            ctranslate2=not args.no_ctranslate2, quantization=args.quantization, force=args.force,
+        )  # fmt: skip
+        skipped = paths.pop("transformers_skipped", None)
+        for kind, path in paths.items():
+            print(f"{kind}: {path}")
+        if skipped:
+            print(f"transformers: not written ({skipped})")
+        return
+    directions = [_direction(text) for text in args.directions.split(",") if text.strip()]
+    folders = export_directions(model, tokenizer, directions, args.output_dir, args.quantization, force=args.force)
+    print(f"{len(folders)} directions exported to {args.output_dir}; serve them with "
+          f"`hf-langspec serve --export {args.output_dir}`")  # fmt: skip
+
+
+def _direction(text: str) -> tuple[str, str]:
+    src, sep, tgt = text.strip().partition("-")
+    if not sep or not src or not tgt or "-" in tgt:
+        raise SystemExit(f"hf-langspec: error: {text.strip()!r} is not a direction; write SRC-TGT, e.g. en-de")
+    return src, tgt
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    from .export.server import CTranslate2Backend, ModelBackend, TranslationServer
+
+    if (args.export is None) == (args.model is None):
+        raise SystemExit("hf-langspec serve: error: give --export DIR (CTranslate2 directions) or --model DIR")
+    if args.export is not None:
+        backend = CTranslate2Backend(args.export, device=args.device, threads=args.threads)
+    else:
+        model, tokenizer = _load_model(args.model, args.device)
+        directions = [f"{s}-{t}" for s, t in map(_direction, args.directions.split(","))] if args.directions else None
+        backend = ModelBackend(model, tokenizer, directions)
+    server = TranslationServer(
+        backend, args.host, args.port, max_batch=args.max_batch, max_wait=args.max_wait_ms / 1000
+    )
+    print(f"serving {len(backend.directions)} directions ({backend.name}) at {server.url}: "
+          f"GET /health, POST /translate; Ctrl-C stops", flush=True)  # fmt: skip
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
 
 
 def cmd_push(args: argparse.Namespace) -> None:
@@ -485,16 +533,30 @@ def build_parser() -> argparse.ArgumentParser:
     card.set_defaults(func=cmd_card)
 
     export = commands.add_parser(
-        "export", help="fold one direction into a plain Marian/M2M100 model and convert it to CTranslate2"
+        "export",
+        help="fold directions into plain models: CTranslate2 (every backbone) and Marian/M2M100 where one fits",
     )
     export.add_argument("--model", required=True, help="a trained model folder (with its tokenizer)")
-    export.add_argument("--src-lang", required=True)
-    export.add_argument("--tgt-lang", required=True)
-    export.add_argument("--output-dir", required=True, help="gets transformers/ and ctranslate2/")
+    export.add_argument("--src-lang", help="one direction: its source language")
+    export.add_argument("--tgt-lang", help="one direction: its target language")
+    export.add_argument("--directions", help="en-de,de-en,...: one CTranslate2 model per direction, for `serve`")
+    export.add_argument("--output-dir", required=True, help="gets transformers/ and ctranslate2/ (or SRC-TGT/ each)")
     export.add_argument("--no-ctranslate2", action="store_true", help="write only the plain transformers model")
     export.add_argument("--quantization", default=None, help="CTranslate2 weight type, e.g. int8 or int8_float32")
     export.add_argument("--force", action="store_true", help="overwrite an existing export")
     export.set_defaults(func=cmd_export)
+
+    serve = commands.add_parser("serve", help="translate many directions over HTTP on localhost (JSON)")
+    serve.add_argument("--export", help="a folder written by `export --directions` (CTranslate2)")
+    serve.add_argument("--model", help="or a trained model folder: every direction through one copy of the weights")
+    serve.add_argument("--directions", help="with --model: only these directions (en-de,de-en,...)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--device", default="cpu")
+    serve.add_argument("--threads", type=int, default=1, help="CTranslate2 threads per direction")
+    serve.add_argument("--max-batch", type=int, default=32, help="sentences of one direction decoded together")
+    serve.add_argument("--max-wait-ms", type=float, default=5.0, help="how long a batch waits for more requests")
+    serve.set_defaults(func=cmd_serve)
 
     push = commands.add_parser("push", help="upload a model folder to the Hugging Face Hub")
     push.add_argument("model")

@@ -1,25 +1,35 @@
-"""Serving one direction: a specialized plain model on disk and its CTranslate2 export.
+"""Serving one direction: CTranslate2 models built from the folded weights, for every backbone.
 
-`export_direction` writes `OUT/transformers` (the `MarianMTModel` / `M2M100ForConditionalGeneration` of
-:func:`~hf_langspec.export.specialize.specialize` with its plain tokenizer: loads with transformers alone)
-and `OUT/ctranslate2` (the same weights converted by `ctranslate2.converters.TransformersConverter`, for
-CTranslate2's fast CPU/GPU decoding). `hf-langspec export` runs both steps.
+`export_ctranslate2` writes a CTranslate2 `TransformerSpec` directly from :func:`~hf_langspec.export.specialize.fold`:
+post- or pre-norm, fairseq / Marian / learned positions, with or without the embedding LayerNorm, tied
+or (after folding) per-stack embeddings. No transformers class sits in between, so the papers'
+post-norm configs with fairseq positions (and LAA's embedding LayerNorm) export too; the plain
+transformers model (`MarianMTModel` / `M2M100ForConditionalGeneration`) is written beside it only where
+one holds the backbone exactly (docs/DECISIONS.md, "Serving").
 
-One fix-up on CTranslate2's Marian loader: it follows Marian's own vocabularies (decoding from a zero
-embedding, since Marian starts from `<pad>`; a trailing `<pad>` row dropped). This package's models start
-from `</s>` (fairseq), whose embedding is not zero, and keep `<pad>` at id 1, so the conversion uses
-the loader without those two conventions.
+Positions: CTranslate2 numbers the tokens of a (right-padded) sentence 0, 1, 2, ... and reads row i of
+the spec's table; fairseq numbering starts at `pad_token_id + 1`, so the table is the backbone's from
+that row on (what CTranslate2's own M2M100 / BART loaders do), Marian's from row 0.
+
+`export_direction` writes `OUT/ctranslate2` (+ the direction's plain tokenizer and `direction.json`,
+which says how to decode it) and, where a plain class matches, `OUT/transformers`; `export_directions`
+does that for a list of directions, one folder each (`OUT/<src>-<tgt>`), for `hf-langspec serve`.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
+
+from ..data.schema import write_atomic
 
 CT2_MISSING = (
     "CTranslate2 export needs the `ctranslate2` package: pip install 'hf_langspec[export]' (or ctranslate2>=4)."
 )
+DIRECTION_FILE = "direction.json"  # how to decode an exported direction (read by the server)
 
 
 def _ctranslate2():
@@ -30,37 +40,135 @@ def _ctranslate2():
     return ctranslate2
 
 
-def export_ctranslate2(
-    plain_dir: str | os.PathLike, output_dir: str | os.PathLike, quantization: str | None = None, force: bool = False
-) -> Path:
-    """Convert a saved specialized model (`plain_dir`, with its tokenizer) to a CTranslate2 model directory."""
-    _ctranslate2()
-    from ctranslate2.converters import transformers as loaders
+def ctranslate2_problems(config: Any) -> list[str]:
+    """What in `config`'s backbone a CTranslate2 Transformer cannot represent (empty for the papers' settings)."""
+    from ctranslate2.converters.transformers import _SUPPORTED_ACTIVATIONS
 
-    class PlainMarianLoader(loaders.MarianMTLoader):
-        """Marian's loader without the Marian-vocabulary conventions: decoding starts from `</s>`'s own
-        embedding, and no trailing `<pad>` row is dropped (this vocabulary has `<pad>` at id 1)."""
-
-        def get_model_spec(self, model):
-            model.config.normalize_before = False
-            model.config.normalize_embedding = False
-            return loaders.BartLoader.get_model_spec(self, model)
-
-        def set_decoder(self, spec, decoder):
-            loaders.BartLoader.set_decoder(self, spec, decoder)
-
-        def get_vocabulary(self, model, tokenizer):
-            return loaders.BartLoader.get_vocabulary(self, model, tokenizer)
-
-    registered = loaders._MODEL_LOADERS["MarianConfig"]
-    loaders._MODEL_LOADERS["MarianConfig"] = PlainMarianLoader()
-    try:
-        out = loaders.TransformersConverter(str(plain_dir)).convert(
-            str(output_dir), quantization=quantization, force=force
+    problems = []
+    if config.encoder_drop_residual:
+        problems.append(f"encoder_drop_residual={config.encoder_drop_residual} (CTranslate2 keeps every residual)")
+    if config.activation_function not in _SUPPORTED_ACTIVATIONS:
+        problems.append(
+            f"activation_function={config.activation_function!r} (CTranslate2 has {sorted(_SUPPORTED_ACTIVATIONS)})"
         )
-    finally:
-        loaders._MODEL_LOADERS["MarianConfig"] = registered
-    return Path(out)
+    return problems
+
+
+def ctranslate2_spec(folded: Any, tokens: list[str], special: dict[str, str], quantization: str | None = None):
+    """The CTranslate2 `TransformerSpec` of a folded direction, vocabulary `tokens`, ready to `save`."""
+    _ctranslate2()
+    from ctranslate2.converters.transformers import _SUPPORTED_ACTIVATIONS
+    from ctranslate2.specs import transformer_spec
+
+    config, state = folded.config, folded.state
+    problems = ctranslate2_problems(config)
+    if problems:
+        raise ValueError("Cannot export to CTranslate2: " + "; ".join(problems) + ".")
+    activation = _SUPPORTED_ACTIVATIONS[config.activation_function]
+    common = {"pre_norm": config.normalize_before, "activation": activation,
+              "layernorm_embedding": config.layernorm_embedding}  # fmt: skip
+    encoder = transformer_spec.TransformerEncoderSpec(config.encoder_layers, config.encoder_attention_heads, **common)
+    decoder = transformer_spec.TransformerDecoderSpec(config.decoder_layers, config.decoder_attention_heads, **common)
+    shared = state["shared.weight"]
+    for side, stack in (("encoder", encoder), ("decoder", decoder)):
+        weights = _Weights(state, side)
+        embeddings = stack.embeddings[0] if isinstance(stack.embeddings, list) else stack.embeddings
+        embeddings.weight = _array(folded.embeddings.get(side, shared))
+        stack.scale_embeddings = config.scale_embedding  # by sqrt(d_model), as the backbone
+        stack.position_encodings.encodings = _array(_position_table(config, state, side))
+        if config.layernorm_embedding:
+            weights.layer_norm(stack.layernorm_embedding, "layernorm_embedding")
+        if config.normalize_before:
+            weights.layer_norm(stack.layer_norm, "layer_norm")
+        for index, layer in enumerate(stack.layer):
+            prefix = f"layers.{index}"
+            weights.attention(layer.self_attention, f"{prefix}.self_attn", fused=("q", "k", "v"))
+            weights.layer_norm(layer.self_attention.layer_norm, f"{prefix}.self_attn_layer_norm")
+            if side == "decoder":
+                weights.attention(layer.attention, f"{prefix}.encoder_attn", fused=("q",), then=("k", "v"))
+                weights.layer_norm(layer.attention.layer_norm, f"{prefix}.encoder_attn_layer_norm")
+            weights.linear(layer.ffn.linear_0, f"{prefix}.fc1")
+            weights.linear(layer.ffn.linear_1, f"{prefix}.fc2")
+            weights.layer_norm(layer.ffn.layer_norm, f"{prefix}.final_layer_norm")
+    decoder.projection.weight = _array(shared)  # the output projection keeps the shared matrix (tied)
+    spec = transformer_spec.TransformerSpec(encoder, decoder)
+    spec.config.layer_norm_epsilon = 1e-5  # torch.nn.LayerNorm's, as the backbone's
+    for key, token in special.items():
+        setattr(spec.config, key, token)
+    spec.register_source_vocabulary(tokens)
+    spec.register_target_vocabulary(tokens)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    return spec
+
+
+class _Weights:
+    """Reads one stack's folded weights (`encoder.` / `decoder.` names) into CTranslate2 layer specs."""
+
+    def __init__(self, state: dict, side: str):
+        self.state, self.side = state, side
+
+    def get(self, name: str):
+        return _array(self.state[f"{self.side}.{name}"])
+
+    def linear(self, spec, name: str) -> None:
+        spec.weight, spec.bias = self.get(f"{name}.weight"), self.get(f"{name}.bias")
+
+    def layer_norm(self, spec, name: str) -> None:
+        spec.gamma, spec.beta = self.get(f"{name}.weight"), self.get(f"{name}.bias")
+
+    def attention(self, spec, name: str, fused: tuple[str, ...], then: tuple[str, ...] = ()) -> None:
+        """Self-attention: one fused q|k|v linear; cross-attention: q, then a fused k|v linear; then the output."""
+        import numpy as np
+
+        groups = [fused, then] if then else [fused]
+        for linear, group in zip(spec.linear, groups, strict=False):
+            linear.weight = np.concatenate([self.get(f"{name}.{p}_proj.weight") for p in group])
+            linear.bias = np.concatenate([self.get(f"{name}.{p}_proj.bias") for p in group])
+        self.linear(spec.linear[-1], f"{name}.out_proj")
+
+
+def _array(tensor):
+    return tensor.detach().float().contiguous().numpy()
+
+
+def _position_table(config: Any, state: dict, side: str):
+    """Row i = the position vector of the i-th token of a sentence (see the module docstring)."""
+    from ..modeling.backbone import fairseq_sinusoidal_table, marian_sinusoidal_table
+
+    rows, offset = config.max_position_embeddings, config.pad_token_id + 1
+    if config.position_embedding_type == "sinusoidal_marian":
+        return marian_sinusoidal_table(rows, config.d_model)
+    if config.position_embedding_type == "learned":
+        return state[f"{side}.embed_positions.embedding.weight"][offset:]
+    return fairseq_sinusoidal_table(rows + offset, config.d_model, config.pad_token_id)[offset:]
+
+
+def export_ctranslate2(
+    folded: Any, tokenizer: Any, output_dir: str | os.PathLike, quantization: str | None = None, force: bool = False
+) -> Path:
+    """Write a folded direction (`fold(...)`) as a CTranslate2 model; `tokenizer` is its plain tokenizer."""
+    output_dir = Path(output_dir)
+    if output_dir.exists() and any(output_dir.iterdir()) and not force:
+        raise FileExistsError(f"{output_dir} is not empty; pass force=True (--force) to overwrite it.")
+    config = folded.config
+    tokens = tokenizer.convert_ids_to_tokens(list(range(config.vocab_size)))
+    special = {
+        "bos_token": tokenizer.bos_token,
+        "eos_token": tokenizer.eos_token,
+        "unk_token": tokenizer.unk_token,
+        "decoder_start_token": tokenizer.convert_ids_to_tokens(config.decoder_start_token_id),
+    }
+    spec = ctranslate2_spec(folded, tokens, special, quantization)
+    # written beside the target and renamed into place: an interrupted export leaves no half model behind
+    partial = output_dir.with_name(output_dir.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    spec.save(str(partial))
+    tokenizer.save_pretrained(partial)  # the tokenizer travels with the engine's model
+    shutil.rmtree(output_dir, ignore_errors=True)
+    partial.rename(output_dir)
+    return output_dir
 
 
 def export_direction(
@@ -70,24 +178,105 @@ def export_direction(
     tgt_lang: str,
     output_dir: str | os.PathLike,
     ctranslate2: bool = True,
+    transformers: bool | None = None,
+    quantization: str | None = None,
+    force: bool = False,
+) -> dict[str, Path | str]:
+    """Fold `src_lang -> tgt_lang` of `model` and write it under `output_dir`.
+
+    Writes `ctranslate2/` (unless `ctranslate2=False`) and `transformers/` where a plain transformers class
+    holds the backbone (`transformers=None`; `True` requires it, `False` skips it). Where none does, the
+    result's `"transformers_skipped"` says why. Nothing is written if an output folder is not empty and
+    `force` is False.
+    """
+    from .specialize import _build, _set_generation, fold, plain_target, specialize_tokenizer
+
+    output_dir = Path(output_dir)
+    writes = [
+        name for name, wanted in (("ctranslate2", ctranslate2), ("transformers", transformers is not False)) if wanted
+    ]
+    for name in writes:
+        folder = output_dir / name
+        if folder.exists() and any(folder.iterdir()) and not force:
+            raise FileExistsError(f"{folder} is not empty; pass force=True (--force) to overwrite it.")
+    tokenizer.check_model(model)  # the vocabulary, languages and tags must be the model's
+    folded = fold(model, src_lang, tgt_lang)
+    plain_tokenizer = specialize_tokenizer(tokenizer, src_lang, tgt_lang)
+    paths: dict[str, Path | str] = {}
+    if transformers is not False:
+        try:
+            plain = _build(folded, plain_target(model.config))
+        except ValueError as error:  # no transformers class holds this backbone or this direction's embeddings
+            if transformers:
+                raise
+            paths["transformers_skipped"] = str(error)
+        else:
+            _set_generation(plain, model, model.config.language_id(tgt_lang))
+            plain.save_pretrained(output_dir / "transformers")
+            plain_tokenizer.save_pretrained(output_dir / "transformers")
+            paths["transformers"] = output_dir / "transformers"
+    if ctranslate2:
+        folder = export_ctranslate2(folded, plain_tokenizer, output_dir / "ctranslate2", quantization, force=True)
+        write_atomic(
+            folder / DIRECTION_FILE, json.dumps(decoding_settings(model, tokenizer, src_lang, tgt_lang), indent=2)
+        )
+        paths["ctranslate2"] = folder
+    return paths
+
+
+def generation_budget(model: Any) -> dict[str, Any]:
+    """Beams, new tokens and length penalty from the model's generation config; the budget fits the decoder's
+    position table (one position per token after the start token, the target tag included)."""
+    generation = model.generation_config
+    tag = model.config.lang_tag_style == "target"
+    return {
+        "num_beams": generation.num_beams or 1,
+        "max_new_tokens": min(generation.max_new_tokens or 256, model.config.max_position_embeddings - 1 - tag),
+        "length_penalty": generation.length_penalty if generation.length_penalty is not None else 1.0,
+    }
+
+
+def decoding_settings(model: Any, tokenizer: Any, src_lang: str, tgt_lang: str) -> dict[str, Any]:
+    """What a CTranslate2 translator needs besides the weights: the forced first token and the search budget."""
+    budget = generation_budget(model)
+    forced = tokenizer.lang_tag(tgt_lang) if model.config.lang_tag_style == "target" else None
+    return {
+        "src_lang": src_lang,
+        "tgt_lang": tgt_lang,
+        "forced_first_token": forced,
+        "beam_size": budget["num_beams"],
+        # the forced tag counts as a decoded token in CTranslate2, as in the plain model's generation config
+        "max_new_tokens": budget["max_new_tokens"] + bool(forced),
+        "length_penalty": budget["length_penalty"],
+        "max_source_tokens": model.config.max_position_embeddings,  # longer inputs are refused, never cut
+    }
+
+
+def export_directions(
+    model: Any,
+    tokenizer: Any,
+    directions: list[tuple[str, str]],
+    output_dir: str | os.PathLike,
     quantization: str | None = None,
     force: bool = False,
 ) -> dict[str, Path]:
-    """Specialize `model` for `src_lang -> tgt_lang` and write it (and its CTranslate2 export) under `output_dir`."""
-    from .specialize import specialize
+    """One CTranslate2 model per direction under `output_dir/<src>-<tgt>/ctranslate2` (what `serve` loads).
 
+    Every direction is checked (known languages, a foldable model, free folders) before anything is written.
+    """
     output_dir = Path(output_dir)
-    plain_dir = output_dir / "transformers"
-    if plain_dir.exists() and any(plain_dir.iterdir()) and not force:
-        raise FileExistsError(f"{plain_dir} is not empty; pass force=True (--force) to overwrite it.")
-    plain, plain_tokenizer = specialize(model, src_lang, tgt_lang, tokenizer)
-    plain.save_pretrained(plain_dir)
-    plain_tokenizer.save_pretrained(plain_dir)
-    paths = {"transformers": plain_dir}
-    if ctranslate2:
-        paths["ctranslate2"] = export_ctranslate2(plain_dir, output_dir / "ctranslate2", quantization, force=True)
-        plain_tokenizer.save_pretrained(paths["ctranslate2"])  # the tokenizer travels with the engine's model
-    return paths
+    for src, tgt in directions:
+        model.config.language_ids([src, tgt])  # unknown codes fail here, with the model's message
+        folder = output_dir / f"{src}-{tgt}" / "ctranslate2"
+        if folder.exists() and any(folder.iterdir()) and not force:
+            raise FileExistsError(f"{folder} is not empty; pass force=True (--force) to overwrite it.")
+    return {
+        f"{src}-{tgt}": export_direction(
+            model, tokenizer, src, tgt, output_dir / f"{src}-{tgt}", transformers=False,
+            quantization=quantization, force=force,
+        )["ctranslate2"]
+        for src, tgt in directions
+    }  # fmt: skip
 
 
 def translate_ctranslate2(
@@ -116,4 +305,13 @@ def translate_ctranslate2(
     return [tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
 
 
-__all__ = ["export_ctranslate2", "export_direction", "translate_ctranslate2"]
+__all__ = [
+    "ctranslate2_problems",
+    "ctranslate2_spec",
+    "decoding_settings",
+    "export_ctranslate2",
+    "export_direction",
+    "export_directions",
+    "generation_budget",
+    "translate_ctranslate2",
+]

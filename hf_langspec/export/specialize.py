@@ -75,24 +75,32 @@ class Specialized(NamedTuple):
     tokenizer: PreTrainedTokenizerFast | None
 
 
-def specialize(model: Any, src_lang: str, tgt_lang: str, tokenizer: Any = None) -> Specialized:
-    """The direction `src_lang -> tgt_lang` of `model` as a `MarianMTModel` or `M2M100ForConditionalGeneration`.
+class Folded(NamedTuple):
+    """One direction of a model as plain encoder-decoder weights (`fold`'s result; input of both exports).
 
-    Args:
-        model: a translation model of this package (any method; the ones that cannot fold raise a ValueError).
-        src_lang, tgt_lang: codes of `model.config.languages`.
-        tokenizer: the model's `LangSpecTokenizer`; if given, a plain tokenizer for the direction is returned too.
+    `state` holds the backbone under Marian/M2M100 parameter names without the `model.` prefix, every
+    decoder FFN `extra_ffn` units wider than the generic model's; `embeddings` holds the encoder / decoder
+    token embeddings the direction changed (XLP, an additive language embedding, LEE at the first layer);
+    the output projection is always `state["shared.weight"]`.
+    """
 
-    Returns:
-        `Specialized(model, tokenizer)`; the model is in eval mode, float32 like the generic one's weights.
+    config: Any
+    state: dict[str, torch.Tensor]
+    embeddings: dict[str, torch.Tensor]
+    extra_ffn: int
+
+
+def fold(model: Any, src_lang: str, tgt_lang: str) -> Folded:
+    """The language modules of `model` for `src_lang -> tgt_lang` folded into its backbone's weights.
+
+    Raises a ValueError naming the module for what cannot fold (CLM, adapters, HLT-MT's pool, LAA^R).
+    The backbone itself is kept as it is (post- or pre-norm, any positions, embedding LayerNorm): which
+    runtime can hold it is the export's question.
     """
     config = model.config
     src, tgt = config.language_id(src_lang), config.language_id(tgt_lang)
-    if tokenizer is not None:
-        tokenizer.check_model(model)  # the vocabulary, languages and tags must be the model's
     if getattr(config, "laa_random", False):
         raise ValueError("Cannot specialize LAA^R (laa_random=True): its matrices are drawn at random per example.")
-    target = _target(config)
     state = {k: v.detach().clone().float() for k, v in model.state_dict().items() if ".insertions." not in k}
     state = {k[len("model.") :]: v for k, v in state.items() if k.startswith("model.")}  # lm_head is `shared`
     embeddings = {side: (None, None) for side in ("encoder", "decoder")}  # (A, c): embedding = E A + c / s
@@ -115,8 +123,27 @@ def specialize(model: Any, src_lang: str, tgt_lang: str, tokenizer: Any = None) 
                     widths = _fold_parallel_ffn(module, tgt, state, config)
                 else:
                     raise ValueError(f"Cannot specialize {type(model).__name__}: no fold for {name} at {point}.")
-    plain = _build(config, target, state, embeddings, widths)
-    _set_generation(plain, model, tgt)
+    extra = _one_ffn_width(state, config, widths)
+    return Folded(config, state, _embedding_matrices(state["shared.weight"], embeddings, config), extra)
+
+
+def specialize(model: Any, src_lang: str, tgt_lang: str, tokenizer: Any = None) -> Specialized:
+    """The direction `src_lang -> tgt_lang` of `model` as a `MarianMTModel` or `M2M100ForConditionalGeneration`.
+
+    Args:
+        model: a translation model of this package (any method; the ones that cannot fold raise a ValueError).
+        src_lang, tgt_lang: codes of `model.config.languages`.
+        tokenizer: the model's `LangSpecTokenizer`; if given, a plain tokenizer for the direction is returned too.
+
+    Returns:
+        `Specialized(model, tokenizer)`; the model is in eval mode, float32 like the generic one's weights.
+    """
+    if tokenizer is not None:
+        tokenizer.check_model(model)  # the vocabulary, languages and tags must be the model's
+    target = plain_target(model.config)
+    folded = fold(model, src_lang, tgt_lang)
+    plain = _build(folded, target)
+    _set_generation(plain, model, model.config.language_id(tgt_lang))
     plain_tokenizer = specialize_tokenizer(tokenizer, src_lang, tgt_lang) if tokenizer is not None else None
     return Specialized(plain.eval(), plain_tokenizer)
 
@@ -149,7 +176,8 @@ def specialize_tokenizer(tokenizer: Any, src_lang: str, tgt_lang: str) -> PreTra
 
 
 # ---------------------------------------------------------------------------- checks and probes
-def _target(config) -> str:
+def plain_target(config) -> str:
+    """ "marian" or "m2m100": the transformers class that holds `config`'s backbone exactly (a ValueError if none)."""
     target = "m2m100" if config.normalize_before else "marian"
     problems = backbone_problems(config, target)
     if problems:
@@ -208,6 +236,10 @@ def _fold_constants(module, lang, side, point, state, config, embeddings) -> Non
         else:
             sublayer = _INPUT_POINTS[point]
             if sublayer == "self":
+                if layer == 0 and config.layernorm_embedding:  # after the embedding LayerNorm: its bias
+                    name = f"{side}.layernorm_embedding.bias"
+                    state[name] = state[name] + e
+                    continue
                 if layer == 0:  # the embeddings themselves
                     a, c = embeddings[side]
                     embeddings[side] = (a, e if c is None else c + e)
@@ -254,9 +286,10 @@ def _fold_parallel_ffn(module, tgt: int, state, config) -> dict[int, int]:
 
 
 # ---------------------------------------------------------------------------- the plain model
-def _build(config, target: str, state: dict, embeddings: dict, widths: dict[int, int]) -> PreTrainedModel:
+def _one_ffn_width(state: dict, config, widths: dict[int, int]) -> int:
+    """Pad the decoder FFNs without a CLL with zero units, so every layer has one width; the extra width."""
     extra = max(widths.values(), default=0)
-    for layer in range(config.decoder_layers):  # one FFN width: layers without a CLL get zero units
+    for layer in range(config.decoder_layers):
         missing = extra - widths.get(layer, 0)
         if missing:
             prefix = f"decoder.layers.{layer}"
@@ -264,14 +297,24 @@ def _build(config, target: str, state: dict, embeddings: dict, widths: dict[int,
             state[f"{prefix}.fc1.weight"] = torch.cat([fc1, fc1.new_zeros(missing, fc1.shape[1])])
             state[f"{prefix}.fc1.bias"] = torch.cat([state[f"{prefix}.fc1.bias"], fc1.new_zeros(missing)])
             state[f"{prefix}.fc2.weight"] = torch.cat([fc2, fc2.new_zeros(fc2.shape[0], missing)], dim=1)
-    kwargs = _reference_kwargs(config) | {"decoder_ffn_dim": config.decoder_ffn_dim + extra}
-    shared = state["shared.weight"]
+    return extra
+
+
+def _embedding_matrices(shared: torch.Tensor, embeddings: dict, config) -> dict[str, torch.Tensor]:
+    """`E A + c / s` for each stack whose embedding the direction changed."""
     scale = config.d_model**0.5 if config.scale_embedding else 1.0
     own = {}
     for side, (a, c) in embeddings.items():
         if a is not None or c is not None:
             matrix = shared @ a if a is not None else shared.clone()
             own[side] = matrix + (c / scale if c is not None else 0.0)
+    return own
+
+
+def _build(folded: Folded, target: str) -> PreTrainedModel:
+    config, state, own = folded.config, dict(folded.state), folded.embeddings
+    kwargs = _reference_kwargs(config) | {"decoder_ffn_dim": config.decoder_ffn_dim + folded.extra_ffn}
+    shared = state["shared.weight"]
     if target == "m2m100":
         if own:
             raise ValueError(
@@ -319,4 +362,4 @@ def _set_generation(plain: PreTrainedModel, model: Any, tgt: int) -> None:
     plain.generation_config = generation
 
 
-__all__ = ["Specialized", "specialize", "specialize_tokenizer"]
+__all__ = ["Folded", "Specialized", "fold", "plain_target", "specialize", "specialize_tokenizer"]

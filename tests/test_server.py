@@ -1,0 +1,150 @@
+"""`hf-langspec serve`: mixed directions over HTTP give `translate()`'s outputs; bad requests get a 4xx that names the fix."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from test_ct2_export import trained_like
+from test_specialize import tiny_tokenizer
+
+from hf_langspec.evaluation.translate import translate
+from hf_langspec.export.ct2 import export_directions
+from hf_langspec.export.server import CTranslate2Backend, ModelBackend, TranslationServer
+
+pytest.importorskip("ctranslate2")
+
+DIRECTIONS = [("en", "de"), ("de", "en"), ("fr", "de")]
+TEXTS = ["alpha beta gamma", "delta alpha beta beta", "gamma", "beta delta gamma alpha delta", "alpha", "delta delta"]
+# the papers' backbone (post-norm, fairseq positions, embedding LayerNorm), which no transformers class holds
+BACKBONE = {"normalize_before": False, "position_embedding_type": "sinusoidal", "layernorm_embedding": True}
+
+
+@pytest.fixture(scope="module")
+def model_and_export(tmp_path_factory):
+    tokenizer = tiny_tokenizer()
+    model = trained_like("laa+lee (tied)", BACKBONE, tokenizer)
+    model.generation_config.num_beams, model.generation_config.max_new_tokens = 4, 10
+    folder = tmp_path_factory.mktemp("serve")
+    export_directions(model, tokenizer, DIRECTIONS, folder)
+    return model, tokenizer, folder
+
+
+def running(backend) -> TranslationServer:
+    server = TranslationServer(backend, port=0, max_batch=8, max_wait=0.02)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def post(url: str, payload, raw: bytes | None = None) -> tuple[int, object]:
+    body = raw if raw is not None else json.dumps(payload).encode()
+    request = urllib.request.Request(f"{url}/translate", data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def requests_mixed() -> list[dict]:
+    return [{"text": t, "src_lang": s, "tgt_lang": g} for i, t in enumerate(TEXTS) for s, g in [DIRECTIONS[i % 3]]]
+
+
+def expected(model, tokenizer, items: list[dict]) -> list[str]:
+    return translate(model, tokenizer, [i["text"] for i in items], [i["src_lang"] for i in items],
+                     [i["tgt_lang"] for i in items], num_beams=4, max_new_tokens=10, show_progress=False)  # fmt: skip
+
+
+@pytest.mark.parametrize("backend_name", ["ctranslate2", "transformers"])
+def test_concurrent_mixed_direction_requests_get_translates_outputs(model_and_export, backend_name):
+    model, tokenizer, folder = model_and_export
+    backend = CTranslate2Backend(folder) if backend_name == "ctranslate2" else ModelBackend(model, tokenizer)
+    server = running(backend)
+    try:
+        with urllib.request.urlopen(f"{server.url}/health", timeout=10) as response:
+            health = json.loads(response.read())
+        assert health["status"] == "ok" and health["backend"] == backend_name
+        assert set(health["directions"]) >= {"en-de", "de-en", "fr-de"}
+        items = requests_mixed()
+        want = expected(model, tokenizer, items)
+        assert any(want)  # the model says something
+        # single requests from 6 concurrent clients (batched per direction by the server) and one list request
+        with ThreadPoolExecutor(6) as pool:
+            singles = list(pool.map(lambda item: post(server.url, item), items * 3))
+        assert all(status == 200 for status, _ in singles)
+        assert [answer["translation"] for _, answer in singles] == want * 3
+        status, answers = post(server.url, items)
+        assert status == 200 and [a["translation"] for a in answers] == want
+        assert [(a["src_lang"], a["tgt_lang"]) for a in answers] == [(i["src_lang"], i["tgt_lang"]) for i in items]
+    finally:
+        server.close()
+
+
+BAD = [
+    ({"text": "alpha", "src_lang": "en", "tgt_lang": "xx"}, 400, "unknown direction en-xx; this server translates de-en, en-de, fr-de"),
+    ({"text": "  ", "src_lang": "en", "tgt_lang": "de"}, 400, "the text is blank"),
+    ({"text": "alpha", "src_lang": "en"}, 400, "missing or non-string ['tgt_lang']"),
+    ({"text": "alpha", "src_lang": "en", "tgt_lang": "de", "beam": 5}, 400, "unknown fields ['beam']"),
+    ([], 400, "non-empty list"),
+    ([{"text": "alpha", "src_lang": "en", "tgt_lang": "de"}, "alpha"], 400, "item 1: expected an object"),
+    ({"text": "alpha " * 80, "src_lang": "en", "tgt_lang": "de"}, 400, "tokens long and the model reads at most 64"),
+    (b"{not json", 400, "the body is not JSON"),
+]  # fmt: skip
+
+
+def test_bad_requests_get_a_4xx_naming_the_fix_and_the_server_keeps_serving(tmp_path):
+    tokenizer = tiny_tokenizer()
+    model = trained_like("laa+lee (tied)", BACKBONE | {"max_position_embeddings": 64}, tokenizer)
+    export_directions(model, tokenizer, DIRECTIONS, tmp_path / "serve")
+    server = running(CTranslate2Backend(tmp_path / "serve"))
+    try:
+        for payload, status, message in BAD:
+            raw = payload if isinstance(payload, bytes) else None
+            got, answer = post(server.url, payload, raw=raw)
+            assert got == status and message in answer["error"], (payload, got, answer)
+        try:
+            urllib.request.urlopen(f"{server.url}/nope", timeout=10)
+        except urllib.error.HTTPError as error:
+            assert error.code == 404 and "GET /health" in json.loads(error.read())["error"]
+        good = {"text": "alpha beta", "src_lang": "en", "tgt_lang": "de"}
+        assert post(server.url, good)[0] == 200
+    finally:
+        server.close()
+
+
+def test_the_cli_exports_directions_and_serves_them(model_and_export, tmp_path):
+    model, tokenizer, _ = model_and_export
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    from hf_langspec.cli import main
+
+    main(
+        [
+            "export",
+            "--model",
+            str(tmp_path / "model"),
+            "--directions",
+            "en-de,fr-de",
+            "--output-dir",
+            str(tmp_path / "serve"),
+        ]
+    )
+    process = subprocess.Popen([sys.executable, "-m", "hf_langspec.cli", "serve", "--export", str(tmp_path / "serve"),
+                                "--port", "0"], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        line = process.stdout.readline()
+        assert "serving 2 directions (ctranslate2)" in line, line
+        url = line.split(" at ")[1].split(":")[0:3]
+        url = ":".join(url)
+        items = [i for i in requests_mixed() if i["tgt_lang"] == "de"]
+        status, answers = post(url, items)
+        assert status == 200 and [a["translation"] for a in answers] == expected(model, tokenizer, items)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
