@@ -59,6 +59,46 @@ def test_off_target_rate_on_known_languages(identifier):
     assert off_target_rate(GERMAN, "fr", identify) == 1.0
 
 
+# Bible sentences in languages lingua lacks, each measured by py3langid in the default identifier
+AMHARIC = ["በመጀመሪያ እግዚአብሔር ሰማይንና ምድርን ፈጠረ።", "ምድርም ባዶ ነበረች፥ አንዳችም አልነበረባትም፤"]
+PORTUGUESE = ["No princípio criou Deus os céus e a terra.", "E disse Deus: Haja luz; e houve luz."]
+
+
+def test_each_language_is_measured_by_the_first_identifier_that_covers_it():
+    default = language_identifier()
+    assert default.name == "lingua+py3langid+langid"
+    assert default.for_language("de").name == "lingua" and default.for_language("am").name == "py3langid"
+    assert off_target_rate(AMHARIC + ENGLISH, "am", default) == pytest.approx(1 / 3)
+    # corpus codes reported under another code: TED's pt-br is Portuguese, OPUS-100's sh any Serbo-Croatian standard
+    assert off_target_rate(PORTUGUESE, "pt-br", default) == 0.0
+    assert off_target_rate(["Na početku stvori Bog nebo i zemlju."], "sh", default) == 0.0
+    assert off_target_rate(PORTUGUESE, "zh-tw", default) == 1.0
+
+
+def test_a_language_no_identifier_covers_is_not_measured_with_a_warning_naming_it():
+    with pytest.warns(UserWarning, match="Off-target rate for 'tlh' not measured: lingua does not cover it"):
+        assert off_target_rate(GERMAN, "tlh", language_identifier("lingua")) is None
+    assert language_identifier("lingua").for_language("am") is None  # so an explicit choice is kept as chosen
+
+
+def test_the_coverage_table_in_data_md_holds():
+    """Every corpus language the committed table says is measured is covered by that identifier today."""
+    import re
+    from pathlib import Path
+
+    from hf_langspec.data.hub import CORPUS_LANGUAGES
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "DATA.md").read_text()
+    text = text.split("<!-- language-coverage -->")[1].split("<!-- /language-coverage -->")[0]
+    rows = dict(re.findall(r"^\| ([a-z-]+)(?: \(as [^)]*\))? \|.*\| ([^|]+) \|$", text, flags=re.M))
+    rows.pop("language")  # the header
+    assert set(rows) == {code for codes in CORPUS_LANGUAGES.values() for code in codes}
+    default = language_identifier()
+    for code, measured_by in rows.items():
+        if measured_by.strip() != "**not measured**":
+            assert default.for_language(code).name == measured_by.strip(), code
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     words=st.lists(st.sampled_from(["a", "b", "c", "d", "e"]), max_size=20),

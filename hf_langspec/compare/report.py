@@ -161,14 +161,14 @@ def paired_bootstrap_rate(
 
 def _off_target_flags(suite: Suite, runs: dict, system: str, seed: int, pairs: list, cache: dict) -> list[bool]:
     """Per sentence, whether the run's output is not in the target language (the run's own identifier)."""
-    from ..evaluation.language_id import language_identifier
+    from ..evaluation.language_id import language_identifier, off_target_flags
 
     key = (system, seed)
     if key not in cache:
         identify = language_identifier(runs[key]["language_identifier"])
         outputs = _outputs(suite, system, seed)
         cache[key] = {
-            (set_name, direction): [found != direction.split("-")[1] for found in identify(hyps)]
+            (set_name, direction): off_target_flags(hyps, direction.split("-")[1], identify)
             for set_name, directions in outputs.items()
             for direction, hyps in directions.items()
             if "off_target" in runs[key]["sets"][set_name][direction]

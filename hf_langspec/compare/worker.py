@@ -90,7 +90,9 @@ def evaluate_run(spec: dict[str, Any], sets: list[str]) -> tuple[dict[str, Any],
             position += len(members)
             scores = corpus_scores(hyps, [r["tgt"] for r in members])
             if measure_off_target is True or measure_off_target == set_name or set_name.startswith("eval:"):
-                scores["off_target"] = off_target_rate(hyps, direction.split("-")[1], identify)
+                rate = off_target_rate(hyps, direction.split("-")[1], identify)
+                if rate is not None:  # None: no identifier covers the target (warned), so not measured
+                    scores["off_target"] = rate
             directions[set_name][direction] = {k: v for k, v in scores.items() if not k.endswith("_signature")}
             outputs[set_name][direction] = hyps
     signatures = {k: v for k, v in scores.items() if k.endswith("_signature")}

@@ -38,6 +38,28 @@ WMT10_SOURCES = {
 }
 
 
+# Every language of the papers' multilingual corpora (English included), for coverage checks such as the
+# off-target detectors' (docs/DATA.md). OPUS-100: Zhang et al. (2020), the Hub's configs; TED-59: the
+# codes of neulab/ted_multi without its "calv" talks (Qi et al. 2018); WMT-10: Wang et al. (2020).
+CORPUS_LANGUAGES = {
+    "opus100": (
+        "af", "am", "an", "ar", "as", "az", "be", "bg", "bn", "br", "bs", "ca", "cs", "cy", "da", "de", "dz", "el",
+        "en", "eo", "es", "et", "eu", "fa", "fi", "fr", "fy", "ga", "gd", "gl", "gu", "ha", "he", "hi", "hr", "hu",
+        "hy", "id", "ig", "is", "it", "ja", "ka", "kk", "km", "kn", "ko", "ku", "ky", "li", "lt", "lv", "mg", "mk",
+        "ml", "mn", "mr", "ms", "mt", "my", "nb", "ne", "nl", "nn", "no", "oc", "or", "pa", "pl", "ps", "pt", "ro",
+        "ru", "rw", "se", "sh", "si", "sk", "sl", "sq", "sr", "sv", "ta", "te", "tg", "th", "tk", "tr", "tt", "ug",
+        "uk", "ur", "uz", "vi", "wa", "xh", "yi", "yo", "zh", "zu",
+    ),
+    "ted59": (
+        "ar", "az", "be", "bg", "bn", "bs", "cs", "da", "de", "el", "en", "eo", "es", "et", "eu", "fa", "fi", "fr",
+        "fr-ca", "gl", "he", "hi", "hr", "hu", "hy", "id", "it", "ja", "ka", "kk", "ko", "ku", "lt", "mk", "mn",
+        "mr", "ms", "my", "nb", "nl", "pl", "pt", "pt-br", "ro", "ru", "sk", "sl", "sq", "sr", "sv", "ta", "th",
+        "tr", "uk", "ur", "vi", "zh", "zh-cn", "zh-tw",
+    ),
+    "wmt10": ("en", *WMT10_SOURCES),
+}  # fmt: skip
+
+
 def _sorted_pair(src: str, tgt: str) -> str:
     return "-".join(sorted((src, tgt)))
 
@@ -180,4 +202,12 @@ def load_corpus(
     return canonical_dataset(rows)
 
 
-__all__ = ["CORPORA", "WMT10_SOURCES", "HubCorpus", "load_corpus", "ted_multi_rows", "translation_rows"]
+__all__ = [
+    "CORPORA",
+    "CORPUS_LANGUAGES",
+    "WMT10_SOURCES",
+    "HubCorpus",
+    "load_corpus",
+    "ted_multi_rows",
+    "translation_rows",
+]

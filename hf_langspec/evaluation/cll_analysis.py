@@ -87,14 +87,17 @@ def lsl_ablation(
     with lsl_dropped(model, drop):
         ablated = translate(model, tokenizer, texts, src_lang, tgt_lang, show_progress=False, **generate)
 
+    # the detector that covers the target, where a combined identifier has several
+    identify = (identifier.for_language(tgt_lang) if hasattr(identifier, "for_language") else None) or identifier
+
     def shares(outputs: Sequence[str]) -> dict[str, float]:
-        counts = Counter(code or "unknown" for code in identifier(outputs))
+        counts = Counter(code or "unknown" for code in identify(outputs))
         return {code: n / len(outputs) for code, n in counts.most_common()}
 
     return {
         "direction": f"{src_lang}-{tgt_lang}",
         "dropped": drop,
-        "identifier": identifier.name,
+        "identifier": identify.name,
         "with_lsl": {"hypotheses": full, "languages": shares(full)},
         "without_lsl": {"hypotheses": ablated, "languages": shares(ablated)},
     }

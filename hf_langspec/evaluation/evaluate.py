@@ -41,7 +41,7 @@ def evaluate_model(
         for code in {r["src_lang"] for r in rows} | {r["tgt_lang"] for r in rows}:
             tokenizer.language_id(code)  # unknown languages fail before any translation
     results: dict[str, Any] = {"directions": {}, "hypotheses": {}}
-    zero_shot = []
+    zero_shot, not_measured = [], []
     for set_name, rows in rows_by_set.items():
         hypotheses = translate(
             model, tokenizer, [r["src"] for r in rows], [r["src_lang"] for r in rows], [r["tgt_lang"] for r in rows],
@@ -56,8 +56,12 @@ def evaluate_model(
             scores = corpus_scores(hyps, refs) | {"set": set_name}
             if measure_off_target:
                 identify = identifier or language_identifier()
-                scores["off_target"] = off_target_rate(hyps, direction.split("-")[1], identify)
-                scores["language_identifier"] = identify.name
+                rate = off_target_rate(hyps, direction.split("-")[1], identify)
+                if rate is None:  # no identifier covers the target language: not measured (warned)
+                    not_measured.append(direction)
+                else:
+                    scores["off_target"] = rate
+                    scores["language_identifier"] = identify.for_language(direction.split("-")[1]).name
             results["directions"][direction] = scores
             results["hypotheses"][direction] = hyps
         if set_name == "zero-shot":
@@ -68,6 +72,8 @@ def evaluate_model(
     off = {d: s["off_target"] for d, s in results["directions"].items() if "off_target" in s}
     if off:
         results["groups"]["off_target"] = group_means({d: {"v": v} for d, v in off.items()}, groups, "v")
+    if not_measured:
+        results["off_target_not_measured"] = not_measured
     return results
 
 

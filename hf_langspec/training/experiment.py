@@ -269,9 +269,10 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
     if identifier is not None:
         from ..evaluation.language_id import IDENTIFIERS
 
-        if identifier not in IDENTIFIERS:
+        if not isinstance(identifier, str) or any(name not in IDENTIFIERS for name in identifier.split("+")):
             raise ConfigError(
-                f"{where} [evaluation]: language_identifier={identifier!r} is unknown; use one of {sorted(IDENTIFIERS)}."
+                f"{where} [evaluation]: language_identifier={identifier!r} is unknown; use one of {sorted(IDENTIFIERS)} "
+                "or several joined by '+' (each language measured by the first that covers it)."
             )
     check_keys(config.get("translate", {}), TRANSLATE_KEYS, f"{where} [translate]")
     check_keys(config.get("card", {}), CARD_KEYS, f"{where} [card]")
