@@ -316,3 +316,28 @@ def test_the_off_target_significance_is_sacrebleus_procedure_on_sentence_flags(f
     assert paired_bootstrap_rate(list(base), list(base)) == 1.0
     entry = finished["report"]["systems"]["fcll"]["groups"]["zero-shot"]["off_target"]
     assert 0 < entry["p_value"] <= 1
+
+
+@pytest.mark.parametrize(
+    ("p_value", "interval", "verdict"),
+    [
+        (0.001, (-0.7, -0.5), "holds"),
+        (0.001, (-1.23, 0.03), "holds over sentences, not across seeds (the per-seed interval includes 0)"),
+        (0.4, (-1.23, 0.03), "same direction, not significant"),
+        (0.001, (0.1, 0.3), "does not hold: the opposite direction, significant"),
+    ],
+)
+def test_a_claim_holds_only_when_the_sentences_and_the_seeds_agree(p_value, interval, verdict):
+    from hf_langspec.compare.report import _claim
+
+    delta = sum(interval) / 2
+    claim = {"system": "m", "group": "zero-shot", "metric": "off_target", "expect": "down"}
+    systems = {
+        "base": {"groups": {"zero-shot": {"off_target": {"mean": 0.6, "values": [0.4, 0.6, 0.8]}}}},
+        "m": {"groups": {"zero-shot": {"off_target": {"mean": 0.6 + delta, "values": [0.1, 0.1, 0.1], "delta": delta,
+                                                      "p_value": p_value, "delta_ci95": list(interval)}}}},
+    }  # fmt: skip
+    result = _claim(claim, systems, "base")
+    assert result["verdict"] == verdict
+    low, high = interval
+    assert f"[{low * 100:+.3g}, {high * 100:+.3g}] points" in result["test"]  # the interval in the delta's units

@@ -284,19 +284,25 @@ def _claim(claim: dict[str, Any], systems: dict[str, Any], baseline: str) -> dic
         return out | {"verdict": "not measured (runs missing)"}
     delta = entry["delta"]
     right_way = delta < 0 if claim["expect"] == "down" else delta > 0
+    scale, unit = (100, " points") if claim["metric"] in ("off_target", "degenerate") else (1, "")
+    interval = entry.get("delta_ci95")
+    seeds_agree = interval is not None and (interval[0] > 0 or interval[1] < 0)
+    where = f"[{interval[0] * scale:+.3g}, {interval[1] * scale:+.3g}]{unit}" if interval else ""
     if "p_value" in entry:
         significant, how = entry["p_value"] < 0.05, f"p = {entry['p_value']:.3f}, paired bootstrap over sentences"
-        if entry.get("delta_ci95"):
-            low, high = entry["delta_ci95"]
-            how += f"; 95% interval of the per-seed difference [{low:+.3g}, {high:+.3g}]"
-    elif entry.get("delta_ci95"):
-        low, high = entry["delta_ci95"]
-        significant, how = low > 0 or high < 0, f"95% interval of the per-seed difference [{low:+.3g}, {high:+.3g}]"
+        if interval:
+            how += f"; 95% t interval of the per-seed difference {where}"
+    elif interval:
+        significant, how = seeds_agree, f"95% t interval of the per-seed difference {where}"
     else:
         significant, how = False, "one seed: no test"
-    verdict = ("holds" if significant else "same direction, not significant") if right_way else (
-        "does not hold: the opposite direction, significant" if significant else "does not hold (not significant)"
-    )  # fmt: skip
+    if right_way and significant and interval and not seeds_agree:
+        # the bootstrap sees sentence noise only; with few seeds, training noise can be as large as the effect
+        verdict = "holds over sentences, not across seeds (the per-seed interval includes 0)"
+    else:
+        verdict = ("holds" if significant else "same direction, not significant") if right_way else (
+            "does not hold: the opposite direction, significant" if significant else "does not hold (not significant)"
+        )  # fmt: skip
     if len(entry["values"]) < len(base["values"]):
         verdict += f" (on {len(entry['values'])} of {len(base['values'])} seeds so far)"
     return out | {"baseline": base["mean"], "value": entry["mean"], "delta": delta, "test": how, "verdict": verdict}
