@@ -1,7 +1,17 @@
-"""Sharing and serving: specialization into plain models, model cards, pushing to the Hub."""
+"""Sharing and serving: folding a direction into plain models (transformers, CTranslate2), the HTTP server,
+model cards, pushing to the Hub."""
 
 from .card import build_model_card, write_model_card
 from .push import push_model
-from .specialize import Specialized, specialize, specialize_tokenizer
+from .specialize import Folded, Specialized, fold, specialize, specialize_tokenizer
 
-__all__ = ["Specialized", "build_model_card", "push_model", "specialize", "specialize_tokenizer", "write_model_card"]
+__all__ = [
+    "Folded",
+    "Specialized",
+    "build_model_card",
+    "fold",
+    "push_model",
+    "specialize",
+    "specialize_tokenizer",
+    "write_model_card",
+]

@@ -128,6 +128,12 @@ class _Weights:
         self.linear(spec.linear[-1], f"{name}.out_proj")
 
 
+def refuse_to_overwrite(folder: Path, force: bool) -> None:
+    """Nothing a user owns is overwritten without `force`."""
+    if folder.exists() and any(folder.iterdir()) and not force:
+        raise FileExistsError(f"{folder} is not empty; pass force=True (--force) to overwrite it.")
+
+
 def _array(tensor):
     return tensor.detach().float().contiguous().numpy()
 
@@ -149,8 +155,7 @@ def export_ctranslate2(
 ) -> Path:
     """Write a folded direction (`fold(...)`) as a CTranslate2 model; `tokenizer` is its plain tokenizer."""
     output_dir = Path(output_dir)
-    if output_dir.exists() and any(output_dir.iterdir()) and not force:
-        raise FileExistsError(f"{output_dir} is not empty; pass force=True (--force) to overwrite it.")
+    refuse_to_overwrite(output_dir, force)
     config = folded.config
     tokens = tokenizer.convert_ids_to_tokens(list(range(config.vocab_size)))
     special = {
@@ -196,9 +201,7 @@ def export_direction(
         name for name, wanted in (("ctranslate2", ctranslate2), ("transformers", transformers is not False)) if wanted
     ]
     for name in writes:
-        folder = output_dir / name
-        if folder.exists() and any(folder.iterdir()) and not force:
-            raise FileExistsError(f"{folder} is not empty; pass force=True (--force) to overwrite it.")
+        refuse_to_overwrite(output_dir / name, force)
     tokenizer.check_model(model)  # the vocabulary, languages and tags must be the model's
     folded = fold(model, src_lang, tgt_lang)
     plain_tokenizer = specialize_tokenizer(tokenizer, src_lang, tgt_lang)
@@ -267,9 +270,7 @@ def export_directions(
     output_dir = Path(output_dir)
     for src, tgt in directions:
         model.config.language_ids([src, tgt])  # unknown codes fail here, with the model's message
-        folder = output_dir / f"{src}-{tgt}" / "ctranslate2"
-        if folder.exists() and any(folder.iterdir()) and not force:
-            raise FileExistsError(f"{folder} is not empty; pass force=True (--force) to overwrite it.")
+        refuse_to_overwrite(output_dir / f"{src}-{tgt}" / "ctranslate2", force)
     return {
         f"{src}-{tgt}": export_direction(
             model, tokenizer, src, tgt, output_dir / f"{src}-{tgt}", transformers=False,
