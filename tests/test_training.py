@@ -377,7 +377,7 @@ def test_averaging_keeps_each_tensors_dtype(tmp_path):
 def test_generation_based_validation_reports_bleu_per_direction(tokenizer, tmp_path):
     import sacrebleu
 
-    from hf_langspec.training.experiment import bleu_metric
+    from hf_langspec.training.experiment import TranslationMetrics
 
     model = tiny_model(tokenizer)
     rows = synthetic_pairs(16)
@@ -386,15 +386,24 @@ def test_generation_based_validation_reports_bleu_per_direction(tokenizer, tmp_p
     }
     trainer = make_trainer(tokenizer, tmp_path, model=model, predict_with_generate=True, generation_max_length=12)
     trainer.eval_dataset = eval_sets
-    trainer.compute_metrics = bleu_metric(tokenizer)
+    trainer.compute_metrics = TranslationMetrics(tokenizer)
     metrics = trainer.evaluate()
-    assert {"eval_en-de_bleu", "eval_en-de_chrf", "eval_fr-en_bleu"} <= set(metrics)
+    assert {"eval_en-de_bleu", "eval_en-de_chrf", "eval_en-de_chrfpp", "eval_fr-en_bleu"} <= set(metrics)
     # the same number from the model's own generations, with language ids passed per example
     en_de = [r for r in rows if r["src_lang"] == "en" and r["tgt_lang"] == "de"]
     batch = tokenizer([r["src"] for r in en_de], src_lang="en", tgt_lang="de", return_tensors="pt")
     hyps = tokenizer.batch_decode(model.eval().generate(**batch, max_length=12), skip_special_tokens=True)
     expected = sacrebleu.corpus_bleu([h.strip() for h in hyps], [[r["tgt"] for r in en_de]]).score
     assert metrics["eval_en-de_bleu"] == pytest.approx(expected)
+    # a set mixing directions is scored per direction (the langspec_mt module): means over its directions
+    trainer.eval_dataset = {
+        "mixed": encoded(
+            tokenizer, [r for r in rows if (r["src_lang"], r["tgt_lang"]) in {("en", "de"), ("fr", "en")}]
+        )
+    }
+    mixed = trainer.evaluate()
+    assert mixed["eval_mixed_bleu"] == pytest.approx((metrics["eval_en-de_bleu"] + metrics["eval_fr-en_bleu"]) / 2)
+    assert mixed["eval_mixed_bleu_en-xx"] == pytest.approx(metrics["eval_en-de_bleu"])
 
 
 def unpadded(ids, tokenizer) -> list[int]:

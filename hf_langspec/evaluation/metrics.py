@@ -90,10 +90,10 @@ def resource_groups(
 def group_means(
     results: Mapping[str, Mapping[str, float]], groups: Mapping[str, Sequence[str]], metric: str = "bleu"
 ) -> dict[str, float]:
-    """Mean of `metric` over the directions of each group (groups with no scored direction are left out)."""
+    """Mean of `metric` over the directions of each group that have it (groups with none are left out)."""
     means = {}
     for name, directions in groups.items():
-        values = [results[d][metric] for d in directions if d in results]
+        values = [results[d][metric] for d in directions if metric in results.get(d, {})]
         if values:
             means[name] = mean(values)
     return means

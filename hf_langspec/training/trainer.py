@@ -107,23 +107,44 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
         return order if order is not None else super()._get_eval_sampler(eval_dataset)
 
     def evaluation_loop(self, dataloader, *args: Any, **kwargs: Any):
-        """`Trainer.evaluation_loop`, with the outputs of a target-grouped evaluation put back in dataset order."""
-        order = self._evaluation_order(getattr(dataloader, "dataset", None))
-        if order is None:
-            return super().evaluation_loop(dataloader, *args, **kwargs)
+        """`Trainer.evaluation_loop`, with the outputs of a target-grouped evaluation put back in dataset order,
+        and each example's language codes given to a `compute_metrics` that takes them (`takes_languages`)."""
+        dataset = getattr(dataloader, "dataset", None)
+        order = self._evaluation_order(dataset)
         user_metrics = self.compute_metrics
+        languages = self._example_languages(dataset) if getattr(user_metrics, "takes_languages", False) else None
+        if order is None and languages is None:
+            return super().evaluation_loop(dataloader, *args, **kwargs)
         if user_metrics is not None and not self.args.batch_eval_metrics:  # per-batch metrics: order-free
-            self.compute_metrics = lambda p: user_metrics(
-                EvalPrediction(**{name: in_dataset_order(getattr(p, name), order) for name in EVAL_FIELDS})
-            )
+
+            def metrics(prediction: EvalPrediction):
+                if order is not None:
+                    fields = {name: in_dataset_order(getattr(prediction, name), order) for name in EVAL_FIELDS}
+                    prediction = EvalPrediction(**fields)
+                return user_metrics(prediction, **languages) if languages else user_metrics(prediction)
+
+            self.compute_metrics = metrics
         try:
             output = super().evaluation_loop(dataloader, *args, **kwargs)
         finally:
             self.compute_metrics = user_metrics
+        if order is None:
+            return output
         return output._replace(
             predictions=in_dataset_order(output.predictions, order),
             label_ids=in_dataset_order(output.label_ids, order),
         )
+
+    def _example_languages(self, dataset) -> dict[str, list[str]] | None:
+        """`{"src_lang": [...], "tgt_lang": [...]}`: each example's codes, in dataset order (None without ids)."""
+        columns = set(getattr(dataset, "column_names", None) or ())
+        codes = getattr(self.model.config, "languages", None)
+        if not codes or not {"src_lang_ids", "tgt_lang_ids"} <= columns:
+            return None
+        return {
+            "src_lang": [codes[i] for i in dataset["src_lang_ids"]],
+            "tgt_lang": [codes[i] for i in dataset["tgt_lang_ids"]],
+        }
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         smoothing = self.label_smoother is not None and "labels" in inputs
