@@ -443,13 +443,14 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     import contextlib
 
     from .run_guard import RunLock, check_resumed_config
-    from .trainer import LangSpecTrainingArguments
+    from .trainer import LangSpecTrainingArguments, check_processes_joined
 
     validate_config(config)
     output_dir = Path(config["output_dir"])
     _check_writable(output_dir)
     # the base arguments give the seed and the main-process-first guard; each stage builds its own
     base_args = LangSpecTrainingArguments(output_dir=str(output_dir / "checkpoints"), **config.get("training", {}))
+    check_processes_joined(base_args.world_size)  # before the lock, which a lone process would take for itself
     main = base_args.process_index == 0
     with RunLock(output_dir) if main else contextlib.nullcontext():
         if main:
