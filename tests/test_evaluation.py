@@ -257,6 +257,10 @@ class FakeHub:
         self.calls.append(("upload_folder", kwargs))
         return type("Commit", (), {"commit_url": f"https://hub.example/{kwargs['repo_id']}/commit/1"})()
 
+    def upload_file(self, **kwargs):
+        self.calls.append(("upload_file", kwargs))
+        return type("Commit", (), {"commit_url": f"https://hub.example/{kwargs['repo_id']}/commit/2"})()
+
 
 def test_push_helper_uploads_a_complete_folder(model_and_tokenizer, tmp_path):
     model, tok = model_and_tokenizer
@@ -267,7 +271,14 @@ def test_push_helper_uploads_a_complete_folder(model_and_tokenizer, tmp_path):
         push_model(tmp_path, "me/tiny", api=api)
     build_model_card(tmp_path).save(tmp_path / "README.md")
     url = push_model(tmp_path, "me/tiny", api=api, private=True)
-    assert url == "https://hub.example/me/tiny/commit/1"
+    assert url == "https://hub.example/me/tiny/commit/2"
+    # the card's usage code named the folder: the Hub gets it rewritten to the repo id, the local card stays
+    card = api.calls[2][1]["path_or_fileobj"].decode()
+    assert (
+        'from_pretrained("me/tiny", trust_remote_code=True)' in card and api.calls[2][1]["path_in_repo"] == "README.md"
+    )
+    assert api.calls[1][1]["ignore_patterns"] == ["README.md"]
+    assert 'from_pretrained("me/tiny"' not in (tmp_path / "README.md").read_text()
     assert api.calls[0] == (
         "create_repo",
         {"repo_id": "me/tiny", "private": True, "exist_ok": True, "repo_type": "model"},
@@ -308,3 +319,15 @@ def test_push_without_a_network_is_one_line_naming_the_hub_and_the_token(model_a
     build_model_card(tmp_path).save(tmp_path / "README.md")
     with pytest.raises(RuntimeError, match=r"Could not push to the Hugging Face Hub \(ConnectError: .*token"):
         push_model(tmp_path, "me/tiny", api=Offline())
+
+
+def test_the_card_says_how_its_scores_were_measured():
+    from hf_langspec.export.card import evaluation_note
+
+    results = {"directions": {"en-de": {"bleu": 1.0, "sentences": 30, "bleu_signature": "nrefs:1|tok:13a"},
+                              "de-fr": {"bleu": 2.0, "sentences": 10, "off_target": 0.5}},
+               "settings": {"num_beams": 4, "max_new_tokens": 128}}  # fmt: skip
+    note = evaluation_note(results)
+    assert note.startswith("Measured on 10-30 test sentences per direction; beam 4, at most 128 new tokens;")
+    assert "sacreBLEU `nrefs:1|tok:13a`" in note and "off-target" in note
+    assert evaluation_note(None) == ""

@@ -40,7 +40,8 @@ def evaluate_model(
     for _name, rows in rows_by_set.items():
         for code in {r["src_lang"] for r in rows} | {r["tgt_lang"] for r in rows}:
             tokenizer.language_id(code)  # unknown languages fail before any translation
-    results: dict[str, Any] = {"directions": {}, "hypotheses": {}}
+    results: dict[str, Any] = {"directions": {}, "hypotheses": {},
+                               "settings": {"num_beams": num_beams, "max_new_tokens": max_new_tokens}}  # fmt: skip
     zero_shot, not_measured = [], []
     for set_name, rows in rows_by_set.items():
         hypotheses = translate(

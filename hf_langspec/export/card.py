@@ -210,6 +210,7 @@ def build_model_card(
         architecture=f"Transformer ({norm}), {layers}, vocabulary {config.vocab_size}",
         train_summary=sizes,
         results_table=results_table(results) if results else "Not evaluated yet.",
+        evaluation_note=evaluation_note(results),
         paper=paper or METHODS[config.model_type][1],
         example_text="In the beginning God created the heavens and the earth."
         if src == "en"
@@ -217,6 +218,35 @@ def build_model_card(
         example_src=src,
         example_tgt=tgt,
     )
+
+
+def evaluation_note(results: Mapping[str, Any] | None) -> str:
+    """How the card's scores were measured: sentences per direction, the search, the metrics' signatures."""
+    directions = (results or {}).get("directions", {})
+    if not directions:
+        return ""
+    counts = sorted({scores["sentences"] for scores in directions.values() if "sentences" in scores})
+    settings = (results or {}).get("settings", {})
+    parts = []
+    if counts:
+        parts.append(
+            f"{counts[0]}" + (f"-{counts[-1]}" if counts[-1] != counts[0] else "") + " test sentences per direction"
+        )
+    if "num_beams" in settings:
+        parts.append(f"beam {settings['num_beams']}, at most {settings['max_new_tokens']} new tokens")
+    signature = next((s["bleu_signature"] for s in directions.values() if "bleu_signature" in s), None)
+    if signature:
+        parts.append(f"sacreBLEU `{signature}`")
+    if any("off_target" in s for s in directions.values()):
+        parts.append("off-target: the share of outputs a language identifier assigns to another language")
+    return "Measured on " + "; ".join(parts) + "." if parts else ""
+
+
+def rewrite_repo_id(card_text: str, repo_id: str) -> str:
+    """The card's usage code pointed at `repo_id` (a card written before the Hub name was known names the folder)."""
+    import re
+
+    return re.sub(r'from_pretrained\("[^"]*"', f'from_pretrained("{repo_id}"', card_text)
 
 
 def _template(model_type: str) -> Path:
@@ -232,4 +262,4 @@ def write_model_card(model_dir: str | os.PathLike, results: Mapping[str, Any] | 
     return path
 
 
-__all__ = ["build_model_card", "write_model_card"]
+__all__ = ["build_model_card", "evaluation_note", "rewrite_repo_id", "write_model_card"]

@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .card import rewrite_repo_id
+
 REQUIRED = ("config.json", "model.safetensors", "tokenizer.json", "README.md")
 # what leaves the machine: weights as safetensors, configs, the tokenizer, the card, the modeling code.
 # Pickles (training_args.bin, pytorch_model.bin, optimizer states) can run code when loaded; they stay.
@@ -53,12 +55,19 @@ def push_model(
 
         api = HfApi(token=token)
     patterns = ALLOW_PATTERNS + (list(PICKLES) if allow_pickles else [])
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    card_for_hub = rewrite_repo_id(card, repo_id)  # the usage code loads what was pushed; the local card stays
     try:
         api.create_repo(repo_id=repo_id, private=private, exist_ok=True, repo_type="model")
         commit = api.upload_folder(
             folder_path=str(folder), repo_id=repo_id, repo_type="model", commit_message=commit_message,
-            allow_patterns=patterns,
+            allow_patterns=patterns, ignore_patterns=["README.md"] if card_for_hub != card else None,
         )  # fmt: skip
+        if card_for_hub != card:
+            commit = api.upload_file(
+                path_or_fileobj=card_for_hub.encode("utf-8"), path_in_repo="README.md", repo_id=repo_id,
+                repo_type="model", commit_message=f"{commit_message}: model card for {repo_id}",
+            )  # fmt: skip
     except Exception as err:  # network and Hub errors: one line that says what to check
         package = type(err).__module__.split(".")[0].rstrip("0123456789")  # httpx, httpx2, httpcore2, ...
         if package not in ("httpx", "httpcore", "requests", "huggingface_hub", "urllib"):
