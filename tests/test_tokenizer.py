@@ -138,6 +138,9 @@ def test_save_and_reload_through_auto_tokenizer(tok, tmp_path):
         tgt_lang=["fr", "en"],
     )
     assert loaded(**args) == tok(**args)
+    loaded.save_pretrained(tmp_path / "again")  # a reloaded tokenizer saves what it is, not how it was loaded
+    saved = json.loads((tmp_path / "again" / "tokenizer_config.json").read_text())
+    assert not {"is_local", "local_files_only"} & set(saved)
 
 
 FRESH_PROCESS = """

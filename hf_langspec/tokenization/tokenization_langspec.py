@@ -53,6 +53,8 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         )  # fmt: skip
         if lang_tag_style not in TAG_STYLES:
             raise ValueError(f"lang_tag_style={lang_tag_style!r} is not supported; use one of {list(TAG_STYLES)}.")
+        for loading_option in ("is_local", "local_files_only"):  # how it was loaded, not what it is: not saved
+            self.init_kwargs.pop(loading_option, None)
         self.languages = list(languages or [])
         self.lang_tag_style = lang_tag_style
         self.lang_tag_template = lang_tag_template
