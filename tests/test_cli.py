@@ -101,6 +101,10 @@ def test_the_readme_main_config_runs_on_a_bible_slice(tmp_path):
     path.write_text(yaml.safe_dump(config))
     out = cli("train", "--config", path)
     assert "BLEU signature" in out.stdout and "en -> de:" in out.stdout
+    # one line per stage, in order
+    stages = [line.split(":")[0] for line in out.stdout.splitlines()
+              if line.split(":")[0] in ("tokenizer", "data", "model", "training", "evaluation")]  # fmt: skip
+    assert list(dict.fromkeys(stages)) == ["tokenizer", "data", "model", "training", "evaluation"]
     results = json.loads((tmp_path / "run" / "evaluation" / "results.json").read_text())
     assert set(results["directions"]) == {"en-de", "de-en", "en-fr", "fr-en", "de-fr", "fr-de"}
     assert all("off_target" in results["directions"][d] for d in ("de-fr", "fr-de"))

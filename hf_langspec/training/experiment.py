@@ -411,16 +411,20 @@ def _stage_directions(stage: dict[str, Any], config: Any, available: list[str]) 
     return chosen
 
 
-def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path, main_process_first):
+def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path, main_process_first, say=print):
     from ..tokenization import LangSpecTokenizer, train_tokenizer
 
-    if "path" in section:  # a saved vocabulary, used with its own tag style or the one given
+    if "path" in section:
+        say(
+            f"tokenizer: loading {section['path']}"
+        )  # a saved vocabulary, used with its own tag style or the one given
         style = {"lang_tag_style": section["lang_tag_style"]} if "lang_tag_style" in section else {}
         return LangSpecTokenizer.from_pretrained(section["path"], **style)
     target = output_dir / "tokenizer"
     settings_file = target / "hf_langspec_training.json"  # what the reused tokenizer was trained with
     with main_process_first(desc="training the tokenizer"):
         if (target / "tokenizer.json").exists():
+            say(f"tokenizer: reusing {target}")
             recorded = json.loads(settings_file.read_text()) if settings_file.exists() else None
             if recorded != section:
                 raise ConfigError(
@@ -428,6 +432,8 @@ def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path
                     "Use a new output_dir, or delete that tokenizer (and the checkpoints trained with it)."
                 )
         else:
+            say(f"tokenizer: training a {section.get('vocab_size', 8000):,}-piece {section.get('model_type', 'unigram')} vocabulary on "
+                f"{len(train_rows):,} sentence pairs")  # fmt: skip
             tokenizer = train_tokenizer(train_rows, **section)
             tokenizer.save_pretrained(target)
             settings_file.write_text(json.dumps(section, sort_keys=True))
@@ -467,7 +473,10 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
 
     data_section = config.get("data", {})
     data = _load_data(data_section, output_dir, base_args.main_process_first)
-    tokenizer = _tokenizer(config.get("tokenizer", {}), data["train"], output_dir, base_args.main_process_first)
+    say = _announcer(base_args.process_index == 0)
+    tokenizer = _tokenizer(config.get("tokenizer", {}), data["train"], output_dir, base_args.main_process_first, say)
+    say(f"tokenizer: {len(tokenizer):,} pieces, {len(tokenizer.languages)} language tags "
+        f"(vocabulary {tokenizer.vocabulary_fingerprint()})")  # fmt: skip
     languages_used = {r["src_lang"] for r in data["train"]} | {r["tgt_lang"] for r in data["train"]}
     for code in sorted(languages_used):
         tokenizer.language_id(code)  # a language the tokenizer lacks fails before training
@@ -488,9 +497,9 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     if base_args.process_index == 0:
         from ..data.checks import counts_table, warn_about_labels
 
-        print(f"data: {counts_table(train_sizes)}", flush=True)
+        say(f"data: {counts_table(train_sizes)}")
         for message in warn_about_labels(data["train"]):
-            print(f"data: warning: {message}", flush=True)
+            say(f"data: warning: {message}")
     model_section = dict(config.get("model", {}))
     torch.manual_seed(base_args.seed)
     if "init_from" in model_section:  # continue a saved model (e.g. one extended with a new language)
@@ -516,6 +525,8 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
             f"{base_args.weight_decay} would still shrink them; set training.weight_decay: 0."
         )
     tokenizer.check_model(model)
+    added = sum(p.numel() for name, p in model.named_parameters() if ".insertions." in f".{name}")
+    say(f"model: {type(model).__name__}, {model.num_parameters():,} parameters ({added:,} in language modules)")
 
     def encode(batch):
         return tokenizer(
@@ -548,6 +559,10 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
         stage_args = type(base_args)(
             output_dir=str(stage_dir), **{**config.get("training", {}), **stage.get("training", {})}
         )
+        batch = stage_args.per_device_train_batch_size * stage_args.gradient_accumulation_steps * stage_args.world_size
+        say(
+            f"training: stage {stage['name']}, {stage_args.max_steps:,} steps x {batch} examples, checkpoints in {stage_dir}"
+        )
         model, trainer, record = _run_stage(stage, stage_args, model, tokenizer, train_set, eval_sets, resume)
         trained.append(record)
         if stage is not stages[-1] and hasattr(model, "end_of_stage"):
@@ -573,6 +588,9 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
         if name in evaluation.get("splits", list(data["tests"]))
     }
     model.eval()
+    say(
+        f"evaluation: {sum(map(len, tests.values())):,} sentences of {', '.join(tests)}, beam {evaluation.get('num_beams', 4)}"
+    )
     results = evaluate_model(
         model, tokenizer, tests,
         batch_size=evaluation.get("batch_size", 32), num_beams=evaluation.get("num_beams", 4),
@@ -705,6 +723,16 @@ def _write_run_info(output_dir: Path, config: dict[str, Any], args: Any, report:
         "config": config,
     }
     (output_dir / "run_info.json").write_text(json.dumps(info, indent=2, default=str))
+
+
+def _announcer(main: bool):
+    """One line per stage of a run (data, tokenizer, model, training, evaluation), printed by the main process."""
+
+    def say(text: str) -> None:
+        if main:
+            print(text, flush=True)
+
+    return say
 
 
 class TranslationMetrics:
