@@ -42,6 +42,10 @@ def package_commit() -> str | None:
     return out.stdout.strip() + ("+modified" if dirty else "")
 
 
+# what a results file keeps of `evaluate_model`'s scores per direction
+SCORE_KEYS = ("bleu", "chrf", "chrfpp", "length_ratio", "degenerate", "sentences", "off_target")
+
+
 def count_parameters(model: Any) -> dict[str, int]:
     """Total parameters and those the method adds to the plain backbone (its modules at the insertion points)."""
     total = sum(p.numel() for p in model.parameters())
@@ -50,13 +54,13 @@ def count_parameters(model: Any) -> dict[str, int]:
 
 
 def evaluate_run(spec: dict[str, Any], sets: list[str]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Translate and score the given evaluation sets with the run's saved model."""
+    """Translate and score the given evaluation sets with the run's saved model (`evaluate_model`, one set at a
+    time, so that a direction in two sets keeps both scores and decoding is timed per set)."""
     import torch
     from transformers import AutoModelForSeq2SeqLM
 
-    from ..evaluation import translate
-    from ..evaluation.language_id import language_identifier, off_target_rate
-    from ..evaluation.metrics import corpus_scores
+    from ..evaluation import evaluate_model
+    from ..evaluation.language_id import language_identifier
     from ..tokenization import LangSpecTokenizer
 
     model_dir = Path(spec["run_dir"]) / "model"
@@ -70,32 +74,26 @@ def evaluate_run(spec: dict[str, Any], sets: list[str]) -> tuple[dict[str, Any],
     identify = language_identifier(evaluation.get("language_identifier")) if measure_off_target else None
     directions: dict[str, Any] = {}
     outputs: dict[str, Any] = {}
+    signatures: dict[str, str] = {}
     sentences, seconds = 0, 0.0
     for set_name in sets:
         rows = [row for rows in spec["sets"][set_name].values() for row in rows]
+        off_target = measure_off_target is True or measure_off_target == set_name or set_name.startswith("eval:")
         start = time.perf_counter()
         with torch.inference_mode():
-            hypotheses = translate(
-                model, tokenizer, [r["src"] for r in rows], [r["src_lang"] for r in rows],
-                [r["tgt_lang"] for r in rows], batch_size=evaluation.get("batch_size", 32),
+            results = evaluate_model(
+                model, tokenizer, {set_name: rows}, batch_size=evaluation.get("batch_size", 32),
                 num_beams=evaluation.get("num_beams", 4), max_new_tokens=evaluation.get("max_new_tokens", 128),
-                show_progress=False,
+                off_target=set_name if off_target else False, identifier=identify, show_progress=False,
             )  # fmt: skip
         seconds += time.perf_counter() - start
         sentences += len(rows)
-        directions[set_name], outputs[set_name] = {}, {}
-        position = 0
-        for direction, members in spec["sets"][set_name].items():
-            hyps = hypotheses[position : position + len(members)]
-            position += len(members)
-            scores = corpus_scores(hyps, [r["tgt"] for r in members])
-            if measure_off_target is True or measure_off_target == set_name or set_name.startswith("eval:"):
-                rate = off_target_rate(hyps, direction.split("-")[1], identify)
-                if rate is not None:  # None: no identifier covers the target (warned), so not measured
-                    scores["off_target"] = rate
-            directions[set_name][direction] = {k: v for k, v in scores.items() if not k.endswith("_signature")}
-            outputs[set_name][direction] = hyps
-    signatures = {k: v for k, v in scores.items() if k.endswith("_signature")}
+        directions[set_name] = {
+            direction: {k: v for k, v in results["directions"][direction].items() if k in SCORE_KEYS}
+            for direction in spec["sets"][set_name]
+        }
+        outputs[set_name] = {direction: results["hypotheses"][direction] for direction in spec["sets"][set_name]}
+        signatures = {k: v for k, v in next(iter(results["directions"].values())).items() if k.endswith("_signature")}
     decoding = {"sentences": sentences, "seconds": seconds, "num_beams": evaluation.get("num_beams", 4)}
     meta = {
         "signatures": signatures,
