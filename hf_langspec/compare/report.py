@@ -19,6 +19,7 @@ import json
 import math
 import re
 from collections import defaultdict
+from functools import lru_cache
 from pathlib import Path
 from statistics import mean, stdev
 from typing import Any
@@ -53,20 +54,21 @@ def mean_interval(values: list[float]) -> tuple[float, float] | None:
 def direction_group_names(
     set_name: str, direction: str, train_sizes: dict[str, int], pivot: str, resource: dict[str, int] | None
 ) -> list[str]:
-    """The groups a direction of an evaluation set counts in."""
-    src, tgt = direction.split("-")
+    """The groups a direction of an evaluation set counts in (the groups of `evaluation.metrics`)."""
+    from ..evaluation.metrics import direction_groups, resource_groups
+
     supervised = direction in train_sizes
     if set_name.startswith("eval:"):
         return [f"{set_name} {'supervised' if supervised else 'zero-shot'}"]
     if not supervised:
         return ["zero-shot"]
-    group = f"{pivot}-xx" if src == pivot else f"xx-{pivot}" if tgt == pivot else "supervised, other"
-    names = [group]
-    if resource and group != "supervised, other":
-        size = train_sizes[direction]
-        level = "Low" if size < resource["low_below"] else "High" if size >= resource["high_from"] else "Med"
-        names.append(f"{group} {level}")
-    return names
+    group = next(name for name, members in direction_groups([direction], pivot=pivot).items() if members)
+    if group == "other":
+        return ["supervised, other"]
+    if not resource:
+        return [group]
+    level = resource_groups({direction: train_sizes[direction]}, resource["low_below"], resource["high_from"], pivot)
+    return [group, f"{group} {next(iter(level.values()))}"]
 
 
 def group_members(result: dict[str, Any], pivot: str = "en", resource: dict[str, int] | None = None) -> dict:
@@ -109,7 +111,14 @@ def _load_runs(suite: Suite) -> tuple[dict[tuple[str, int], dict[str, Any]], lis
 
 
 def _outputs(suite: Suite, system: str, seed: int) -> dict[str, dict[str, list[str]]]:
-    return json.loads(gzip.decompress(results_paths(suite.results_dir, system, seed)[1].read_bytes()))
+    """A run's translations (read once per report: the baseline's are paired with every system's)."""
+    path = results_paths(suite.results_dir, system, seed)[1]
+    return _read_outputs(path, path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=128)
+def _read_outputs(path: Path, modified: int) -> dict[str, dict[str, list[str]]]:
+    return json.loads(gzip.decompress(path.read_bytes()))
 
 
 def paired_bootstrap(
