@@ -264,6 +264,7 @@ class TranslationServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: TranslationServer
     protocol_version = "HTTP/1.1"
+    timeout = 60  # seconds a client may take to send its request: a stalled one does not hold a thread forever
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/health":
