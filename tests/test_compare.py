@@ -325,6 +325,12 @@ def test_the_off_target_significance_is_sacrebleus_procedure_on_sentence_flags(f
         (0.001, (-1.23, 0.03), "holds over sentences, not across seeds (the per-seed interval includes 0)"),
         (0.4, (-1.23, 0.03), "same direction, not significant"),
         (0.001, (0.1, 0.3), "does not hold: the opposite direction, significant"),
+        (
+            0.001,
+            (-0.1, 0.3),
+            "does not hold: the opposite direction, significant over sentences, not across seeds "
+            "(the per-seed interval includes 0)",
+        ),
     ],
 )
 def test_a_claim_holds_only_when_the_sentences_and_the_seeds_agree(p_value, interval, verdict):

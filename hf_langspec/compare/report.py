@@ -305,13 +305,16 @@ def _claim(claim: dict[str, Any], systems: dict[str, Any], baseline: str) -> dic
         significant, how = seeds_agree, f"95% t interval of the per-seed difference {where}"
     else:
         significant, how = False, "one seed: no test"
-    if right_way and significant and interval and not seeds_agree:
-        # the bootstrap sees sentence noise only; with few seeds, training noise can be as large as the effect
-        verdict = "holds over sentences, not across seeds (the per-seed interval includes 0)"
+    # the bootstrap sees sentence noise only; with few seeds, training noise can be as large as the effect
+    only_sentences = significant and interval is not None and not seeds_agree
+    if right_way:
+        verdict = "holds" if significant else "same direction, not significant"
     else:
-        verdict = ("holds" if significant else "same direction, not significant") if right_way else (
+        verdict = (
             "does not hold: the opposite direction, significant" if significant else "does not hold (not significant)"
-        )  # fmt: skip
+        )
+    if only_sentences:
+        verdict += " over sentences, not across seeds (the per-seed interval includes 0)"
     if len(entry["values"]) < len(base["values"]):
         verdict += f" (on {len(entry['values'])} of {len(base['values'])} seeds so far)"
     return out | {"baseline": base["mean"], "value": entry["mean"], "delta": delta, "test": how, "verdict": verdict}
