@@ -120,6 +120,8 @@ def test_wrong_hub_layout_names_the_expected_fields(tmp_path):
         load_corpus("opus100", ["de-en"], data_files=str(wrong))
     with pytest.raises(ValueError, match=r"expected rows like \{'translations'"):
         load_corpus("ted59", ["de-en"], data_files=str(wrong))
+    with pytest.raises(ValueError, match=r"ted59 has no language 'af', 'xx'; its languages: ar, az,"):
+        load_corpus("ted59", ["en-xx", "af-en"], data_files=str(wrong))  # before anything is read
     other_pair = _write(tmp_path / "fr.jsonl", json.dumps({"translation": {"fr": "a", "en": "b"}}) + "\n")
     with pytest.raises(ValueError, match=r"row 0: 'translation' has \['en', 'fr'\], expected the keys 'de' and 'en'"):
         load_corpus("wmt14", ["de-en"], data_files=str(other_pair))

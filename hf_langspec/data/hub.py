@@ -186,9 +186,13 @@ def load_corpus(
     corpus = CORPORA[name]
     if split not in corpus.splits:
         raise ValueError(f"{name} has splits {list(corpus.splits)}, not {split!r}.")
+    pairs = [split_direction(item) if isinstance(item, str) else tuple(item) for item in directions]
+    known = CORPUS_LANGUAGES.get(name)
+    unknown = sorted({code for pair in pairs for code in pair if known and code not in known})
+    if unknown:  # before anything is downloaded
+        raise ValueError(f"{name} has no language {', '.join(map(repr, unknown))}; its languages: {', '.join(known)}.")
     rows: list[dict[str, str]] = []
-    for item in directions:
-        src, tgt = split_direction(item) if isinstance(item, str) else tuple(item)
+    for src, tgt in pairs:
         repo, config = corpus.source(src, tgt)
         files = data_files.get(f"{src}-{tgt}") if isinstance(data_files, Mapping) else data_files
         if isinstance(data_files, Mapping) and files is None:
