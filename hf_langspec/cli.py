@@ -308,10 +308,14 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     single = args.src_lang is not None or args.tgt_lang is not None
     if single == (args.directions is not None) or (single and not (args.src_lang and args.tgt_lang)):
-        raise SystemExit(
-            "hf-langspec export: error: give either --src-lang and --tgt-lang (one direction) or --directions "
-            "en-de,de-en,... (one CTranslate2 model each, for `hf-langspec serve`)"
+        raise ValueError(
+            "give either --src-lang and --tgt-lang (one direction) or --directions en-de,de-en,... (one CTranslate2 "
+            "model each, for `hf-langspec serve`)"
         )
+    if args.directions is not None and args.no_ctranslate2:
+        raise ValueError("--directions writes CTranslate2 models (for `serve`); drop --no-ctranslate2, or export one "
+                         "direction with --src-lang/--tgt-lang")  # fmt: skip
+    directions = [_direction(text) for text in args.directions.split(",") if text.strip()] if not single else []
     model, tokenizer = _load_model(args.model, "cpu")
     if single:
         paths = export_direction(
@@ -324,7 +328,6 @@ def cmd_export(args: argparse.Namespace) -> None:
         if skipped:
             print(f"transformers: not written ({skipped})")
         return
-    directions = [_direction(text) for text in args.directions.split(",") if text.strip()]
     folders = export_directions(model, tokenizer, directions, args.output_dir, args.quantization, force=args.force)
     print(f"{len(folders)} directions exported to {args.output_dir}; serve them with "
           f"`hf-langspec serve --export {args.output_dir}`")  # fmt: skip
@@ -333,7 +336,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 def _direction(text: str) -> tuple[str, str]:
     src, sep, tgt = text.strip().partition("-")
     if not sep or not src or not tgt or "-" in tgt:
-        raise SystemExit(f"hf-langspec: error: {text.strip()!r} is not a direction; write SRC-TGT, e.g. en-de")
+        raise ValueError(f"{text.strip()!r} is not a direction; write SRC-TGT, e.g. en-de")
     return src, tgt
 
 
@@ -341,7 +344,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from .export.server import CTranslate2Backend, ModelBackend, TranslationServer
 
     if (args.export is None) == (args.model is None):
-        raise SystemExit("hf-langspec serve: error: give --export DIR (CTranslate2 directions) or --model DIR")
+        raise ValueError("give --export DIR (CTranslate2 directions) or --model DIR (the generic model)")
     if args.export is not None:
         backend = CTranslate2Backend(args.export, device=args.device, threads=args.threads)
     else:

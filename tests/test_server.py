@@ -148,3 +148,22 @@ def test_the_cli_exports_directions_and_serves_them(model_and_export, tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["export", "--model", "m", "--directions", "ende", "--output-dir", "o"], "'ende' is not a direction; write SRC-TGT"),
+        (["export", "--model", "m", "--directions", "en-de", "--no-ctranslate2", "--output-dir", "o"],
+         "--directions writes CTranslate2 models"),
+        (["export", "--model", "m", "--src-lang", "en", "--output-dir", "o"], "give either --src-lang and --tgt-lang"),
+        (["serve"], "give --export DIR (CTranslate2 directions) or --model DIR"),
+    ],
+)  # fmt: skip
+def test_export_and_serve_usage_errors_are_one_line_before_any_work(args, message, capsys):
+    from hf_langspec.cli import main
+
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
