@@ -315,6 +315,8 @@ def _claim(claim: dict[str, Any], systems: dict[str, Any], baseline: str) -> dic
         )
     if only_sentences:
         verdict += " over sentences, not across seeds (the per-seed interval includes 0)"
+    elif significant and interval is None:
+        verdict += " over sentences (one seed: no interval over seeds yet)"
     if len(entry["values"]) < len(base["values"]):
         verdict += f" (on {len(entry['values'])} of {len(base['values'])} seeds so far)"
     return out | {"baseline": base["mean"], "value": entry["mean"], "delta": delta, "test": how, "verdict": verdict}
