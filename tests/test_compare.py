@@ -200,7 +200,7 @@ def test_a_report_with_missing_runs_lists_them(finished, tmp_path):
     report = build_report(suite)
     assert report["missing"] == ["fcll seed 2"]
     assert report["systems"]["fcll"]["seeds"] == [1]
-    assert "| FCLL (1 seeds) |" in (tmp_path / "results" / "report.md").read_text()
+    assert "| FCLL (1 seed) |" in (tmp_path / "results" / "report.md").read_text()
     assert "Missing runs (1; not averaged in): fcll seed 2." in (tmp_path / "results" / "report.md").read_text()
 
 

@@ -395,7 +395,11 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         off_text = _cell(off, "off_target", is_base)
         if off and off.get("ci95"):  # shown within [0, 100%]; report.json keeps the interval as computed
             off_text += f" [{max(off['ci95'][0], 0):.0%}, {min(off['ci95'][1], 1):.0%}]"
-        label = s["label"] + ("" if len(s["seeds"]) == len(report["seeds"]) else f" ({len(s['seeds'])} seeds)")
+        label = s["label"] + (
+            ""
+            if len(s["seeds"]) == len(report["seeds"])
+            else f" ({len(s['seeds'])} seed{'s' if len(s['seeds']) != 1 else ''})"
+        )
         lines.append(
             f"| {label} | {s['lang_tag_style']} | " + " | ".join(cells)
             + f" | {_cell(zs.get('chrfpp'), 'chrfpp', is_base)} | {off_text} |"
