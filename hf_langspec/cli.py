@@ -304,6 +304,7 @@ def cmd_card(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
+    from .data.schema import split_direction
     from .export.ct2 import export_direction, export_directions
 
     single = args.src_lang is not None or args.tgt_lang is not None
@@ -315,7 +316,9 @@ def cmd_export(args: argparse.Namespace) -> None:
     if args.directions is not None and args.no_ctranslate2:
         raise ValueError("--directions writes CTranslate2 models (for `serve`); drop --no-ctranslate2, or export one "
                          "direction with --src-lang/--tgt-lang")  # fmt: skip
-    directions = [_direction(text) for text in args.directions.split(",") if text.strip()] if not single else []
+    directions = (
+        [split_direction(text.strip()) for text in args.directions.split(",") if text.strip()] if not single else []
+    )
     model, tokenizer = _load_model(args.model, "cpu")
     if single:
         paths = export_direction(
@@ -333,14 +336,8 @@ def cmd_export(args: argparse.Namespace) -> None:
           f"`hf-langspec serve --export {args.output_dir}`")  # fmt: skip
 
 
-def _direction(text: str) -> tuple[str, str]:
-    src, sep, tgt = text.strip().partition("-")
-    if not sep or not src or not tgt or "-" in tgt:
-        raise ValueError(f"{text.strip()!r} is not a direction; write SRC-TGT, e.g. en-de")
-    return src, tgt
-
-
 def cmd_serve(args: argparse.Namespace) -> None:
+    from .data.schema import split_direction
     from .export.server import CTranslate2Backend, ModelBackend, TranslationServer
 
     if (args.export is None) == (args.model is None):
@@ -349,7 +346,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
         backend = CTranslate2Backend(args.export, device=args.device, threads=args.threads)
     else:
         model, tokenizer = _load_model(args.model, args.device)
-        directions = [f"{s}-{t}" for s, t in map(_direction, args.directions.split(","))] if args.directions else None
+        directions = (
+            ["-".join(split_direction(d.strip())) for d in args.directions.split(",")] if args.directions else None
+        )
         backend = ModelBackend(model, tokenizer, directions)
     server = TranslationServer(
         backend, args.host, args.port, max_batch=args.max_batch, max_wait=args.max_wait_ms / 1000

@@ -154,7 +154,7 @@ def test_the_cli_exports_directions_and_serves_them(model_and_export, tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["export", "--model", "m", "--directions", "ende", "--output-dir", "o"], "'ende' is not a direction; write SRC-TGT"),
+        (["export", "--model", "m", "--directions", "ende", "--output-dir", "o"], "Direction 'ende' must be written 'src-tgt' with two language codes"),
         (["export", "--model", "m", "--directions", "en-de", "--no-ctranslate2", "--output-dir", "o"],
          "--directions writes CTranslate2 models"),
         (["export", "--model", "m", "--src-lang", "en", "--output-dir", "o"], "give either --src-lang and --tgt-lang"),

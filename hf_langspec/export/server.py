@@ -34,6 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from ..data.schema import split_direction
 from .ct2 import DIRECTION_FILE, generation_budget, translate_ctranslate2
 
 logger = logging.getLogger(__name__)
@@ -133,11 +134,6 @@ class ModelBackend:
             )  # fmt: skip
 
 
-def split_direction(direction: str) -> list[str]:
-    src, _, tgt = direction.partition("-")
-    return [src, tgt]
-
-
 # ---------------------------------------------------------------------------- batching
 class DirectionBatcher:
     """One worker thread for one direction: joins the texts of requests queued together into one batch."""
@@ -190,6 +186,18 @@ class DirectionBatcher:
 
 
 # ---------------------------------------------------------------------------- HTTP
+def direction_of(item: dict[str, Any]) -> str:
+    return f"{item['src_lang']}-{item['tgt_lang']}"
+
+
+def rows_by_direction(items: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """`{"en-de": [indexes of the items in that direction], ...}`, in order of first appearance."""
+    rows: dict[str, list[int]] = {}
+    for i, item in enumerate(items):
+        rows.setdefault(direction_of(item), []).append(i)
+    return rows
+
+
 class TranslationServer(ThreadingHTTPServer):
     """A threading HTTP server over a backend; `serve_forever()` to run, `close()` to stop it and its workers."""
 
@@ -208,13 +216,11 @@ class TranslationServer(ThreadingHTTPServer):
 
     def translate_items(self, items: list[dict[str, Any]]) -> list[str]:
         """Translations of checked request items, in order; each direction's texts go to its batcher at once."""
-        by_direction: dict[str, list[int]] = {}
-        for i, item in enumerate(items):
-            by_direction.setdefault(f"{item['src_lang']}-{item['tgt_lang']}", []).append(i)
-        futures = {d: self.batchers[d].submit([items[i]["text"] for i in rows]) for d, rows in by_direction.items()}
+        rows = rows_by_direction(items)
+        futures = {d: self.batchers[d].submit([items[i]["text"] for i in members]) for d, members in rows.items()}
         outputs = [""] * len(items)
-        for direction, rows in by_direction.items():
-            for i, text in zip(rows, futures[direction].result(), strict=True):
+        for direction, members in rows.items():
+            for i, text in zip(members, futures[direction].result(), strict=True):
                 outputs[i] = text
         return outputs
 
@@ -239,11 +245,11 @@ class TranslationServer(ThreadingHTTPServer):
                 raise RequestError(f"{where}{problem}; an item is {example}")
             if not item["text"].strip():
                 raise RequestError(f"{where}the text is blank; send the sentence to translate")
-            direction = f"{item['src_lang']}-{item['tgt_lang']}"
-            if direction not in self.batchers:
-                raise RequestError(f"{where}unknown direction {direction}; this server translates {', '.join(known)}")
-        for direction in {f"{i['src_lang']}-{i['tgt_lang']}" for i in items}:
-            rows = [n for n, i in enumerate(items) if f"{i['src_lang']}-{i['tgt_lang']}" == direction]
+            if direction_of(item) not in self.batchers:
+                raise RequestError(
+                    f"{where}unknown direction {direction_of(item)}; this server translates {', '.join(known)}"
+                )
+        for direction, rows in rows_by_direction(items).items():
             limit = self.backend.max_source_tokens(direction)
             lengths = self.backend.source_lengths(direction, [items[n]["text"] for n in rows])
             for n, length in zip(rows, lengths, strict=True):
