@@ -110,16 +110,24 @@ class CombinedIdentifier:
 IDENTIFIERS = {"lingua": LinguaIdentifier, "langid": LangidIdentifier, "py3langid": Py3langidIdentifier}
 
 
+def identifier_names(prefer: str | None) -> list[str]:
+    """The identifiers a `language_identifier` name stands for (checked without loading any model)."""
+    if prefer is None:
+        return list(DEFAULT_ORDER)
+    names = prefer.split("+") if isinstance(prefer, str) else []
+    if not names or any(name not in IDENTIFIERS for name in names):
+        raise ValueError(
+            f"language_identifier={prefer!r} is unknown; use one of {sorted(IDENTIFIERS)} or several joined by '+' "
+            "(each language measured by the first that covers it)."
+        )
+    return names
+
+
 @lru_cache(maxsize=6)
 def language_identifier(prefer: str | None = None) -> LanguageIdentifier:
     """The identifier `prefer` ("lingua", "langid", "py3langid", or several joined by "+", each language
     measured by the first that covers it); None: lingua+py3langid+langid, those of them that are installed."""
-    names = prefer.split("+") if prefer else list(DEFAULT_ORDER)
-    unknown = [name for name in names if name not in IDENTIFIERS]
-    if unknown:
-        raise ValueError(
-            f"Unknown language identifier {prefer!r}; use one of {sorted(IDENTIFIERS)} (or several joined by '+')."
-        )
+    names = identifier_names(prefer)
     found, errors = [], []
     for name in names:
         try:
@@ -178,6 +186,7 @@ __all__ = [
     "LinguaIdentifier",
     "Py3langidIdentifier",
     "detected_as",
+    "identifier_names",
     "language_identifier",
     "off_target_flags",
     "off_target_rate",

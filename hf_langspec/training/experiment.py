@@ -267,13 +267,12 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
     _check_types(config, config_class, where)
     identifier = config.get("evaluation", {}).get("language_identifier")
     if identifier is not None:
-        from ..evaluation.language_id import IDENTIFIERS
+        from ..evaluation.language_id import identifier_names
 
-        if not isinstance(identifier, str) or any(name not in IDENTIFIERS for name in identifier.split("+")):
-            raise ConfigError(
-                f"{where} [evaluation]: language_identifier={identifier!r} is unknown; use one of {sorted(IDENTIFIERS)} "
-                "or several joined by '+' (each language measured by the first that covers it)."
-            )
+        try:
+            identifier_names(identifier)
+        except ValueError as error:
+            raise ConfigError(f"{where} [evaluation]: {error}") from None
     check_keys(config.get("translate", {}), TRANSLATE_KEYS, f"{where} [translate]")
     check_keys(config.get("card", {}), CARD_KEYS, f"{where} [card]")
 
