@@ -12,7 +12,7 @@ import json
 
 import pytest
 import torch
-from test_specialize import assert_greedy_alike, tiny_tokenizer
+from test_specialize import _strip, assert_greedy_alike, tiny_tokenizer
 
 from hf_langspec import LAAConfig, LAAForConditionalGeneration, XLPForConditionalGeneration, XLPMTConfig
 from hf_langspec.export.ct2 import DIRECTION_FILE, export_direction, export_directions, translate_ctranslate2
@@ -73,11 +73,6 @@ def test_every_backbone_exports_and_decodes_alike_greedy_and_beam(tmp_path, meth
     beam = model.double().generate(**inputs, num_beams=4, max_new_tokens=10, early_stopping=True)
     ct2_beam = translate_ctranslate2(translator, plain_tokenizer, SENTENCES, beam_size=4, max_new_tokens=10)
     assert [_strip(row) for row in beam.tolist()] == ct2_beam
-
-
-def _strip(ids: list[int]) -> list[int]:
-    ids = ids[1:]
-    return ids[: ids.index(2)] if 2 in ids else [i for i in ids if i != 1]
 
 
 def _plain_tokenizer(folder):
