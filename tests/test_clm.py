@@ -113,6 +113,31 @@ def test_alpha_one_with_equal_maps_is_one_linear_map():
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("variant", ["sclm", "ls"])
+def test_maps_from_zero_start_each_module_as_its_layer_norm_and_then_learn(variant):
+    model = clm_model(clm_encoder=variant, clm_decoder=variant, clm_map_init="zeros", dropout=0.0).train()
+    h, lang = torch.randn(3, 5, 32), context(["en", "de", "fr"], ["de", "fr", "en"])
+    for module in model.clm_modules().values():
+        assert torch.count_nonzero(module.weight) == 0
+        for layer, norms in enumerate(module.layer_norms):
+            for sublayer, norm in norms.items():
+                expected = F.layer_norm(h, (32,), norm.weight, norm.bias)
+                torch.testing.assert_close(module(h, lang, layer, sublayer), expected, atol=1e-6, rtol=0)
+    batch = trained_pair_batch(seed=2)
+    batch["labels"] = batch.pop("decoder_input_ids").roll(-1, 1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(2):  # the first step moves the maps; the gates see a gradient only once the maps are not 0
+        optimizer.zero_grad()
+        model(**batch).loss.backward()
+        optimizer.step()
+    # sCLM: every map moved; LS: the maps of the batch's pairs only (en-de, de-fr, fr-en)
+    expected = set(range(6)) if variant == "sclm" else {PAIRS.index(p) for p in ("en-de", "de-fr", "fr-en")}
+    for module in model.clm_modules().values():
+        assert set(module.weight.flatten(1).ne(0).all(-1).nonzero().flatten().tolist()) == expected
+        if module.gate is not None:
+            assert module.gate.grad.abs().sum() > 0
+
+
 def test_mclm_gives_each_pair_its_own_output_in_a_mixed_batch():
     model = clm_model(clm_encoder="mclm", clm_decoder="mclm")
     batch = random_batch(batch=3, seed=1)
@@ -249,6 +274,8 @@ def test_impossible_configs_are_named():
         tiny_config(CLMConfig, clm_encoder="mixed")
     with pytest.raises(ValueError, match=r"clm_alpha=1.5 must be in \[0, 1\]"):
         tiny_config(CLMConfig, clm_alpha=1.5)
+    with pytest.raises(ValueError, match=r"clm_map_init='identity' is not supported"):
+        tiny_config(CLMConfig, clm_map_init="identity")
 
 
 def test_naive_and_fast_models_train_identically():

@@ -88,6 +88,7 @@ def test_the_tiny_suite_trains_every_run_and_reports(finished):
         assert (suite.results_dir / name).stat().st_size > 0
     markdown = (suite.results_dir / "report.md").read_text()
     assert "| FCLL | source |" in markdown and "Do the papers' headline effects hold here?" in markdown
+    assert re.search(r"- \*\*CLL\*\* \(zero-shot off-target down\): .*\*\*\. Here: a 200-step model", markdown)
 
 
 def test_runs_differ_by_seed_and_share_data_and_vocabulary(finished):

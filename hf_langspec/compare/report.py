@@ -471,6 +471,7 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
                 f"- **{c['paper']}** ({c.get('effect') or c['group'] + ' ' + c['metric'] + ' ' + c['expect']}): "
                 f"{systems[c['system']]['label']} {value(c['value'])} against the baseline's {value(c['baseline'])} "
                 f"({c['delta'] * (100 if pct else 1):+.2f}{' points' if pct else ''}; {c['test']}): **{c['verdict']}**."
+                + (f" {c['note']}" if c.get("note") else "")
             )
     if report["missing"]:
         lines += ["", f"Missing runs ({len(report['missing'])}; not averaged in): {', '.join(report['missing'])}."]

@@ -18,7 +18,8 @@ systems:
 report:
   resource_groups: {low_below: 5000, high_from: 20000}   # Low/Med/High groups by training examples
   claims:                                                # one line per paper under the table
-    - {paper: "CLL", system: fcll, group: zero-shot, metric: off_target, expect: down}
+    - {paper: "CLL", system: fcll, group: zero-shot, metric: off_target, expect: down,
+       note: "where this setting departs from the paper's"}      # printed after the verdict
   insert_into: [README.md]               # replace the text between <!-- compare:NAME --> markers
 ```
 
@@ -44,7 +45,7 @@ from ..training.experiment import ConfigError, check_keys, model_classes, set_ke
 SUITE_KEYS = {"name", "description", "output_dir", "results_dir", "seeds", "baseline", "base", "systems", "report"}
 SYSTEM_KEYS = {"label", "paper", "description", "set"}
 REPORT_KEYS = {"resource_groups", "claims", "insert_into", "pivot"}
-CLAIM_KEYS = {"paper", "system", "group", "metric", "expect", "effect"}
+CLAIM_KEYS = {"paper", "system", "group", "metric", "expect", "effect", "note"}
 CLAIM_METRICS = ("bleu", "chrfpp", "off_target")
 # the comparison's fixed points: a system that changes them is not compared at an equal budget
 FIXED_KEYS = ("data", "tokenizer.vocab_size", "tokenizer.model_type", "tokenizer.character_coverage",

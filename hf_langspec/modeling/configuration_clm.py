@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .configuration_langspec import LangSpecConfig, check_choice
-from .module_clm import CLM_KEYS, CLM_VARIANTS, UNSEEN_PAIR_RULES
+from .module_clm import CLM_KEYS, CLM_MAP_INITS, CLM_VARIANTS, UNSEEN_PAIR_RULES
 
 
 class CLMConfig(LangSpecConfig):
@@ -38,6 +38,10 @@ class CLMConfig(LangSpecConfig):
         clm_unseen_pair (`str`, *optional*, defaults to `"error"`): a pair outside `language_pairs` under a
             pair-keyed module raises (`"error"`) or uses the mean over trained pairs into its target language
             (`"target_mean"`).
+        clm_map_init (`str`, *optional*, defaults to `"xavier"`): how the maps W_j start, where the paper is silent:
+            `"xavier"` (fairseq's `Linear`: the mix starts as large as h) or `"zeros"` (the module starts as
+            `z = LN(h)`, the way this package's other inserted modules start near the identity; it learned faster
+            at the bible11 budget, see docs/DECISIONS.md "CLM").
         clm_implementation (`str`, *optional*, defaults to `"fast"`): `"fast"` (activation memory flat in k) or
             `"naive"` (equation 2 as written; keeps a [tokens, k, d] tensor per module).
     """
@@ -57,6 +61,7 @@ class CLMConfig(LangSpecConfig):
         clm_top_w: int | None = None,
         clm_top_w_renormalize: bool = True,
         clm_unseen_pair: str = "error",
+        clm_map_init: str = "xavier",
         clm_implementation: str = "fast",
         **kwargs,
     ):
@@ -71,6 +76,7 @@ class CLMConfig(LangSpecConfig):
         self.clm_top_w = clm_top_w
         self.clm_top_w_renormalize = clm_top_w_renormalize
         self.clm_unseen_pair = clm_unseen_pair
+        self.clm_map_init = clm_map_init
         self.clm_implementation = clm_implementation
         super().__init__(**kwargs)
         self._check_clm()
@@ -79,7 +85,7 @@ class CLMConfig(LangSpecConfig):
         choices = {
             "clm_encoder": CLM_VARIANTS, "clm_decoder": CLM_VARIANTS, "clm_encoder_key": CLM_KEYS,
             "clm_decoder_key": CLM_KEYS, "clm_sublayers": ("all", "ffn"), "clm_unseen_pair": UNSEEN_PAIR_RULES,
-            "clm_implementation": ("fast", "naive"),
+            "clm_map_init": CLM_MAP_INITS, "clm_implementation": ("fast", "naive"),
         }  # fmt: skip
         for field, allowed in choices.items():
             check_choice(field, getattr(self, field), allowed)

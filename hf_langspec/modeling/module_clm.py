@@ -21,7 +21,9 @@ checked against its parameter counts (Tables 1, 3 and 9 agree only with this lay
   same target language (the decoder's job is to produce that language);
 * LS (the ablation of Table 3): no gate; one map per key (pair or language), selected per example;
 * sparsity (section 5.4): with `clm_top_w` only the w largest proportions of each token are kept,
-  renormalised to sum to one (`clm_top_w_renormalize`).
+  renormalised to sum to one (`clm_top_w_renormalize`);
+* the maps start Xavier-uniform (fairseq's `Linear`), or at zero with `clm_map_init="zeros"` (the module then
+  starts as `z = LN(h)`; it learned faster at the bible11 budget, docs/DECISIONS.md "CLM").
 
 Efficiency: the mix costs k d^2 multiply-adds per token. The naive formulation builds the features
 h W_j of every token, a `[tokens, k, d]` tensor that autograd keeps for the backward pass; at the
@@ -45,6 +47,7 @@ MIX_CHUNK_ELEMENTS = 1 << 23  # transient [tokens, chunk, d] block of the fast m
 CLM_VARIANTS = ("none", "sclm", "mclm", "ls")
 CLM_KEYS = ("pair", "source", "target")
 UNSEEN_PAIR_RULES = ("error", "target_mean")
+CLM_MAP_INITS = ("xavier", "zeros")
 SUBLAYERS = {"encoder": ("self_attn", "ffn"), "decoder": ("self_attn", "cross_attn", "ffn")}
 
 
@@ -190,9 +193,14 @@ class CrossLingualMixing(nn.Module):
         return self._by_target[device]
 
     def initialize(self, init, config) -> None:
-        # Xavier-uniform per d x d map and per d x k gate (fairseq's Linear initialisation)
+        # Xavier-uniform per d x d map and per d x k gate (fairseq's Linear initialisation); with
+        # clm_map_init="zeros" the maps start at 0, so the module starts as z = LN(h) and the gates still
+        # differ (their gradient reaches them once the maps have moved)
         d = self.weight.shape[-1]
-        init.uniform_(self.weight, -math.sqrt(3.0 / d), math.sqrt(3.0 / d))
+        if config.clm_map_init == "zeros":
+            init.zeros_(self.weight)
+        else:
+            init.uniform_(self.weight, -math.sqrt(3.0 / d), math.sqrt(3.0 / d))
         if self.gate is not None:
             bound = math.sqrt(6.0 / (self.gate.shape[-2] + self.gate.shape[-1]))
             init.uniform_(self.gate, -bound, bound)
@@ -271,6 +279,7 @@ class CrossLingualMixing(nn.Module):
 
 __all__ = [
     "CLM_KEYS",
+    "CLM_MAP_INITS",
     "CLM_VARIANTS",
     "CrossLingualMixing",
     "FeatureMix",
