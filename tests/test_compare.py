@@ -245,6 +245,13 @@ def test_a_bad_system_is_refused_before_anything_runs(tmp_path, system, message)
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("path", sorted((ROOT / "examples/suites").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_suite_loads_and_each_system_builds_its_model(path):
+    suite = load_suite(path)  # checks every system's overrides, budget and model (built on the meta device)
+    assert suite.baseline in suite.systems and len(suite.seeds) >= 2
+    assert {claim["system"] for claim in suite.report.get("claims", [])} <= set(suite.systems)
+
+
 @pytest.mark.reliability
 def test_an_unknown_system_name_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"unknown systems \['fcl'\]; the suite has \['baseline', 'fcll'\]"):
