@@ -135,6 +135,11 @@ def test_means_and_intervals_equal_numpy(finished):
         entry = report["systems"][system]["groups"]["zero-shot"]
         np.testing.assert_allclose(entry["bleu"]["mean"], per_seed[:, 0].mean())
         np.testing.assert_allclose(entry["bleu"]["std"], per_seed[:, 0].std(ddof=1))
+        distinct = []  # the share of different translations per direction, from the outputs file
+        for seed in suite.seeds:
+            outputs = json.loads(gzip.decompress(results_paths(suite.results_dir, system, seed)[1].read_bytes()))
+            distinct.append(np.mean([len(set(texts)) / len(texts) for texts in outputs["zero-shot"].values()]))
+        np.testing.assert_allclose(entry["distinct"]["values"], distinct)
         half = 12.7062 * per_seed[:, 1].std(ddof=1) / np.sqrt(2)  # Student t, 1 degree of freedom, 97.5%
         np.testing.assert_allclose(
             entry["off_target"]["ci95"], [per_seed[:, 1].mean() - half, per_seed[:, 1].mean() + half]

@@ -1,7 +1,9 @@
 """The comparison report, built only from the results files: the papers' table with seeds, significance and cost.
 
 Per run, group means over directions (en->xx, xx->en, zero-shot; Low/Med/High by training examples when
-the suite sets thresholds): BLEU, chrF++, off-target rate, length ratio, share of degenerate outputs.
+the suite sets thresholds): BLEU, chrF++, off-target rate, length ratio, share of degenerate outputs, and
+share of distinct outputs (the test sources are distinct sentences, so a model that ignores its source,
+an encoder collapsed to one output, repeats one translation: a failure BLEU alone does not name).
 Per system, over its seeds: mean, standard deviation (n - 1), and for the off-target rate a 95%
 Student-t interval over seeds (the seed is the largest source of variance here: one baseline config
 gave 45%, 57% and 74% zero-shot off-target). Against the baseline: the difference of the means, and for
@@ -30,7 +32,8 @@ from .shared import REFERENCES_FILE, load_references
 from .suite import Suite
 from .worker import results_paths
 
-METRICS = ("bleu", "chrfpp", "off_target", "length_ratio", "degenerate")
+METRICS = ("bleu", "chrfpp", "off_target", "length_ratio", "degenerate", "distinct")
+RATE_METRICS = ("off_target", "degenerate", "distinct")  # shares, printed in percent (points for differences)
 SIGNIFICANCE_METRICS = {"bleu": "BLEU", "chrfpp": "chrF2++"}
 BOOTSTRAP_SAMPLES = 1000
 # Student-t 0.975 quantiles by degrees of freedom (beyond 30: the normal's 1.96 is within 4%)
@@ -95,7 +98,7 @@ def _load_runs(suite: Suite) -> tuple[dict[tuple[str, int], dict[str, Any]], lis
     for system, seed in suite.runs:
         scores_path, outputs_path = results_paths(suite.results_dir, system, seed)
         if scores_path.exists() and outputs_path.exists():
-            runs[(system, seed)] = json.loads(scores_path.read_text())
+            runs[(system, seed)] = _with_distinct(json.loads(scores_path.read_text()), _outputs(suite, system, seed))
         else:
             missing.append(f"{system} seed {seed}")
     fingerprints = defaultdict(list)
@@ -108,6 +111,16 @@ def _load_runs(suite: Suite) -> tuple[dict[tuple[str, int], dict[str, Any]], lis
             f"table ({listing}). Keep one set of runs per results_dir."
         )
     return runs, missing
+
+
+def _with_distinct(result: dict[str, Any], outputs: dict[str, dict[str, list[str]]]) -> dict[str, Any]:
+    """Each direction's share of distinct translations, from the run's outputs (so older results get it too)."""
+    for set_name, directions in result["sets"].items():
+        for direction, scores in directions.items():
+            texts = outputs.get(set_name, {}).get(direction)
+            if texts:
+                scores["distinct"] = len(set(texts)) / len(texts)
+    return result
 
 
 def _outputs(suite: Suite, system: str, seed: int) -> dict[str, dict[str, list[str]]]:
@@ -293,7 +306,7 @@ def _claim(claim: dict[str, Any], systems: dict[str, Any], baseline: str) -> dic
         return out | {"verdict": "not measured (runs missing)"}
     delta = entry["delta"]
     right_way = delta < 0 if claim["expect"] == "down" else delta > 0
-    scale, unit = (100, " points") if claim["metric"] in ("off_target", "degenerate") else (1, "")
+    scale, unit = (100, " points") if claim["metric"] in RATE_METRICS else (1, "")
     interval = entry.get("delta_ci95")
     seeds_agree = interval is not None and (interval[0] > 0 or interval[1] < 0)
     where = f"[{interval[0] * scale:+.3g}, {interval[1] * scale:+.3g}]{unit}" if interval else ""
@@ -348,7 +361,7 @@ def _setting(suite: Suite, runs: dict) -> dict[str, Any]:
 def _cell(entry: dict[str, Any] | None, metric: str, baseline: bool) -> str:
     if entry is None:
         return "-"
-    scale, unit = (100, "%") if metric in ("off_target", "degenerate") else (1, "")
+    scale, unit = (100, "%") if metric in RATE_METRICS else (1, "")
     text = f"{entry['mean'] * scale:.1f}{unit}" if unit else f"{entry['mean']:.2f}"
     if len(entry["values"]) > 1:
         text += f" ± {entry['std'] * scale:.1f}" if unit else f" ± {entry['std']:.2f}"
@@ -417,19 +430,24 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
             lines.append(f"| {s['label']} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Cost and output diagnostics (speeds relative to the baseline, measured while the runs shared the machine):",
+        "Cost and output diagnostics (speeds relative to the baseline, measured while the runs shared the machine; "
+        "distinct outputs: the share of different translations among a direction's test outputs, whose sources all "
+        "differ: a model that ignores its source repeats one translation):",
         "",
     ]
-    header = "| system | parameters | added by the method | training tokens/s | decoding sentences/s | zero-shot length ratio | zero-shot degenerate |"
+    header = ("| system | parameters | added by the method | training tokens/s | decoding sentences/s | zero-shot length ratio "
+              "| zero-shot degenerate | distinct outputs en-xx | distinct outputs xx-en |")  # fmt: skip
     lines += [header, "|" + "---|" * (header.count("|") - 1)]
     for s in systems.values():
         zs = s["groups"].get("zero-shot", {})
         params = s["parameters"]
+        distinct = [_cell(s["groups"].get(g, {}).get("distinct"), "distinct", True) for g in ("en-xx", "xx-en")]
         lines.append(
             f"| {s['label']} | {params['total'] / 1e6:.2f}M | {params['added'] / 1e6:.3f}M "
             f"| {s['train_tokens_per_second']:.0f} ({s['train_tokens_relative'] or 0:.2f}x) "
             f"| {s['decode_sentences_per_second']:.1f} ({s['decode_sentences_relative'] or 0:.2f}x) "
-            f"| {_cell(zs.get('length_ratio'), 'length_ratio', True)} | {_cell(zs.get('degenerate'), 'degenerate', True)} |"
+            f"| {_cell(zs.get('length_ratio'), 'length_ratio', True)} | {_cell(zs.get('degenerate'), 'degenerate', True)} "
+            f"| {distinct[0]} | {distinct[1]} |"
         )  # fmt: skip
     for set_name in report["eval_sets"]:
         names = [f"{set_name} supervised", f"{set_name} zero-shot"]

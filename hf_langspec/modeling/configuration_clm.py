@@ -40,8 +40,8 @@ class CLMConfig(LangSpecConfig):
             (`"target_mean"`).
         clm_map_init (`str`, *optional*, defaults to `"xavier"`): how the maps W_j start, where the paper is silent:
             `"xavier"` (fairseq's `Linear`: the mix starts as large as h) or `"zeros"` (the module starts as
-            `z = LN(h)`, the way this package's other inserted modules start near the identity; it learned faster
-            at the bible11 budget, see docs/DECISIONS.md "CLM").
+            `z = LN(h)`, the way this package's other inserted modules start near the identity; docs/DECISIONS.md
+            "CLM" compares them).
         clm_implementation (`str`, *optional*, defaults to `"fast"`): `"fast"` (activation memory flat in k) or
             `"naive"` (equation 2 as written; keeps a [tokens, k, d] tensor per module).
     """

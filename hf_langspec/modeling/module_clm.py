@@ -23,7 +23,7 @@ checked against its parameter counts (Tables 1, 3 and 9 agree only with this lay
 * sparsity (section 5.4): with `clm_top_w` only the w largest proportions of each token are kept,
   renormalised to sum to one (`clm_top_w_renormalize`);
 * the maps start Xavier-uniform (fairseq's `Linear`), or at zero with `clm_map_init="zeros"` (the module then
-  starts as `z = LN(h)`; it learned faster at the bible11 budget, docs/DECISIONS.md "CLM").
+  starts as `z = LN(h)`; docs/DECISIONS.md "CLM").
 
 Efficiency: the mix costs k d^2 multiply-adds per token. The naive formulation builds the features
 h W_j of every token, a `[tokens, k, d]` tensor that autograd keeps for the backward pass; at the
