@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -22,6 +23,7 @@ from hf_langspec.evaluation import (
     off_target_rate,
     resource_groups,
     save_results,
+    source_use,
     translate,
     win_ratio,
 )
@@ -331,3 +333,39 @@ def test_the_card_says_how_its_scores_were_measured():
     assert note.startswith("Measured on 10-30 test sentences per direction; beam 4, at most 128 new tokens;")
     assert "sacreBLEU `nrefs:1|tok:13a`" in note and "off-target" in note
     assert evaluation_note(None) == ""
+
+
+def test_source_use_is_the_reference_loss_and_zero_for_a_decoder_that_cannot_see_the_source(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    sources, references = GERMAN, ["In the beginning.", "The earth was formless.", "Let there be light.", "Evening."]
+    result = source_use(model, tok, sources, references, "de", "en", batch_size=3)  # two batches, padded
+    total, tokens = 0.0, 0  # independently: one unpadded pair at a time
+    for source, reference in zip(sources, references, strict=True):
+        pair = tok(source, src_lang="de", tgt_lang="en", text_target=reference, return_tensors="pt")
+        with torch.no_grad():
+            logits = model(**pair).logits[0]
+        total += torch.nn.functional.cross_entropy(logits, pair["labels"][0], reduction="sum").item()
+        tokens += pair["labels"].shape[1]
+    assert result["loss"] == pytest.approx(total / tokens, rel=1e-5)
+    assert abs(result["gain"]) > 1e-4 and result["sentences"] == 4
+    blind = copy.deepcopy(model)
+    with torch.no_grad():
+        for layer in blind.model.decoder.layers:  # cross-attention adds nothing: the decoder is a language model
+            layer.encoder_attn.out_proj.weight.zero_()
+            layer.encoder_attn.out_proj.bias.zero_()
+    blind_result = source_use(blind, tok, sources, references, "de", "en")
+    assert blind_result["gain"] == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("sources", "references", "message"),
+    [
+        (GERMAN, GERMAN[:3], r"4 sources but 3 references"),
+        (GERMAN[:1], GERMAN[:1], r"at least 2 sentence pairs"),
+        (GERMAN[:1] * 2, GERMAN[:2], r"The sources repeat"),
+    ],
+)
+def test_source_use_refuses_what_it_cannot_measure(model_and_tokenizer, sources, references, message):
+    with pytest.raises(ValueError, match=message):
+        source_use(*model_and_tokenizer, sources, references, "de", "en")

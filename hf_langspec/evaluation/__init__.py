@@ -4,6 +4,7 @@ from .evaluate import copy_baseline, evaluate_model, load_results, results_table
 from .language_encoding import cross_language_similarity, plot_similarity, word_similarity
 from .language_id import language_identifier, off_target_rate
 from .metrics import corpus_scores, direction_groups, group_means, resource_groups, win_ratio
+from .source_use import source_use
 from .translate import translate
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "resource_groups",
     "results_table",
     "save_results",
+    "source_use",
     "translate",
     "win_ratio",
     "word_similarity",
