@@ -98,7 +98,7 @@ def _load_runs(suite: Suite) -> tuple[dict[tuple[str, int], dict[str, Any]], lis
     for system, seed in suite.runs:
         scores_path, outputs_path = results_paths(suite.results_dir, system, seed)
         if scores_path.exists() and outputs_path.exists():
-            runs[(system, seed)] = _with_distinct(json.loads(scores_path.read_text()), _outputs(suite, system, seed))
+            runs[(system, seed)] = json.loads(scores_path.read_text())
         else:
             missing.append(f"{system} seed {seed}")
     fingerprints = defaultdict(list)
@@ -110,17 +110,18 @@ def _load_runs(suite: Suite) -> tuple[dict[tuple[str, int], dict[str, Any]], lis
             f"{suite.results_dir}: the runs were trained on different data or vocabularies and cannot share one "
             f"table ({listing}). Keep one set of runs per results_dir."
         )
+    for (system, seed), result in runs.items():  # only once the runs may share a table: it reads every output
+        _add_distinct(result, _outputs(suite, system, seed))
     return runs, missing
 
 
-def _with_distinct(result: dict[str, Any], outputs: dict[str, dict[str, list[str]]]) -> dict[str, Any]:
+def _add_distinct(result: dict[str, Any], outputs: dict[str, dict[str, list[str]]]) -> None:
     """Each direction's share of distinct translations, from the run's outputs (so older results get it too)."""
     for set_name, directions in result["sets"].items():
         for direction, scores in directions.items():
             texts = outputs.get(set_name, {}).get(direction)
             if texts:
                 scores["distinct"] = len(set(texts)) / len(texts)
-    return result
 
 
 def _outputs(suite: Suite, system: str, seed: int) -> dict[str, dict[str, list[str]]]:
