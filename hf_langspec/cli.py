@@ -453,7 +453,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     comp.add_argument("--suite", required=True, help="a suite YAML (see examples/suites/)")
     comp.add_argument("--systems", help="comma-separated systems to run (the baseline always runs)")
-    comp.add_argument("--seeds", type=_integers, help="comma-separated seeds, instead of the suite's")
+    comp.add_argument(
+        "--seeds",
+        type=_integers,
+        help="comma-separated seeds to train, for every chosen system (the report adds them to the suite's)",
+    )
     comp.add_argument("--workers", type=int, default=1, help="runs at a time; CPU cores are split between them")
     comp.add_argument("--output-dir", type=Path, help="overrides the suite's output_dir")
     comp.add_argument("--report-only", action="store_true", help="train nothing: report the results that exist")

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import pytest
 import yaml
 
 from hf_langspec.compare import compare, load_suite
-from hf_langspec.compare.report import build_report, mean_interval, paired_bootstrap, t_quantile
+from hf_langspec.compare.report import build_report, markdown, mean_interval, paired_bootstrap, t_quantile
 from hf_langspec.compare.worker import results_paths
 from hf_langspec.training.experiment import ConfigError
 
@@ -206,8 +207,53 @@ def test_a_report_with_missing_runs_lists_them(finished, tmp_path):
     report = build_report(suite)
     assert report["missing"] == ["fcll seed 2"]
     assert report["systems"]["fcll"]["seeds"] == [1]
-    assert "| FCLL (1 seed) |" in (tmp_path / "results" / "report.md").read_text()
+    assert "| FCLL (1 of 2 seeds) |" in (tmp_path / "results" / "report.md").read_text()
     assert "Missing runs (1; not averaged in): fcll seed 2." in (tmp_path / "results" / "report.md").read_text()
+    assert report["claims"][0]["verdict"].endswith("(on 1 of 2 seeds so far)")
+
+
+def _own_seeds_suite(finished, tmp_path, seeds: list[int]) -> Path:
+    """The finished tiny suite with FCLL given seeds of its own, reading the same results."""
+    raw = yaml.safe_load(finished["path"].read_text())
+    raw["systems"]["fcll"]["seeds"] = seeds
+    path = tmp_path / "own_seeds.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.reliability
+def test_a_system_with_seeds_of_its_own_is_compared_on_the_seeds_both_ran(finished, tmp_path):
+    """FCLL with seeds [2, 3] against the baseline's [1, 2]: its numbers are seed 2's alone (3 is listed as
+    missing), and the claim's two means are those of the paired seed, so that they differ by the delta."""
+    suite = load_suite(_own_seeds_suite(finished, tmp_path, [2, 3]))
+    assert suite.runs == [("baseline", 1), ("baseline", 2), ("fcll", 2), ("fcll", 3)]
+    suite.results_dir_setting = finished["suite"].results_dir
+    report = build_report(suite, write=False)
+    assert report["missing"] == ["fcll seed 3"]
+    fcll = report["systems"]["fcll"]
+    assert fcll["seeds"] == [2] and fcll["planned_seeds"] == [2, 3]
+    own, base = (report["runs"][f"{s} seed 2"]["zero-shot"]["off_target"] for s in ("fcll", "baseline"))
+    entry = fcll["groups"]["zero-shot"]["off_target"]
+    assert entry["paired_seeds"] == [2] and entry["delta"] == pytest.approx(own - base)
+    claim = report["claims"][0]
+    assert (claim["value"], claim["baseline"]) == (pytest.approx(own), pytest.approx(base))
+    assert "so far" not in claim["verdict"]  # the baseline has no seed 3 to pair with
+    text = markdown(report)
+    assert "seeds [1, 2] (fcll: [2, 3])" in text and "| FCLL (1 of 2 seeds) |" in text
+
+
+@pytest.mark.reliability
+def test_seeds_given_to_compare_train_those_but_the_report_is_the_whole_suites(finished, tmp_path):
+    """`--systems baseline --seeds 3` trains baseline seed 3; the report still has FCLL and seeds 1-2."""
+    path = _own_seeds_suite(finished, tmp_path, [1, 2, 5])
+    suite = load_suite(path)
+    chosen = suite.select(["baseline"], [3])
+    assert chosen.runs == [("baseline", 3)]
+    assert suite.including(chosen).runs == [("baseline", s) for s in (1, 2, 3)] + [("fcll", s) for s in (1, 2, 5)]
+    shutil.copytree(finished["suite"].results_dir, tmp_path / "out" / "results")
+    report = compare(path, systems=["baseline"], seeds=[3], report_only=True, output_dir=tmp_path / "out")
+    assert report["missing"] == ["baseline seed 3", "fcll seed 5"]
+    assert report["systems"]["fcll"]["seeds"] == [1, 2] and report["systems"]["baseline"]["seeds"] == [1, 2]
 
 
 @pytest.mark.reliability
@@ -238,6 +284,8 @@ def test_runs_of_another_corpus_are_refused_in_one_table(finished, tmp_path):
         ),
         ({"set": {"training.max_steps": 400}}, r"system 'broken'.*training.max_steps.*every system shares"),
         ({"set": {"stages": [{"name": "a", "training": {"max_steps": 300}}]}}, r"system 'broken'.*300 steps.*200"),
+        ({"seeds": [1, 1]}, r"systems.broken\]: seeds \[1, 1\] repeat a seed"),
+        ({"seeds": []}, r"systems.broken\]: seeds must be a non-empty list of integers"),
     ],
 )
 def test_a_bad_system_is_refused_before_anything_runs(tmp_path, system, message):

@@ -208,10 +208,10 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
     references = load_references(references_path)["sets"] if references_path.exists() else {}
     per_run = {key: run_groups(result, pivot, resource) for key, result in runs.items()}
     systems: dict[str, Any] = {}
-    base_seeds = [seed for seed in suite.seeds if (suite.baseline, seed) in runs]
+    base_seeds = [seed for seed in suite.seeds_of(suite.baseline) if (suite.baseline, seed) in runs]
     flags: dict = {}  # per-sentence off-target flags of each run, computed once
     for system in suite.systems:
-        seeds = [seed for seed in suite.seeds if (system, seed) in runs]
+        seeds = [seed for seed in suite.seeds_of(system) if (system, seed) in runs]
         if not seeds:
             continue
         groups: dict[str, Any] = {}
@@ -230,6 +230,7 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
                     own = [per_run[(system, s)][group][metric] for s in paired]
                     entry["delta"] = mean(own) - mean(base_values)
                     entry["paired_seeds"] = paired
+                    entry["paired_means"] = [mean(own), mean(base_values)]
                     diff_interval = mean_interval([a - b for a, b in zip(own, base_values, strict=True)])
                     entry["delta_ci95"] = list(diff_interval) if diff_interval else None
                 groups[group][metric] = entry
@@ -240,6 +241,7 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
             "label": suite.systems[system].label,
             "paper": suite.systems[system].paper,
             "seeds": seeds,
+            "planned_seeds": suite.seeds_of(system),
             "lang_tag_style": results[0]["lang_tag_style"],
             "parameters": results[0]["parameters"],
             "train_tokens_per_second": mean(
@@ -259,6 +261,7 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
         "description": suite.description,
         "baseline": suite.baseline,
         "seeds": suite.seeds,
+        "own_seeds": {name: suite.seeds_of(name) for name in suite.systems if suite.seeds_of(name) != suite.seeds},
         "missing": missing,
         "systems": systems,
         "runs": {f"{s} seed {seed}": groups for (s, seed), groups in per_run.items()},
@@ -275,7 +278,7 @@ def _significance(suite, system, groups, runs, references, pivot, resource, flag
     """p-values of the paired bootstrap per group, on the concatenated outputs of the shared seeds (BLEU and
     chrF++ by sacreBLEU; the off-target rate on per-sentence flags by the same procedure)."""
     metrics = [m for m in SIGNIFICANCE_METRICS if any(m in g for g in groups.values())]
-    seeds = [s for s in suite.seeds if (system, s) in runs and (suite.baseline, s) in runs]
+    seeds = [s for s in suite.seeds_of(system) if (system, s) in runs and (suite.baseline, s) in runs]
     if not seeds or not references or not metrics:
         return
     outputs = {(name, s): _outputs(suite, name, s) for name in (system, suite.baseline) for s in seeds}
@@ -331,9 +334,15 @@ def _claim(claim: dict[str, Any], systems: dict[str, Any], baseline: str) -> dic
         verdict += " over sentences, not across seeds (the per-seed interval includes 0)"
     elif significant and interval is None:
         verdict += " over sentences (one seed: no interval over seeds yet)"
-    if len(entry["values"]) < len(base["values"]):
-        verdict += f" (on {len(entry['values'])} of {len(base['values'])} seeds so far)"
-    return out | {"baseline": base["mean"], "value": entry["mean"], "delta": delta, "test": how, "verdict": verdict}
+    # the means of the seeds both ran, so that value - baseline = delta even where their seeds differ
+    paired = entry.get("paired_seeds", entry["values"])
+    planned = [set(systems[name].get("planned_seeds", paired)) for name in (claim["system"], baseline)]
+    if len(paired) < len(planned[0] & planned[1]):
+        verdict += f" (on {len(paired)} of {len(planned[0] & planned[1])} seeds so far)"
+    value, base_value = entry.get("paired_means", (entry["mean"], base["mean"]))
+    if len(paired) > 1:
+        how = f"{len(paired)} seeds; {how}"
+    return out | {"baseline": base_value, "value": value, "delta": delta, "test": how, "verdict": verdict}
 
 
 def _setting(suite: Suite, runs: dict) -> dict[str, Any]:
@@ -372,6 +381,21 @@ def _cell(entry: dict[str, Any] | None, metric: str, baseline: bool) -> str:
     return text
 
 
+def _seed_count(done: int, planned: int, suite: int) -> str:
+    """' (2 of 3 seeds)' for a system still missing runs, ' (5 seeds)' for one with more than the suite's."""
+    if done < planned:
+        return f" ({done} of {planned} seeds)"
+    return "" if done == suite else f" ({done} seed{'s' if done != 1 else ''})"
+
+
+def _own_seeds(own: dict[str, list[int]]) -> str:
+    """' (baseline, fcll: [1, 2, 3, 4, 5])' for the systems with seeds of their own."""
+    by_seeds: dict[str, list[str]] = defaultdict(list)
+    for name, seeds in own.items():
+        by_seeds[str(seeds)].append(name)
+    return "".join(f" ({', '.join(names)}: {seeds})" for seeds, names in by_seeds.items())
+
+
 def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
     """The report as Markdown: the papers' layout, systems as rows."""
     systems, baseline = report["systems"], report["baseline"]
@@ -385,7 +409,7 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         f"**{report['suite']}**: {report['description']}".rstrip(": "),
         "",
         f"Budget per run: {setting['steps']} steps x {setting['batch']} examples ({setting['shape']}); seeds "
-        f"{report['seeds']}; test sentences per run: "
+        f"{report['seeds']}{_own_seeds(report.get('own_seeds', {}))}; test sentences per run: "
         + ", ".join(f"{n} {name}" for name, n in setting["sentences"].items())
         + f"; beam {evaluation.get('num_beams', 4)}; off-target by {setting['language_identifier']}.",
         "",
@@ -409,10 +433,8 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         off_text = _cell(off, "off_target", is_base)
         if off and off.get("ci95"):  # shown within [0, 100%]; report.json keeps the interval as computed
             off_text += f" [{max(off['ci95'][0], 0):.0%}, {min(off['ci95'][1], 1):.0%}]"
-        label = s["label"] + (
-            ""
-            if len(s["seeds"]) == len(report["seeds"])
-            else f" ({len(s['seeds'])} seed{'s' if len(s['seeds']) != 1 else ''})"
+        label = s["label"] + _seed_count(
+            len(s["seeds"]), len(s.get("planned_seeds", s["seeds"])), len(report["seeds"])
         )
         lines.append(
             f"| {label} | {s['lang_tag_style']} | " + " | ".join(cells)
@@ -466,7 +488,7 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
             lines.append(f"| {s['label']} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Cells: mean ± standard deviation over seeds (difference from the baseline). `*`: p < 0.05 in sacreBLEU's "
+        "Cells: mean ± standard deviation over seeds (difference from the baseline, on the seeds both ran). `*`: p < 0.05 in sacreBLEU's "
         f"paired bootstrap ({BOOTSTRAP_SAMPLES} resamples) of the system against the baseline on the group's outputs "
         "of all seeds concatenated, seed i paired with the baseline's seed i (the off-target rate: the same "
         "procedure on per-sentence flags). Off-target [interval]: 95% Student-t interval over seeds. Tags: where the language tag goes (`source`: Johnson et al.; `target`: decoder's first token; "

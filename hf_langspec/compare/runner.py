@@ -171,12 +171,14 @@ def compare(
     """Train and evaluate every (system, seed) not yet done, then build the report; returns the report.
 
     Everything about the suite (systems, overrides, budgets, model configs) is checked before anything
-    runs. `report_only` trains nothing and reports what exists, listing the runs that are missing.
+    runs. `systems` and `seeds` choose what trains; the report is always the whole suite's (plus the
+    seeds chosen), so a run of one system does not shrink the published table. `report_only` trains
+    nothing and reports what exists, listing the runs that are missing.
     """
     from .report import build_report
 
-    suite = suite if isinstance(suite, Suite) else load_suite(suite)
-    suite = suite.select(systems, seeds)
+    whole = suite if isinstance(suite, Suite) else load_suite(suite)
+    suite = whole.select(systems, seeds)
     if output_dir is not None:  # results follow it unless the suite names its own results_dir
         suite.output_dir = Path(output_dir)
     if workers < 1:
@@ -193,14 +195,19 @@ def compare(
         shared = prepare_shared(suite, list(eval_sets))
         runs = plan_runs(suite, shared, threads)
         todo = [run for run in runs if not is_finished(run)]
+        counts = sorted({len(suite.seeds_of(system)) for system in suite.systems})
         print(
-            f"[{suite.name}] {len(runs)} runs ({len(suite.systems)} systems x {len(suite.seeds)} seeds): "
+            f"[{suite.name}] {len(runs)} runs ({len(suite.systems)} systems x "
+            f"{'-'.join(str(n) for n in counts[:: max(1, len(counts) - 1)])} seeds): "
             f"{len(runs) - len(todo)} finished, {len(todo)} to run with {workers} worker(s) x "
             f"{'1 GPU' if gpus else f'{threads} thread(s)'}",
             flush=True,
         )
         failed = execute(todo, workers, gpus) if todo else {}
-    report = build_report(suite, eval_sets=[f"eval:{Path(f).name.removesuffix('.jsonl')}" for f in eval_sets])
+    # the report is the whole suite's, with whatever the selection added (extra seeds), never a part of it
+    report = build_report(
+        whole.including(suite), eval_sets=[f"eval:{Path(f).name.removesuffix('.jsonl')}" for f in eval_sets]
+    )
     report["failed"] = failed
     return report
 

@@ -4,7 +4,7 @@
 name: bible3
 output_dir: runs/compare-bible3          # shared data and tokenizer, one run directory per (system, seed)
 results_dir: benchmarks/results/bible3   # results files and the report (default: <output_dir>/results)
-seeds: [1, 2, 3]
+seeds: [1, 2, 3]                         # every system's, unless it names its own
 baseline: baseline                       # the system every other one is compared with
 base:                                    # an ordinary experiment config without output_dir
   data: {bible: {languages: [en, de, fr]}, max_length: 48}
@@ -14,7 +14,8 @@ base:                                    # an ordinary experiment config without
   evaluation: {max_sentences_per_direction: 50, num_beams: 4}
 systems:
   baseline: {label: "Transformer, source tags"}
-  fcll: {label: FCLL, paper: CLL, set: {model.class: cll, model.central_language: en}}
+  fcll: {label: FCLL, paper: CLL, set: {model.class: cll, model.central_language: en},
+         seeds: [1, 2, 3, 4, 5]}             # more seeds where the seed-to-seed spread hides an effect
 report:
   resource_groups: {low_below: 5000, high_from: 20000}   # Low/Med/High groups by training examples
   claims:                                                # one line per paper under the table
@@ -27,6 +28,7 @@ A system's `set` takes the keys of `hf-langspec train --set` (dotted paths into 
 as YAML would parse them). Systems may change anything but the data, the vocabulary and the
 training budget (steps x batch): those are what makes the comparison fair, and a change to them is
 refused before anything runs. The tag style is the one tokenizer setting a system may change.
+A system with its own `seeds` is compared with the baseline on the seeds both have (seed i with seed i).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +45,7 @@ import yaml
 from ..training.experiment import ConfigError, check_keys, model_classes, set_keys, validate_config
 
 SUITE_KEYS = {"name", "description", "output_dir", "results_dir", "seeds", "baseline", "base", "systems", "report"}
-SYSTEM_KEYS = {"label", "paper", "description", "set"}
+SYSTEM_KEYS = {"label", "paper", "description", "set", "seeds"}
 REPORT_KEYS = {"resource_groups", "claims", "insert_into", "pivot"}
 CLAIM_KEYS = {"paper", "system", "group", "metric", "expect", "effect", "note"}
 CLAIM_METRICS = ("bleu", "chrfpp", "off_target")
@@ -61,6 +63,7 @@ class System:
     label: str = ""
     paper: str = ""
     description: str = ""
+    seeds: list[int] | None = None  # None: the suite's
 
 
 @dataclass
@@ -88,19 +91,34 @@ class Suite:
         set_keys(config, copy.deepcopy(self.systems[system].overrides))
         return config
 
+    def seeds_of(self, system: str) -> list[int]:
+        """The seeds `system` runs with: its own list, or the suite's."""
+        return self.systems[system].seeds or self.seeds
+
     def select(self, systems: list[str] | None = None, seeds: list[int] | None = None) -> Suite:
-        """The same suite restricted to some systems (the baseline always stays) and seeds."""
+        """The same suite restricted to some systems (the baseline always stays) and seeds (for every system)."""
         if systems:
             unknown = [s for s in systems if s not in self.systems]
             if unknown:
                 raise ConfigError(f"{self.path}: unknown systems {unknown}; the suite has {list(self.systems)}.")
         keep = [s for s in self.systems if not systems or s in systems or s == self.baseline]
-        return Suite(**{**self.__dict__, "systems": {s: self.systems[s] for s in keep}, "seeds": seeds or self.seeds})
+        chosen = {s: replace(self.systems[s], seeds=None) if seeds else self.systems[s] for s in keep}
+        return replace(self, systems=chosen, seeds=seeds or self.seeds)
+
+    def including(self, other: Suite) -> Suite:
+        """This suite with the runs of `other` (a selection of it) added, so that a run of extra seeds
+        (`--seeds 4,5`) is reported beside the suite's own instead of replacing its report."""
+        systems = {
+            name: replace(system, seeds=sorted(set(self.seeds_of(name)) | set(other.seeds_of(name))))
+            if name in other.systems else system
+            for name, system in self.systems.items()
+        }  # fmt: skip
+        return replace(self, systems=systems, output_dir=other.output_dir)
 
     @property
     def runs(self) -> list[tuple[str, int]]:
         """(system, seed) in the order they run: the baseline first, then system by system."""
-        return [(system, seed) for system in self.systems for seed in self.seeds]
+        return [(system, seed) for system in self.systems for seed in self.seeds_of(system)]
 
 
 def _where(path: Path, system: str | None = None) -> str:
@@ -126,11 +144,7 @@ def load_suite(path: str | os.PathLike) -> Suite:
     for key in ("name", "output_dir", "base", "systems", "seeds", "baseline"):
         if key not in raw:
             raise ConfigError(f"{path}: `{key}` is required (see hf_langspec.compare.suite for the layout).")
-    seeds = raw["seeds"]
-    if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
-        raise ConfigError(f"{path}: seeds must be a non-empty list of integers, got {seeds!r}.")
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"{path}: seeds {seeds} repeat a seed.")
+    seeds = _check_seeds(raw["seeds"], str(path))
     base = check_keys(
         raw["base"], {"data", "tokenizer", "model", "training", "stages", "evaluation"}, f"{path} [base]"
     )
@@ -144,8 +158,9 @@ def load_suite(path: str | os.PathLike) -> Suite:
         overrides = check_keys(
             entry.get("set", {}) or {}, set(entry.get("set", {}) or {}), f"{path} [systems.{name}.set]"
         )
+        own_seeds = _check_seeds(entry["seeds"], f"{path} [systems.{name}]") if "seeds" in entry else None
         systems[name] = System(
-            name, overrides, entry.get("label", name), entry.get("paper", ""), entry.get("description", "")
+            name, overrides, entry.get("label", name), entry.get("paper", ""), entry.get("description", ""), own_seeds
         )
     if raw["baseline"] not in systems:
         raise ConfigError(f"{path}: baseline {raw['baseline']!r} is not one of the systems {list(systems)}.")
@@ -162,6 +177,14 @@ def load_suite(path: str | os.PathLike) -> Suite:
     for i, claim in enumerate(report.get("claims", [])):
         _check_claim(suite, claim, f"{path} [report.claims][{i}]")
     return suite
+
+
+def _check_seeds(seeds: Any, where: str) -> list[int]:
+    if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
+        raise ConfigError(f"{where}: seeds must be a non-empty list of integers, got {seeds!r}.")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{where}: seeds {seeds} repeat a seed.")
+    return list(seeds)
 
 
 def _check_claim(suite: Suite, claim: Any, where: str) -> None:
