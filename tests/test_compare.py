@@ -21,7 +21,7 @@ import yaml
 
 from hf_langspec.compare import compare, load_suite
 from hf_langspec.compare.report import build_report, markdown, mean_interval, paired_bootstrap, t_quantile
-from hf_langspec.compare.worker import results_paths
+from hf_langspec.compare.shared import results_paths
 from hf_langspec.training.experiment import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,6 +78,10 @@ def test_the_tiny_suite_trains_every_run_and_reports(finished):
         }
     fcll = report["systems"]["fcll"]
     assert fcll["parameters"]["added"] > 0 == report["systems"]["baseline"]["parameters"]["added"]
+    log = (suite.output_dir / "runs/fcll/seed2/compare.log").read_text()
+    assert (
+        "training fcll seed 2" in log and "found in sys.modules" not in log
+    )  # runpy's warning: worker imported early
     for name in (
         "report.md",
         "report.json",

@@ -28,9 +28,8 @@ from typing import Any
 
 from ..data.schema import write_atomic
 from ..training.experiment import ConfigError
-from .shared import REFERENCES_FILE, load_references
+from .shared import REFERENCES_FILE, load_references, results_paths
 from .suite import Suite
-from .worker import results_paths
 
 METRICS = ("bleu", "chrfpp", "off_target", "length_ratio", "degenerate", "distinct")
 RATE_METRICS = ("off_target", "degenerate", "distinct")  # shares, printed in percent (points for differences)

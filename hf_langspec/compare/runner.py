@@ -22,9 +22,8 @@ from typing import Any
 
 from ..data.schema import write_atomic
 from ..training.experiment import ConfigError
-from .shared import prepare_shared
+from .shared import prepare_shared, results_paths
 from .suite import Suite, load_suite
-from .worker import results_paths
 
 
 @dataclass

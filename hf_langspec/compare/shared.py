@@ -24,6 +24,11 @@ logger = logging.getLogger(__name__)
 REFERENCES_FILE = "references.json.gz"
 
 
+def results_paths(results_dir: Path, system: str, seed: int) -> tuple[Path, Path]:
+    """The run's scores (small JSON, committed) and its outputs (gzip JSON, for the paired bootstrap)."""
+    return results_dir / system / f"seed{seed}.json", results_dir / system / f"seed{seed}.outputs.json.gz"
+
+
 def file_digest(paths: list[Path]) -> str:
     digest = hashlib.sha256()
     for path in paths:

@@ -17,13 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ..data.schema import write_atomic
+from .shared import results_paths
 
 RESULTS_FORMAT = 1
-
-
-def results_paths(results_dir: Path, system: str, seed: int) -> tuple[Path, Path]:
-    """The run's scores (small JSON, committed) and its outputs (gzip JSON, for the paired bootstrap)."""
-    return results_dir / system / f"seed{seed}.json", results_dir / system / f"seed{seed}.outputs.json.gz"
 
 
 def package_commit() -> str | None:
@@ -154,6 +150,10 @@ def run(spec: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1 or not Path(argv[0]).is_file():
+        print(f"usage: python -m hf_langspec.compare.worker SPEC.json (got {argv}); `hf-langspec compare` writes "
+              "the spec and starts the workers.", file=sys.stderr)  # fmt: skip
+        return 2
     spec = json.loads(Path(argv[0]).read_text())
     try:
         run(spec)
