@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from hf_langspec.training import (
     last_complete_checkpoint,
 )
 from hf_langspec.training.experiment import ConfigError, run_experiment, validate_config
+from hf_langspec.training.trainer import truly_missing_keys
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"]
 
@@ -101,13 +103,20 @@ class Interrupt(TrainerCallback):
 
 
 @pytest.mark.reliability
-def test_resume_after_interruption_continues_exactly(tokenizer, tmp_path):
+def test_resume_after_interruption_continues_exactly(tokenizer, tmp_path, caplog):
     make_trainer(tokenizer, tmp_path / "straight").train()
     uninterrupted = losses(tmp_path / "straight")
     with pytest.raises(KeyboardInterrupt):
         make_trainer(tokenizer, tmp_path / "resumed", callbacks=[Interrupt(at_step=4)]).train()
     assert [p.name for p in complete_checkpoints(tmp_path / "resumed")] == ["checkpoint-3"]
-    make_trainer(tokenizer, tmp_path / "resumed").train(resume_from_checkpoint=True)
+    trainer_logger = logging.getLogger("transformers.trainer")  # transformers' loggers do not propagate
+    trainer_logger.addHandler(caplog.handler)
+    try:
+        make_trainer(tokenizer, tmp_path / "resumed").train(resume_from_checkpoint=True)
+    finally:
+        trainer_logger.removeHandler(caplog.handler)
+    # the tied embeddings are loaded through model.shared: no false "missing keys" warning (transformers#27972)
+    assert not [r for r in caplog.records if "missing keys" in r.getMessage()]
     resumed = losses(tmp_path / "resumed")
     assert sorted(resumed) == list(range(1, 7))
     for step in (4, 5, 6):  # steps after the checkpoint: same batches, same dropout, same loss
@@ -178,6 +187,19 @@ def test_a_checkpoint_killed_before_its_manifest_resumes_when_its_files_are_all_
         make_trainer(tokenizer, tmp_path / "resumed", save_steps=2).train(resume_from_checkpoint=True)
     assert any("checkpoint-4 has no manifest" in r.getMessage() for r in caplog.records)
     assert losses(tmp_path / "resumed") == losses(tmp_path / "straight")
+
+
+def test_only_keys_without_a_loaded_twin_are_reported_missing(tokenizer):
+    """Tied weights dropped from a checkpoint were loaded through their twin; a truly missing key, or a tie that
+    was broken (lm_head given its own tensor), is still reported."""
+    model = tiny_model(tokenizer)
+    tied = ["model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight"]
+    layer = "model.encoder.layers.0.fc1.weight"
+    assert truly_missing_keys(model, tied) == []
+    assert truly_missing_keys(model, [*tied, layer]) == [layer]
+    assert truly_missing_keys(model, [*tied, "model.shared.weight"]) == [*tied, "model.shared.weight"]
+    model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
+    assert truly_missing_keys(model, tied) == ["lm_head.weight"]
 
 
 def test_checkpoint_averaging_is_the_mean_of_the_weights(tokenizer, tmp_path):

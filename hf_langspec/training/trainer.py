@@ -191,6 +191,13 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
             loss = loss + aux  # the model's own loss (which includes it) was replaced by the smoothed one
         return (loss, outputs) if return_outputs else loss
 
+    def _issue_warnings_after_load(self, load_result: Any) -> None:
+        """The Trainer's warnings after loading a checkpoint to resume, without its false "missing keys" for tied
+        weights (transformers#27972): safetensors stores a shared tensor once, and the names it drops were loaded
+        through the one it kept. A missing key that shares no tensor with a loaded one is still reported."""
+        missing = truly_missing_keys(self.model, load_result.missing_keys)
+        super()._issue_warnings_after_load(type(load_result)(missing, load_result.unexpected_keys))
+
     def _save_checkpoint(self, model, trial) -> None:
         """The Trainer's checkpoint, then its manifest (written last), and only then the rotation of old ones."""
         limit = self.args.save_total_limit
@@ -228,6 +235,21 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
                     )
                 logger.info("Averaged the weights of %s", [c.name for c in checkpoints])
         return result
+
+
+def truly_missing_keys(model: torch.nn.Module, missing_keys: list[str]) -> list[str]:
+    """The keys of `missing_keys` whose tensor no loaded key shares (tied weights are loaded through their twin)."""
+    names_by_tensor: dict[int, list[str]] = {}
+    for name, tensor in [
+        *model.named_parameters(remove_duplicate=False),
+        *model.named_buffers(remove_duplicate=False),
+    ]:
+        names_by_tensor.setdefault(id(tensor), []).append(name)
+    missing = set(missing_keys)
+    loaded_via_twin = {
+        name for names in names_by_tensor.values() if any(n not in missing for n in names) for name in names
+    }
+    return [key for key in missing_keys if key not in loaded_via_twin]
 
 
 EVAL_FIELDS = ("predictions", "label_ids", "inputs", "losses")
