@@ -246,6 +246,15 @@ def test_a_system_with_seeds_of_its_own_is_compared_on_the_seeds_both_ran(finish
     assert "seeds [1, 2] (fcll: [2, 3])" in text and "| FCLL (1 of 2 seeds) |" in text
 
 
+def test_the_runner_counts_each_systems_own_seeds(finished, tmp_path, capsys):
+    shutil.copytree(finished["suite"].results_dir, tmp_path / "results")  # the report goes there, not the fixture's
+    raw = yaml.safe_load(_own_seeds_suite(finished, tmp_path, [1]).read_text())
+    path = tmp_path / "copy.yaml"
+    path.write_text(yaml.safe_dump({**raw, "results_dir": str(tmp_path / "results")}))
+    compare(path, eval_sets=[str(finished["eval_set"])])
+    assert "[tiny] 3 runs (2 systems x 1-2 seeds): 3 finished, 0 to run" in capsys.readouterr().out
+
+
 @pytest.mark.reliability
 def test_seeds_given_to_compare_train_those_but_the_report_is_the_whole_suites(finished, tmp_path):
     """`--systems baseline --seeds 3` trains baseline seed 3; the report still has FCLL and seeds 1-2."""

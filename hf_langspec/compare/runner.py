@@ -195,9 +195,9 @@ def compare(
         runs = plan_runs(suite, shared, threads)
         todo = [run for run in runs if not is_finished(run)]
         counts = sorted({len(suite.seeds_of(system)) for system in suite.systems})
+        seeds_each = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
         print(
-            f"[{suite.name}] {len(runs)} runs ({len(suite.systems)} systems x "
-            f"{'-'.join(str(n) for n in counts[:: max(1, len(counts) - 1)])} seeds): "
+            f"[{suite.name}] {len(runs)} runs ({len(suite.systems)} systems x {seeds_each} seeds): "
             f"{len(runs) - len(todo)} finished, {len(todo)} to run with {workers} worker(s) x "
             f"{'1 GPU' if gpus else f'{threads} thread(s)'}",
             flush=True,
