@@ -25,6 +25,9 @@ class CLMConfig(LangSpecConfig):
     Args:
         clm_encoder / clm_decoder (`str`, *optional*, defaults to `"sclm"`): `"sclm"` (one gate P per layer),
             `"mclm"` (one P per layer and key), `"ls"` (no gate; one language-specific map per key) or `"none"`.
+            At a small budget (bible11: d 128, 3,000 steps) sCLM in the encoder left models that ignore their
+            source, pre- and post-norm alike, where `clm_encoder="none"` (sCLM-D) did not: check a short run
+            with `hf_langspec.evaluation.source_use` (docs/DECISIONS.md, CLM).
         clm_encoder_key / clm_decoder_key (`str`, *optional*, defaults to `"pair"`): what mCLM and LS
             parameters are per: `"pair"` (`language_pairs`, the paper), `"source"` or `"target"` language.
         clm_sublayers (`str`, *optional*, defaults to `"all"`): `"all"` sublayers (the paper's CLM) or `"ffn"`
