@@ -214,6 +214,17 @@ def test_checkpoint_averaging_is_the_mean_of_the_weights(tokenizer, tmp_path):
     assert not torch.equal(a[name], b[name])
 
 
+def test_training_with_checkpoint_averaging_ends_with_the_mean_of_the_last_checkpoints(tokenizer, tmp_path):
+    """`average_last_checkpoints=2` loads the mean of the last two checkpoints into the model (the tied embeddings,
+    stored once in a checkpoint, are loaded through `model.shared`)."""
+    trainer = make_trainer(tokenizer, tmp_path, max_steps=6, save_steps=3, average_last_checkpoints=2)
+    trainer.train()
+    expected = average_checkpoints(complete_checkpoints(tmp_path))
+    for name in ("model.encoder.layers.0.fc1.weight", "model.shared.weight"):
+        torch.testing.assert_close(trainer.model.state_dict()[name], expected[name])
+    assert trainer.model.lm_head.weight is trainer.model.model.shared.weight
+
+
 @dataclass
 class AuxOutput(Seq2SeqLMOutput):
     aux_loss: torch.Tensor | None = None

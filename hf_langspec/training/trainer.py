@@ -228,8 +228,7 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
             if checkpoints:
                 averaged = average_checkpoints(checkpoints)
                 missing, unexpected = self.model.load_state_dict(averaged, strict=False)
-                tied = set(getattr(self.model, "_tied_weights_keys", None) or {})
-                if unexpected or set(missing) - tied:
+                if unexpected or truly_missing_keys(self.model, missing):  # tied weights load through their twin
                     raise ValueError(
                         f"Averaged checkpoints do not fit the model: missing {missing}, unexpected {unexpected}."
                     )
