@@ -414,8 +414,11 @@ def test_a_claim_holds_only_when_the_sentences_and_the_seeds_agree(p_value, inte
     delta = sum(interval) / 2
     claim = {"system": "m", "group": "zero-shot", "metric": "off_target", "expect": "down"}
     systems = {
-        "base": {"groups": {"zero-shot": {"off_target": {"mean": 0.6, "values": [0.4, 0.6, 0.8]}}}},
-        "m": {"groups": {"zero-shot": {"off_target": {"mean": 0.6 + delta, "values": [0.1, 0.1, 0.1], "delta": delta,
+        "base": {"planned_seeds": [1, 2, 3],
+                 "groups": {"zero-shot": {"off_target": {"mean": 0.6, "values": [0.4, 0.6, 0.8]}}}},
+        "m": {"planned_seeds": [1, 2, 3],
+              "groups": {"zero-shot": {"off_target": {"mean": 0.6 + delta, "values": [0.1, 0.1, 0.1], "delta": delta,
+                                                      "paired_seeds": [1, 2, 3], "paired_means": [0.6 + delta, 0.6],
                                                       "p_value": p_value, "delta_ci95": list(interval)}}}},
     }  # fmt: skip
     result = _claim(claim, systems, "base")

@@ -334,11 +334,11 @@ def _claim(claim: dict[str, Any], systems: dict[str, Any], baseline: str) -> dic
     elif significant and interval is None:
         verdict += " over sentences (one seed: no interval over seeds yet)"
     # the means of the seeds both ran, so that value - baseline = delta even where their seeds differ
-    paired = entry.get("paired_seeds", entry["values"])
-    planned = [set(systems[name].get("planned_seeds", paired)) for name in (claim["system"], baseline)]
-    if len(paired) < len(planned[0] & planned[1]):
-        verdict += f" (on {len(paired)} of {len(planned[0] & planned[1])} seeds so far)"
-    value, base_value = entry.get("paired_means", (entry["mean"], base["mean"]))
+    paired = entry["paired_seeds"]
+    both = set(systems[claim["system"]]["planned_seeds"]) & set(systems[baseline]["planned_seeds"])
+    if len(paired) < len(both):
+        verdict += f" (on {len(paired)} of {len(both)} seeds so far)"
+    value, base_value = entry["paired_means"]
     if len(paired) > 1:
         how = f"{len(paired)} seeds; {how}"
     return out | {"baseline": base_value, "value": value, "delta": delta, "test": how, "verdict": verdict}
@@ -408,7 +408,7 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         f"**{report['suite']}**: {report['description']}".rstrip(": "),
         "",
         f"Budget per run: {setting['steps']} steps x {setting['batch']} examples ({setting['shape']}); seeds "
-        f"{report['seeds']}{_own_seeds(report.get('own_seeds', {}))}; test sentences per run: "
+        f"{report['seeds']}{_own_seeds(report['own_seeds'])}; test sentences per run: "
         + ", ".join(f"{n} {name}" for name, n in setting["sentences"].items())
         + f"; beam {evaluation.get('num_beams', 4)}; off-target by {setting['language_identifier']}.",
         "",
@@ -432,9 +432,7 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         off_text = _cell(off, "off_target", is_base)
         if off and off.get("ci95"):  # shown within [0, 100%]; report.json keeps the interval as computed
             off_text += f" [{max(off['ci95'][0], 0):.0%}, {min(off['ci95'][1], 1):.0%}]"
-        label = s["label"] + _seed_count(
-            len(s["seeds"]), len(s.get("planned_seeds", s["seeds"])), len(report["seeds"])
-        )
+        label = s["label"] + _seed_count(len(s["seeds"]), len(s["planned_seeds"]), len(report["seeds"]))
         lines.append(
             f"| {label} | {s['lang_tag_style']} | " + " | ".join(cells)
             + f" | {_cell(zs.get('chrfpp'), 'chrfpp', is_base)} | {off_text} |"
