@@ -71,12 +71,20 @@ def test_the_tiny_suite_trains_every_run_and_reports(finished):
         assert result["training"]["steps"] == 200  # the budget that was asked for, as trained
         assert len(result["corpus_fingerprint"]) == 16 and len(result["tokenizer_fingerprint"]) == 16
         assert result["package_commit"]
+        state = json.loads(
+            (suite.output_dir / f"runs/{system}/seed{seed}/checkpoints/checkpoint-200/trainer_state.json").read_text()
+        )
+        logged = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+        assert result["training"]["final_loss"] == logged[-1] and len(logged) == 4  # logging_steps 50 of 200
         assert set(json.loads(gzip.decompress(outputs.read_bytes()))) == {
             "supervised",
             "zero-shot",
             "eval:extra.multiway",
         }
     fcll = report["systems"]["fcll"]
+    losses = [json.loads(results_paths(suite.results_dir, "fcll", seed)[0].read_text())["training"]["final_loss"]
+              for seed in (1, 2)]  # fmt: skip
+    assert fcll["final_loss"] == pytest.approx(np.mean(losses))
     assert fcll["parameters"]["added"] > 0 == report["systems"]["baseline"]["parameters"]["added"]
     log = (suite.output_dir / "runs/fcll/seed2/compare.log").read_text()
     assert (
@@ -93,6 +101,7 @@ def test_the_tiny_suite_trains_every_run_and_reports(finished):
         assert (suite.results_dir / name).stat().st_size > 0
     markdown = (suite.results_dir / "report.md").read_text()
     assert "| FCLL | source |" in markdown and "Do the papers' headline effects hold here?" in markdown
+    assert "final training loss |" in markdown and f"| {fcll['final_loss']:.3f} |" in markdown
     assert re.search(r"- \*\*CLL\*\* \(zero-shot off-target down\): .*\*\*\. Here: a 200-step model", markdown)
 
 
@@ -235,6 +244,9 @@ def test_a_system_with_seeds_of_its_own_is_compared_on_the_seeds_both_ran(finish
     report = build_report(suite, write=False)
     assert report["missing"] == ["fcll seed 3"]
     fcll = report["systems"]["fcll"]
+    losses = [json.loads(results_paths(suite.results_dir, "fcll", seed)[0].read_text())["training"]["final_loss"]
+              for seed in (1, 2)]  # fmt: skip
+    assert fcll["final_loss"] == pytest.approx(np.mean(losses))
     assert fcll["seeds"] == [2] and fcll["planned_seeds"] == [2, 3]
     own, base = (report["runs"][f"{s} seed 2"]["zero-shot"]["off_target"] for s in ("fcll", "baseline"))
     entry = fcll["groups"]["zero-shot"]["off_target"]

@@ -249,6 +249,7 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
             "decode_sentences_per_second": mean(
                 r["decoding"]["sentences"] / r["decoding"]["seconds"] for r in results
             ),
+            "final_loss": _final_loss(results),
             "groups": groups,
         }
     base = systems.get(suite.baseline)
@@ -271,6 +272,13 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
     if write:
         write_report(suite, report, runs)
     return report
+
+
+def _final_loss(results: list[dict[str, Any]]) -> float | None:
+    """The mean over seeds of the last logged training loss; None unless every seed recorded it (results files
+    written before it was recorded lack it)."""
+    losses = [r["training"].get("final_loss") for r in results]
+    return None if None in losses else mean(losses)
 
 
 def _significance(suite, system, groups, runs, references, pivot, resource, flags: dict) -> None:
@@ -448,26 +456,31 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         for name, s in systems.items():
             cells = [_cell(s["groups"].get(g, {}).get("bleu"), "bleu", name == baseline) for g in resource_groups]
             lines.append(f"| {s['label']} | " + " | ".join(cells) + " |")
+    with_loss = any(s.get("final_loss") is not None for s in systems.values())  # older results lack it
     lines += [
         "",
         "Cost and output diagnostics (speeds relative to the baseline, measured while the runs shared the machine; "
         "distinct outputs: the share of different translations among a direction's test outputs, whose sources all "
-        "differ: a model that ignores its source repeats one translation):",
+        "differ: a model that ignores its source repeats one translation"
+        + ("; final training loss: the last logged loss, mean over seeds, `-` where a results file predates it"
+           if with_loss else "") + "):",
         "",
-    ]
+    ]  # fmt: skip
     header = ("| system | parameters | added by the method | training tokens/s | decoding sentences/s | zero-shot length ratio "
-              "| zero-shot degenerate | distinct outputs en-xx | distinct outputs xx-en |")  # fmt: skip
+              "| zero-shot degenerate | distinct outputs en-xx | distinct outputs xx-en |"
+              + (" final training loss |" if with_loss else ""))  # fmt: skip
     lines += [header, "|" + "---|" * (header.count("|") - 1)]
     for s in systems.values():
         zs = s["groups"].get("zero-shot", {})
         params = s["parameters"]
         distinct = [_cell(s["groups"].get(g, {}).get("distinct"), "distinct", True) for g in ("en-xx", "xx-en")]
+        loss = s.get("final_loss")
         lines.append(
             f"| {s['label']} | {params['total'] / 1e6:.2f}M | {params['added'] / 1e6:.3f}M "
             f"| {s['train_tokens_per_second']:.0f} ({s['train_tokens_relative'] or 0:.2f}x) "
             f"| {s['decode_sentences_per_second']:.1f} ({s['decode_sentences_relative'] or 0:.2f}x) "
             f"| {_cell(zs.get('length_ratio'), 'length_ratio', True)} | {_cell(zs.get('degenerate'), 'degenerate', True)} "
-            f"| {distinct[0]} | {distinct[1]} |"
+            f"| {distinct[0]} | {distinct[1]} |" + ((f" {loss:.3f} |" if loss is not None else " - |") if with_loss else "")
         )  # fmt: skip
     for set_name in report["eval_sets"]:
         names = [f"{set_name} supervised", f"{set_name} zero-shot"]

@@ -140,6 +140,7 @@ def run(spec: dict[str, Any]) -> None:
             "steps_timed": sum(stage.get("steps_this_process", 0) for stage in trained),
             "input_tokens_timed": sum(stage.get("input_tokens_this_process", 0) for stage in trained),
             "threads": spec["threads"],
+            "final_loss": trained[-1].get("final_loss") if trained else None,  # the last stage's last logged loss
         },
         **meta,
         "sets": directions,

@@ -696,12 +696,16 @@ class _TrainingTime(TrainerCallback):
         self._end = (time.perf_counter(), state.global_step, state.num_input_tokens_seen)
 
     def record(self, state) -> dict[str, Any]:
-        """Steps, seconds and (with `include_num_input_tokens_seen`) source tokens trained in this process."""
+        """Steps, seconds and (with `include_num_input_tokens_seen`) source tokens trained in this process, and
+        the last logged training loss (the mean over the last `logging_steps`; the history survives a resume)."""
         (t0, step0, tokens0), (t1, step1, tokens1) = self._start, self._end
+        logged = [entry for entry in state.log_history if "loss" in entry]
         return {
             "steps_this_process": step1 - step0,
             "seconds": t1 - t0,
             "input_tokens_this_process": tokens1 - tokens0,
+            "final_loss": logged[-1]["loss"] if logged else None,
+            "final_loss_step": logged[-1]["step"] if logged else None,
         }
 
 
