@@ -244,9 +244,10 @@ def test_a_system_with_seeds_of_its_own_is_compared_on_the_seeds_both_ran(finish
     report = build_report(suite, write=False)
     assert report["missing"] == ["fcll seed 3"]
     fcll = report["systems"]["fcll"]
-    losses = [json.loads(results_paths(suite.results_dir, "fcll", seed)[0].read_text())["training"]["final_loss"]
-              for seed in (1, 2)]  # fmt: skip
-    assert fcll["final_loss"] == pytest.approx(np.mean(losses))
+    assert (
+        fcll["final_loss"]
+        == json.loads(results_paths(suite.results_dir, "fcll", 2)[0].read_text())["training"]["final_loss"]
+    )
     assert fcll["seeds"] == [2] and fcll["planned_seeds"] == [2, 3]
     own, base = (report["runs"][f"{s} seed 2"]["zero-shot"]["off_target"] for s in ("fcll", "baseline"))
     entry = fcll["groups"]["zero-shot"]["off_target"]
@@ -256,6 +257,37 @@ def test_a_system_with_seeds_of_its_own_is_compared_on_the_seeds_both_ran(finish
     assert "so far" not in claim["verdict"]  # the baseline has no seed 3 to pair with
     text = markdown(report)
     assert "seeds [1, 2] (fcll: [2, 3])" in text and "| FCLL (1 of 2 seeds) |" in text
+
+
+@pytest.mark.reliability
+def test_a_baseline_with_more_seeds_also_shows_its_row_on_the_suites_seeds(finished, tmp_path):
+    """Suite seeds [1], baseline [1, 2]: the baseline row is over both seeds, and a second row over seed 1 alone
+    gives the numbers FCLL's differences are taken against."""
+    raw = yaml.safe_load(finished["path"].read_text())
+    raw["seeds"], raw["systems"]["baseline"]["seeds"] = [1], [1, 2]
+    path = tmp_path / "baseline_seeds.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    suite = load_suite(path)
+    suite.results_dir_setting = finished["suite"].results_dir
+    report = build_report(suite, write=False)
+    subset = report["baseline_on_suite_seeds"]
+    assert report["systems"]["baseline"]["seeds"] == [1, 2] and subset["seeds"] == [1]
+    for group, metrics in subset["groups"].items():
+        for metric, entry in metrics.items():
+            assert entry["mean"] == pytest.approx(report["runs"]["baseline seed 1"][group][metric])
+    delta = report["systems"]["fcll"]["groups"]["zero-shot"]["bleu"]["delta"]
+    assert delta == pytest.approx(
+        report["runs"]["fcll seed 1"]["zero-shot"]["bleu"] - subset["groups"]["zero-shot"]["bleu"]["mean"]
+    )
+    text = markdown(report)
+    bleu = subset["groups"]["zero-shot"]["bleu"]["mean"]
+    assert re.search(
+        rf"\| Transformer \(source tags\), seeds 1 \(what the 1-seed systems are compared with\) \| source \|.* {bleu:.2f} \|",
+        text,
+    )
+    assert "| Transformer (source tags) (2 seeds) |" in text
+    plain = build_report(load_suite(finished["path"]), write=False)
+    assert plain["baseline_on_suite_seeds"] is None and "compared with)" not in markdown(plain)
 
 
 def test_the_runner_counts_each_systems_own_seeds(finished, tmp_path, capsys):

@@ -213,26 +213,7 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
         seeds = [seed for seed in suite.seeds_of(system) if (system, seed) in runs]
         if not seeds:
             continue
-        groups: dict[str, Any] = {}
-        for group in per_run[(system, seeds[0])]:
-            groups[group] = {}
-            for metric in METRICS:
-                values = [per_run[(system, s)][group].get(metric) for s in seeds if group in per_run[(system, s)]]
-                if len(values) != len(seeds) or None in values:
-                    continue
-                entry = {"mean": mean(values), "std": stdev(values) if len(values) > 1 else 0.0, "values": values}
-                interval = mean_interval(values)
-                entry["ci95"] = list(interval) if interval else None
-                paired = [s for s in seeds if s in base_seeds and group in per_run[(suite.baseline, s)]]
-                if system != suite.baseline and paired:
-                    base_values = [per_run[(suite.baseline, s)][group][metric] for s in paired]
-                    own = [per_run[(system, s)][group][metric] for s in paired]
-                    entry["delta"] = mean(own) - mean(base_values)
-                    entry["paired_seeds"] = paired
-                    entry["paired_means"] = [mean(own), mean(base_values)]
-                    diff_interval = mean_interval([a - b for a, b in zip(own, base_values, strict=True)])
-                    entry["delta_ci95"] = list(diff_interval) if diff_interval else None
-                groups[group][metric] = entry
+        groups = _group_statistics(per_run, system, seeds, suite.baseline, base_seeds)
         if system != suite.baseline:
             _significance(suite, system, groups, runs, references, pivot, resource, flags)
         results = [runs[(system, s)] for s in seeds]
@@ -264,6 +245,7 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
         "own_seeds": {name: suite.seeds_of(name) for name in suite.systems if suite.seeds_of(name) != suite.seeds},
         "missing": missing,
         "systems": systems,
+        "baseline_on_suite_seeds": _baseline_on_suite_seeds(suite, per_run, base_seeds),
         "runs": {f"{s} seed {seed}": groups for (s, seed), groups in per_run.items()},
         "claims": [_claim(claim, systems, suite.baseline) for claim in suite.report.get("claims", [])],
         "setting": _setting(suite, runs),
@@ -272,6 +254,43 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
     if write:
         write_report(suite, report, runs)
     return report
+
+
+def _group_statistics(
+    per_run: dict, system: str, seeds: list[int], baseline: str, base_seeds: list[int]
+) -> dict[str, dict[str, Any]]:
+    """`{group: {metric: entry}}` of a system over its seeds: mean, std, values, 95% interval, and against the
+    baseline on the seeds both ran, the difference of the means, those means and the per-seed difference's interval."""
+    groups: dict[str, Any] = {}
+    for group in per_run[(system, seeds[0])]:
+        groups[group] = {}
+        for metric in METRICS:
+            values = [per_run[(system, s)][group].get(metric) for s in seeds if group in per_run[(system, s)]]
+            if len(values) != len(seeds) or None in values:
+                continue
+            entry = {"mean": mean(values), "std": stdev(values) if len(values) > 1 else 0.0, "values": values}
+            interval = mean_interval(values)
+            entry["ci95"] = list(interval) if interval else None
+            paired = [s for s in seeds if s in base_seeds and group in per_run[(baseline, s)]]
+            if system != baseline and paired:
+                base_values = [per_run[(baseline, s)][group][metric] for s in paired]
+                own = [per_run[(system, s)][group][metric] for s in paired]
+                entry["delta"] = mean(own) - mean(base_values)
+                entry["paired_seeds"] = paired
+                entry["paired_means"] = [mean(own), mean(base_values)]
+                diff_interval = mean_interval([a - b for a, b in zip(own, base_values, strict=True)])
+                entry["delta_ci95"] = list(diff_interval) if diff_interval else None
+            groups[group][metric] = entry
+    return groups
+
+
+def _baseline_on_suite_seeds(suite: Suite, per_run: dict, base_seeds: list[int]) -> dict[str, Any] | None:
+    """The baseline over the suite's seeds alone, when it has more of its own: what the systems with the suite's
+    seeds are compared with (their differences are against these means, not the baseline row's)."""
+    subset = [seed for seed in base_seeds if seed in suite.seeds]
+    if not subset or subset == base_seeds or suite.seeds_of(suite.baseline) == suite.seeds:
+        return None
+    return {"seeds": subset, "groups": _group_statistics(per_run, suite.baseline, subset, suite.baseline, [])}
 
 
 def _final_loss(results: list[dict[str, Any]]) -> float | None:
@@ -403,6 +422,19 @@ def _own_seeds(own: dict[str, list[int]]) -> str:
     return "".join(f" ({', '.join(names)}: {seeds})" for seeds, names in by_seeds.items())
 
 
+def _rows(report: dict[str, Any]):
+    """(name, system) per table row: the systems, and after the baseline, the baseline over the suite's seeds
+    when it has more seeds of its own (the row the other systems' differences are taken against)."""
+    for name, entry in report["systems"].items():
+        yield name, entry
+        subset = report.get("baseline_on_suite_seeds")
+        if name == report["baseline"] and subset:
+            seeds = ", ".join(map(str, subset["seeds"]))
+            label = f"{entry['label']}, seeds {seeds} (what the {len(subset['seeds'])}-seed systems are compared with)"
+            yield name, {**entry, "label": label, "seeds": subset["seeds"], "planned_seeds": subset["seeds"],
+                         "groups": subset["groups"]}  # fmt: skip
+
+
 def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
     """The report as Markdown: the papers' layout, systems as rows."""
     systems, baseline = report["systems"], report["baseline"]
@@ -432,7 +464,7 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         + " | zero-shot chrF++ | zero-shot off-target (95% CI) |"
     )
     lines += [header, "|" + "---|" * (header.count("|") - 1)]
-    for name, s in systems.items():
+    for name, s in _rows(report):
         is_base = name == baseline
         cells = [_cell(s["groups"].get(g, {}).get("bleu"), "bleu", is_base) for g in groups]
         zs = s["groups"].get("zero-shot", {})
@@ -453,7 +485,7 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         lines += ["", "BLEU by training size of the direction (Low / Med / High):", ""]
         header = "| system | " + " | ".join(resource_groups) + " |"
         lines += [header, "|" + "---|" * (header.count("|") - 1)]
-        for name, s in systems.items():
+        for name, s in _rows(report):
             cells = [_cell(s["groups"].get(g, {}).get("bleu"), "bleu", name == baseline) for g in resource_groups]
             lines.append(f"| {s['label']} | " + " | ".join(cells) + " |")
     with_loss = any(s.get("final_loss") is not None for s in systems.values())  # older results lack it
