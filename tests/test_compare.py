@@ -259,7 +259,6 @@ def test_a_system_with_seeds_of_its_own_is_compared_on_the_seeds_both_ran(finish
     assert "seeds [1, 2] (fcll: [2, 3])" in text and "| FCLL (1 of 2 seeds) |" in text
 
 
-@pytest.mark.reliability
 def test_a_baseline_with_more_seeds_also_shows_its_row_on_the_suites_seeds(finished, tmp_path):
     """Suite seeds [1], baseline [1, 2]: the baseline row is over both seeds, and a second row over seed 1 alone
     gives the numbers FCLL's differences are taken against."""
