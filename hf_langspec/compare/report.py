@@ -21,6 +21,7 @@ import json
 import math
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from statistics import mean, stdev
@@ -422,7 +423,7 @@ def _own_seeds(own: dict[str, list[int]]) -> str:
     return "".join(f" ({', '.join(names)}: {seeds})" for seeds, names in by_seeds.items())
 
 
-def _rows(report: dict[str, Any]):
+def _rows(report: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """(name, system) per table row: the systems, and after the baseline, the baseline over the suite's seeds
     when it has more seeds of its own (the row the other systems' differences are taken against)."""
     for name, entry in report["systems"].items():
