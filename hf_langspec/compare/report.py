@@ -534,7 +534,8 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         "Cells: mean ± standard deviation over seeds (difference from the baseline, on the seeds both ran). `*`: p < 0.05 in sacreBLEU's "
         f"paired bootstrap ({BOOTSTRAP_SAMPLES} resamples) of the system against the baseline on the group's outputs "
         "of all seeds concatenated, seed i paired with the baseline's seed i (the off-target rate: the same "
-        "procedure on per-sentence flags). Off-target [interval]: 95% Student-t interval over seeds. Tags: where the language tag goes (`source`: Johnson et al.; `target`: decoder's first token; "
+        "procedure on per-sentence flags); each cell is its own test, not corrected for the number of cells (the "
+        "claims below are the tests stated in advance). Off-target [interval]: 95% Student-t interval over seeds. Tags: where the language tag goes (`source`: Johnson et al.; `target`: decoder's first token; "
         "`none`: no tag, the method's modules alone steer).",
     ]
     signatures = setting["signatures"]
