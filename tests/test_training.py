@@ -569,3 +569,33 @@ def test_a_second_process_on_the_same_output_dir_is_refused_and_a_stale_lock_is_
         run_experiment(config)  # the holder is gone: its lock is stale
     assert any("stale lock" in r.getMessage() for r in caplog.records)
     assert not (tmp_path / "run" / LOCK_FILE).exists()
+
+
+def _probe_output_dir(directory: str, times: int, ready, start) -> None:
+    from hf_langspec.training.experiment import _check_writable
+
+    ready.release()
+    start.wait()  # both processes probe in the same moment, like the ranks of a launch
+    for _ in range(times):
+        _check_writable(Path(directory))
+
+
+def test_ranks_probing_one_output_dir_at_once_do_not_fail_each_other(tmp_path):
+    """The ranks of an `accelerate launch` check output_dir at the same moment; with one probe file, one rank
+    deleted it under the other (seen in CI: "Cannot write to output_dir ...: No such file or directory")."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    ready, start = context.Semaphore(0), context.Event()
+    workers = [
+        context.Process(target=_probe_output_dir, args=(str(tmp_path / "run"), 2000, ready, start)) for _ in range(2)
+    ]
+    for worker in workers:
+        worker.start()
+    for _ in workers:
+        ready.acquire(timeout=120)
+    start.set()
+    for worker in workers:
+        worker.join(timeout=120)
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    assert list((tmp_path / "run").iterdir()) == []  # no probe left behind

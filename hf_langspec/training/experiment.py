@@ -307,7 +307,7 @@ def _check_types(config: dict[str, Any], config_class: type, where: str) -> None
 def _check_writable(directory: Path) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / ".write-test"
+        probe = directory / f".write-test-{os.getpid()}"  # one per process: ranks of a launch probe at once
         probe.write_text("ok")
         probe.unlink()
     except OSError as err:
