@@ -289,7 +289,7 @@ def _baseline_on_suite_seeds(suite: Suite, per_run: dict, base_seeds: list[int])
     """The baseline over the suite's seeds alone, when it has more of its own: what the systems with the suite's
     seeds are compared with (their differences are against these means, not the baseline row's)."""
     subset = [seed for seed in base_seeds if seed in suite.seeds]
-    if not subset or subset == base_seeds or suite.seeds_of(suite.baseline) == suite.seeds:
+    if not subset or subset == base_seeds:  # also when the baseline has no seeds of its own
         return None
     return {"seeds": subset, "groups": _group_statistics(per_run, suite.baseline, subset, suite.baseline, [])}
 
@@ -426,9 +426,9 @@ def _own_seeds(own: dict[str, list[int]]) -> str:
 def _rows(report: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """(name, system) per table row: the systems, and after the baseline, the baseline over the suite's seeds
     when it has more seeds of its own (the row the other systems' differences are taken against)."""
+    subset = report.get("baseline_on_suite_seeds")
     for name, entry in report["systems"].items():
         yield name, entry
-        subset = report.get("baseline_on_suite_seeds")
         if name == report["baseline"] and subset:
             seeds = ", ".join(map(str, subset["seeds"]))
             label = f"{entry['label']}, seeds {seeds} (what the {len(subset['seeds'])}-seed systems are compared with)"

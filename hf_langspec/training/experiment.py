@@ -705,7 +705,6 @@ class _TrainingTime(TrainerCallback):
             "seconds": t1 - t0,
             "input_tokens_this_process": tokens1 - tokens0,
             "final_loss": logged[-1]["loss"] if logged else None,
-            "final_loss_step": logged[-1]["step"] if logged else None,
         }
 
 
