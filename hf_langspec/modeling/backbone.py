@@ -47,6 +47,29 @@ from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPa
 from .configuration_langspec import LangSpecConfig
 from .routing import LanguageContext
 
+# transformers 5.24 renamed the decoding cache `past_key_values` -> `cache`, as a forward argument and as
+# an output field (the old names deprecated until 5.40). generate() passes the cache under the new name and
+# reads it back from the output's field: a forward that ignored `cache` decoded every step from an empty
+# cache. The forwards take either name; outputs set the field the installed version declares.
+CACHE_FIELD = "cache" if "cache" in BaseModelOutputWithPastAndCrossAttentions.__dataclass_fields__ else "past_key_values"
+
+
+def resolve_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
+    """The decoding cache, given under its transformers >= 5.24 name `cache` or the older `past_key_values`."""
+    if cache is not None and past_key_values is not None and cache is not past_key_values:
+        raise ValueError("Pass the decoding cache once, as `cache` (or its older name `past_key_values`), not both.")
+    return cache if cache is not None else past_key_values
+
+
+def cache_output(cache: Cache | None) -> dict[str, Cache | None]:
+    """`{field: cache}` for a model output, under the field name of the installed transformers."""
+    return {CACHE_FIELD: cache}
+
+
+def cache_of(outputs) -> Cache | None:
+    """The decoding cache of a model output, read from the installed transformers' field."""
+    return getattr(outputs, CACHE_FIELD)
+
 INSERTION_POINTS: dict[str, tuple[str, ...]] = {
     "encoder": ("embed", "enc_self_in", "enc_self_attn", "enc_ffn_in", "sublayer_out", "ffn_out", "enc_out"),
     "decoder": (
@@ -542,8 +565,10 @@ class LangSpecDecoder(_Stack):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        cache: Cache | None = None,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         _check_no_attentions(output_attentions)
+        past_key_values = resolve_cache(cache, past_key_values)
         if encoder_hidden_states is None:
             raise ValueError("The decoder needs encoder_hidden_states (the encoder's last_hidden_state).")
         if use_cache and past_key_values is None:
@@ -570,7 +595,5 @@ class LangSpecDecoder(_Stack):
             hidden = self.layer_norm(hidden)
         hidden = _insert(slots, "dec_top", hidden, lang, None)
         return BaseModelOutputWithPastAndCrossAttentions(
-            last_hidden_state=hidden,
-            past_key_values=past_key_values,
-            hidden_states=tuple(states) if states else None,
+            last_hidden_state=hidden, hidden_states=tuple(states) if states else None, **cache_output(past_key_values)
         )

@@ -29,6 +29,9 @@ from .backbone import (
     LangSpecEncoder,
     LangSpecEncoderLayer,
     LangSpecPositionalEmbedding,
+    cache_of,
+    cache_output,
+    resolve_cache,
 )
 from .configuration_langspec import LangSpecConfig
 from .module_language_embedding import AdditiveLanguageEmbedding
@@ -40,6 +43,19 @@ class LangSpecSeq2SeqLMOutput(Seq2SeqLMOutput):
     """`Seq2SeqLMOutput` plus `aux_loss`: the language modules' auxiliary losses, already included in `loss`."""
 
     aux_loss: torch.FloatTensor | None = None
+
+
+# Arguments some transformers versions pass to every forward and that this model has no use for: the
+# positions follow from the cache's length, and the loss is a plain mean (`accepts_loss_kwargs = False`).
+IGNORED_FORWARD_ARGUMENTS = frozenset({"cache_position", "num_items_in_batch"})
+
+
+def _refuse_unknown_arguments(model_name: str, kwargs: dict) -> None:
+    """A forward must not swallow what it does not know: an argument renamed upstream would be lost silently
+    (transformers 5.24's `cache` was, and every decoding step started from an empty cache)."""
+    unknown = sorted(set(kwargs) - IGNORED_FORWARD_ARGUMENTS)
+    if unknown:
+        raise TypeError(f"{model_name}.forward() got unexpected keyword argument(s): {', '.join(unknown)}")
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -137,12 +153,15 @@ class LangSpecModel(LangSpecPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        cache: Cache | None = None,
     ) -> Seq2SeqModelOutput:
         r"""
         src_lang_ids (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
             Source language of each example, an index into `config.languages`.
         tgt_lang_ids (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
             Target language of each example. Required when a module or the tag style needs it.
+        cache (`EncoderDecoderCache`, *optional*):
+            The decoding cache; `past_key_values` is its name before transformers 5.24, and either is accepted.
         """
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
@@ -164,7 +183,7 @@ class LangSpecModel(LangSpecPreTrainedModel):
             attention_mask=decoder_attention_mask,
             encoder_hidden_states=encoder_outputs.last_hidden_state,
             encoder_attention_mask=attention_mask,
-            past_key_values=past_key_values,
+            cache=resolve_cache(cache, past_key_values),
             inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache if use_cache is not None else self.config.use_cache,
             src_lang_ids=src_lang_ids,
@@ -174,7 +193,7 @@ class LangSpecModel(LangSpecPreTrainedModel):
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
-            past_key_values=decoder_outputs.past_key_values,
+            **cache_output(cache_of(decoder_outputs)),
             decoder_hidden_states=decoder_outputs.hidden_states,
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
             encoder_hidden_states=encoder_outputs.hidden_states,
@@ -241,6 +260,7 @@ class LangSpecForConditionalGeneration(LangSpecPreTrainedModel, GenerationMixin)
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        cache: Cache | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         r"""
@@ -250,6 +270,7 @@ class LangSpecForConditionalGeneration(LangSpecPreTrainedModel, GenerationMixin)
         src_lang_ids, tgt_lang_ids (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
             See [`LangSpecModel.forward`].
         """
+        _refuse_unknown_arguments(type(self).__name__, kwargs)
         if labels is not None:
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
@@ -260,7 +281,7 @@ class LangSpecForConditionalGeneration(LangSpecPreTrainedModel, GenerationMixin)
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            cache=resolve_cache(cache, past_key_values),
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
@@ -280,7 +301,7 @@ class LangSpecForConditionalGeneration(LangSpecPreTrainedModel, GenerationMixin)
             loss=loss,
             aux_loss=aux,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **cache_output(cache_of(outputs)),
             decoder_hidden_states=outputs.decoder_hidden_states,
             encoder_last_hidden_state=outputs.encoder_last_hidden_state,
             encoder_hidden_states=outputs.encoder_hidden_states,
