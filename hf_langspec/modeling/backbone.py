@@ -51,7 +51,9 @@ from .routing import LanguageContext
 # an output field (the old names deprecated until 5.40). generate() passes the cache under the new name and
 # reads it back from the output's field: a forward that ignored `cache` decoded every step from an empty
 # cache. The forwards take either name; outputs set the field the installed version declares.
-CACHE_FIELD = "cache" if "cache" in BaseModelOutputWithPastAndCrossAttentions.__dataclass_fields__ else "past_key_values"
+CACHE_FIELD = (
+    "cache" if "cache" in BaseModelOutputWithPastAndCrossAttentions.__dataclass_fields__ else "past_key_values"
+)
 
 
 def resolve_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
@@ -69,6 +71,7 @@ def cache_output(cache: Cache | None) -> dict[str, Cache | None]:
 def cache_of(outputs) -> Cache | None:
     """The decoding cache of a model output, read from the installed transformers' field."""
     return getattr(outputs, CACHE_FIELD)
+
 
 INSERTION_POINTS: dict[str, tuple[str, ...]] = {
     "encoder": ("embed", "enc_self_in", "enc_self_attn", "enc_ffn_in", "sublayer_out", "ffn_out", "enc_out"),
