@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# Idempotent set-up: a virtual environment in .venv with the CPU build of PyTorch and hf_langspec.
-# TORCH_SPEC / TORCH_INDEX_URL choose another PyTorch build (e.g. a CUDA one on a GPU machine).
+# Idempotent set-up: a virtual environment in .venv with hf_langspec and the exact versions of
+# requirements/lock.txt (every dependency, direct or not: what the tests last passed with).
+# PyTorch: the lock's CPU build by default; TORCH_SPEC / TORCH_INDEX_URL choose another build (a CUDA one on a
+# GPU machine), and the rest of the lock still applies. A venv made earlier is brought to the lock's versions.
+# Refresh the lock: python3 scripts/compat_matrix.py newest --write-lock
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
-TORCH_SPEC="${TORCH_SPEC:-torch==2.13.0}"
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-if ! .venv/bin/python -c "import torch" 2>/dev/null; then
-  .venv/bin/python -m pip install -q --upgrade pip
-  # torch first: a plain `torch` requirement would pull several GB of CUDA packages.
-  .venv/bin/python -m pip install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "$TORCH_SPEC"
-fi
-.venv/bin/python -m pip install -q -e ".[dev,eval,export]"
+LOCK=requirements/lock.txt
+TORCH_SPEC="${TORCH_SPEC:-$(grep '^torch==' "$LOCK")}"
+[ -x .venv/bin/python ] || { "$PYTHON" -m venv .venv && .venv/bin/python -m pip install -q --upgrade pip; }
+# torch comes from TORCH_SPEC, so its line leaves the constraints (a CUDA build would conflict with it)
+constraints="$(mktemp)"
+trap 'rm -f "$constraints"' EXIT
+grep -v '^torch==' "$LOCK" >"$constraints"
+# torch first: a plain `torch` requirement would pull several GB of CUDA packages.
+.venv/bin/python -m pip install -q -c "$constraints" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "$TORCH_SPEC"
+.venv/bin/python -m pip install -q -c "$constraints" -e ".[dev,eval,export]"
 .venv/bin/python -c "import torch, transformers, hf_langspec; print('hf_langspec', hf_langspec.__version__, '| torch', torch.__version__, '| transformers', transformers.__version__)"
