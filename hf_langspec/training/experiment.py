@@ -29,6 +29,8 @@ translate:   # an example printed at the end
 stages:      # optional: train on some directions (a list, or high_resource), then on all (each stage resumable)
   - {name: high, directions: [en-de, de-en], training: {max_steps: 1000}}
   - {name: all, training: {max_steps: 2000}}
+expected:    # optional: ranges this config gives with the tested versions; a far-off result is reported
+  xx-en: {bleu: [11.3, 11.7]}
 ```
 """
 
@@ -49,7 +51,9 @@ from transformers import TrainerCallback
 
 logger = logging.getLogger(__name__)
 
-SECTIONS = {"output_dir", "data", "tokenizer", "model", "training", "stages", "evaluation", "translate", "card"}
+SECTIONS = {
+    "output_dir", "data", "tokenizer", "model", "training", "stages", "evaluation", "translate", "card", "expected"
+}  # fmt: skip
 STAGE_KEYS = {"name", "directions", "training"}
 DATA_KEYS = {
     "bible",
@@ -275,6 +279,12 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
             raise ConfigError(f"{where} [evaluation]: {error}") from None
     check_keys(config.get("translate", {}), TRANSLATE_KEYS, f"{where} [translate]")
     check_keys(config.get("card", {}), CARD_KEYS, f"{where} [card]")
+    if "expected" in config:
+        from ..evaluation.expected import check_expected_section
+
+        problem = check_expected_section(config["expected"], f"{where} [expected]")
+        if problem:
+            raise ConfigError(problem)
 
 
 EVALUATION_TYPES = {"max_sentences_per_direction": int | dict | None, "num_beams": int, "batch_size": int,
@@ -600,6 +610,11 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     paths = save_results(results, output_dir / "evaluation", baseline)
     table = results_table(results, baseline)
     print(table)
+    if config.get("expected"):
+        from ..evaluation.expected import compare_with_expected
+
+        outcome["expected"] = compare_with_expected(results, config["expected"])
+        print("\n".join(outcome["expected"]))
 
     from ..export.card import write_model_card
 
