@@ -207,7 +207,15 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
         limit = args.max_sentences_per_direction
         tests = {n: [r for rows in per_direction(t, limit).values() for r in rows] for n, t in tests.items()}
-    if args.off_target not in {"none", "all", *tests}:
+    if args.off_target is None:  # the default: the zero-shot set, where the question arises, if one was given
+        args.off_target = "zero-shot" if "zero-shot" in tests else "none"
+        if args.off_target == "none":
+            print(
+                f"off-target rates not measured: no test set is named zero-shot ({', '.join(tests)}); "
+                "--off-target all or --off-target NAME measures them",
+                file=sys.stderr,
+            )
+    elif args.off_target not in {"none", "all", *tests}:
         raise ValueError(
             f"--off-target {args.off_target!r}: use 'all', 'none' or a test set name ({', '.join(tests)})."
         )
@@ -489,7 +497,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--test", nargs="+", required=True, help="NAME=FILE.jsonl (zero-shot=... measures off-target)")
     ev.add_argument("--directions", help="only these directions, comma-separated")
     ev.add_argument("--max-sentences-per-direction", type=int)
-    ev.add_argument("--off-target", default="zero-shot", help="the test set to measure it on, 'all' or 'none'")
+    ev.add_argument(
+        "--off-target",
+        help="the test set to measure it on, 'all' or 'none' (default: the set named zero-shot if given, else none)",
+    )
     ev.add_argument("--language-identifier", choices=["lingua", "langid", "py3langid"], help="default: lingua")
     ev.add_argument("--reference", help="a results.json of another run, for the win ratio")
     ev.add_argument("--output-dir", required=True, type=Path)

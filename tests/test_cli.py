@@ -48,6 +48,29 @@ def test_train_translate_evaluate_card_from_the_command_line(trained):
     assert "model card written" in card.stdout and "model-index" in (model / "README.md").read_text()
 
 
+@pytest.mark.slow
+@pytest.mark.reliability
+def test_evaluate_without_a_zero_shot_set_runs_with_the_default_off_target(trained):
+    """`evaluate MODEL --test supervised=FILE` with the default --off-target: evaluated, the skip said in one line."""
+    model, test = trained / "run" / "model", trained / "test.jsonl"
+    result = cli("evaluate", model, "--test", f"supervised={test}", "--output-dir", trained / "eval-default",
+                 "--num-beams", "1", "--max-new-tokens", "4")  # fmt: skip
+    assert "| en-de | supervised |" in result.stdout
+    assert result.stderr.count("off-target rates not measured: no test set is named zero-shot (supervised)") == 1
+    results = json.loads((trained / "eval-default" / "results.json").read_text())
+    assert not any("off_target" in scores for scores in results["directions"].values())
+    # with a set named zero-shot, the default measures it there, and only there
+    result = cli("evaluate", model, "--test", f"supervised={test}", f"zero-shot={test}", "--output-dir",
+                 trained / "eval-zs", "--num-beams", "1", "--max-new-tokens", "4", "--language-identifier", "langid")  # fmt: skip
+    assert "off-target rates not measured" not in result.stderr
+    results = json.loads((trained / "eval-zs" / "results.json").read_text())
+    assert all(("off_target" in s) == (s["set"] == "zero-shot") for s in results["directions"].values())
+    # a wrong name is still refused, naming the sets
+    result = cli("evaluate", model, "--test", f"supervised={test}", "--output-dir", trained / "e3", "--off-target",
+                 "zeroshot", check=False)  # fmt: skip
+    assert result.returncode != 0 and "--off-target 'zeroshot': use 'all', 'none' or a test set name" in result.stderr
+
+
 @pytest.mark.reliability
 def test_cli_errors_are_one_clear_line(tmp_path):
     result = cli("translate", tmp_path / "missing", "--src-lang", "en", "--tgt-lang", "de", stdin="a\n", check=False)
