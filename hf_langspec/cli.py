@@ -140,22 +140,17 @@ def cmd_compare(args: argparse.Namespace) -> None:
 
 def _load_model(path: str, device: str | None, codes: Sequence[str] = ()):
     import torch
-    from transformers import AutoModelForSeq2SeqLM
 
     from . import LangSpecTokenizer
+    from .model_folder import check_model_folder, load_model_folder
 
-    folder = Path(path)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"Model folder {path} does not exist; give the folder `hf-langspec train` saved.")
-    if not (folder / "config.json").exists():
-        hint = f" It looks like a run folder: its model is {folder / 'model'}." if (folder / "model").is_dir() else ""
-        raise FileNotFoundError(f"{path} holds no saved model (config.json).{hint}")
+    check_model_folder(path)  # before anything is loaded: missing, damaged or pickled files named
     if device and device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"--device {device}: this machine has no CUDA GPU that PyTorch can use; use --device cpu.")
     tokenizer = LangSpecTokenizer.from_pretrained(path)
     for code in codes:
         tokenizer.language_id(code)  # an unknown code fails before the model is loaded
-    model = AutoModelForSeq2SeqLM.from_pretrained(path)  # the variant's own class (baseline, XLP, ...)
+    model = load_model_folder(path)  # the variant's own class; non-finite weights refused
     tokenizer.check_model(model)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return model.to(device).eval(), tokenizer
@@ -327,6 +322,15 @@ def cmd_export(args: argparse.Namespace) -> None:
     directions = (
         [split_direction(text.strip()) for text in args.directions.split(",") if text.strip()] if not single else []
     )
+    from .export.ct2 import refuse_to_overwrite
+
+    out = Path(args.output_dir)
+    if single:
+        targets = [out / "transformers"] + ([] if args.no_ctranslate2 else [out / "ctranslate2"])
+    else:
+        targets = [out / f"{src}-{tgt}" / "ctranslate2" for src, tgt in directions]
+    for target in targets:  # what export_direction(s) refuses, refused before the model is loaded
+        refuse_to_overwrite(target, args.force)
     model, tokenizer = _load_model(args.model, "cpu")
     if single:
         paths = export_direction(
@@ -350,6 +354,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     if (args.export is None) == (args.model is None):
         raise ValueError("give --export DIR (CTranslate2 directions) or --model DIR (the generic model)")
+    _check_port_free(args.host, args.port)  # before a model is loaded
     if args.export is not None:
         backend = CTranslate2Backend(args.export, device=args.device, threads=args.threads)
     else:
@@ -369,6 +374,18 @@ def cmd_serve(args: argparse.Namespace) -> None:
         pass
     finally:
         server.close()
+
+
+def _check_port_free(host: str, port: int) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise ValueError(
+                f"cannot listen on {host}:{port}: {err.strerror}; choose another --port / --host"
+            ) from None
 
 
 def cmd_push(args: argparse.Namespace) -> None:
@@ -592,9 +609,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         args.func(args)
-    except (ValueError, FileNotFoundError, RuntimeError) as err:
+    except (ValueError, FileNotFoundError, FileExistsError, RuntimeError) as err:
+        # the errors the package raises for bad input, each with the fix in its message: one line
         print(f"hf-langspec {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"hf-langspec {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        # anything else is a bug: its traceback, and where to report it
+        import traceback
+        from importlib import metadata
+
+        traceback.print_exc()
+        versions = ", ".join(f"{n} {metadata.version(n)}" for n in ("hf_langspec", "torch", "transformers"))
+        print(f"hf-langspec {args.command}: this is a bug, not a bad input; please report it with the command "
+              f"line and the traceback above ({versions}).", file=sys.stderr)  # fmt: skip
+        return 1
     return 0
 
 

@@ -78,6 +78,36 @@ def lower_bounds() -> list[str]:
     return pins
 
 
+def version_key(version: str) -> tuple:
+    """'2.0' and '2.0.0' compare equal; enough of PEP 440 for release numbers."""
+    parts = [int(p) if p.isdigit() else p for p in re.split(r"[.+]", version)]
+    while parts and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
+
+
+def lowest_resolution(python: Path, work: Path) -> str:
+    """Pins for the oldest cell: uv's `lowest-direct` resolution of the ranges (every direct dependency at the
+    lowest version that installs with the others). A declared lower bound that does not install with the others
+    is an error naming it: the bound must be raised to what resolves."""
+    run([str(python), "-m", "pip", "install", "-q", "uv"])
+    compiled = subprocess.run(
+        [str(work / "bin" / "uv"), "pip", "compile", "pyproject.toml", "--extra", "dev", "--extra", "eval",
+         "--extra", "export", "--resolution", "lowest-direct", "--python", str(python), "--no-header",
+         "--no-annotate", "--quiet"],
+        cwd=ROOT, check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    resolved = {normalize(line.split("==")[0]): line.split("==")[1] for line in compiled.split() if "==" in line}
+    for pin in lower_bounds():
+        name, declared = pin.split("==")
+        if version_key(resolved.get(normalize(name), declared)) != version_key(declared):
+            raise SystemExit(
+                f"pyproject.toml declares {name}>={declared}, but the lowest version that installs with the other "
+                f"bounds is {resolved[normalize(name)]}: raise the bound to it"
+            )
+    return compiled
+
+
 def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
     print("+", " ".join(command), flush=True)
     return subprocess.run(command, check=True, **kwargs)
@@ -105,7 +135,7 @@ def install(cell: str, python: Path, work: Path) -> str:
             constraints.write_text(torch + "\n")
             note = f"torch kept at the lock's CPU build ({torch}): the registry has no CPU build of newer ones"
     elif cell == "oldest":
-        constraints.write_text("\n".join(lower_bounds()) + "\n")
+        constraints.write_text(lowest_resolution(python, work))
         torch = next(p for p in lower_bounds() if normalize(p.split("==")[0]) == "torch")
         note = "" if torch_index else "torch from the registry (a CUDA build, run on the CPU)"
     elif cell == "gpu-image":
@@ -217,22 +247,24 @@ def main(argv: list[str] | None = None) -> int:
     run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"])
     try:
         note = install(args.cell, python, work)
-    except subprocess.CalledProcessError as error:
-        print(f"the cell's versions do not install together ({error}); see pip's message above", file=sys.stderr)
-        return 1
-    versions = installed(python)
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    test = subprocess.run(
-        [str(python), "-m", "pytest", "-m", "not slow", "-q", "-n", args.workers, "-p", "no:cacheprovider"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    (work / "pytest.log").write_text(test.stdout + test.stderr)
-    passed = test.returncode == 0
-    summary = summary_line(test.stdout)
-    print(test.stdout[-3000:])
+    except (subprocess.CalledProcessError, SystemExit) as error:
+        reason = str(error) if isinstance(error, SystemExit) else "pip found no versions that install together"
+        print(f"{args.cell}: does not install: {reason}", file=sys.stderr)
+        note, versions, passed, summary = "", installed(python), False, f"does not install: {reason}"
+    else:
+        versions = installed(python)
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        test = subprocess.run(
+            [str(python), "-m", "pytest", "-m", "not slow", "-q", "-n", args.workers, "-p", "no:cacheprovider"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        (work / "pytest.log").write_text(test.stdout + test.stderr)
+        passed = test.returncode == 0
+        summary = summary_line(test.stdout)
+        print(test.stdout[-3000:])
     results[args.cell] = {
         "passed": passed,
         "summary": summary,

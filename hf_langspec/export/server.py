@@ -206,8 +206,13 @@ class TranslationServer(ThreadingHTTPServer):
     def __init__(self, backend: Any, host: str = "127.0.0.1", port: int = 8080, max_batch: int = 32,
                  max_wait: float = 0.005):  # fmt: skip
         self.backend = backend
+        try:
+            super().__init__((host, port), _Handler)
+        except OSError as err:  # the port is taken, or the host is not this machine's
+            raise ValueError(
+                f"cannot listen on {host}:{port}: {err.strerror}; choose another --port / --host"
+            ) from None
         self.batchers = {d: DirectionBatcher(backend, d, max_batch, max_wait) for d in backend.directions}
-        super().__init__((host, port), _Handler)
 
     @property
     def url(self) -> str:

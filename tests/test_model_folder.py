@@ -1,0 +1,184 @@
+"""Damaged model folders and busy resources: one line that names the file and the fault, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from safetensors.torch import load_file, save_file
+
+from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration
+from hf_langspec.cli import main
+from hf_langspec.model_folder import ModelFolderError, load_model_folder
+from hf_langspec.tokenization import train_tokenizer
+
+TEXTS = {"en": ["In the beginning God created the heaven and the earth."] * 4,
+         "de": ["Am Anfang schuf Gott Himmel und Erde."] * 4}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> Path:
+    tok = train_tokenizer(TEXTS, vocab_size=60, show_progress=False)
+    config = LangSpecConfig(**tok.model_config_kwargs(), d_model=16, encoder_layers=1, decoder_layers=1,
+                            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)  # fmt: skip
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("model") / "model"
+    LangSpecForConditionalGeneration(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def copy(saved, tmp_path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(saved, tmp_path / "model"))
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def translate_args(folder: Path) -> list:
+    return ["translate", folder, "--src-lang", "en", "--tgt-lang", "de", "--input", folder.parent / "in.txt"]
+
+
+def truncate(folder: Path) -> None:
+    data = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
+
+
+def corrupt_header(folder: Path) -> None:
+    data = bytearray((folder / "model.safetensors").read_bytes())
+    data[12:24] = b"@@@@@@@@@@@@"
+    (folder / "model.safetensors").write_bytes(bytes(data))
+
+
+def remove_weights(folder: Path) -> None:
+    (folder / "model.safetensors").unlink()
+
+
+def pickle_weights(folder: Path) -> None:
+    torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+
+
+def nan_weights(folder: Path) -> None:
+    tensors = load_file(folder / "model.safetensors")
+    tensors["model.decoder.layers.0.fc1.weight"][0, 0] = float("nan")
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+def broken_config(folder: Path) -> None:
+    (folder / "config.json").write_text('{"model_type": "langspec", ')
+
+
+def broken_tokenizer(folder: Path) -> None:
+    (folder / "tokenizer.json").write_text("{ not json")
+
+
+CASES = {
+    "truncated": (truncate, r"model\.safetensors is damaged \(incomplete metadata, file not fully covered, [\d,]+ bytes\)"),
+    "corrupted header": (corrupt_header, r"model\.safetensors is damaged \("),
+    "no weights": (remove_weights, r"it has no weights file \(model\.safetensors\)"),
+    "pickle": (pickle_weights, r"its weights are only pytorch_model\.bin, a pickle, which is not loaded"),
+    "NaN": (nan_weights, r"tensor model\.decoder\.layers\.0\.fc1\.weight holds NaN or infinite values"),
+    "config": (broken_config, r"config\.json is not valid JSON"),
+    "tokenizer": (broken_tokenizer, r"tokenizer\.json is not valid JSON"),
+}  # fmt: skip
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("command", ["translate", "evaluate", "export", "serve"])
+def test_a_damaged_model_folder_is_one_line_naming_the_file(case, command, copy, capsys):
+    """A damaged model folder (truncated or corrupted weights, none, a pickle, NaN, bad JSON): one line naming the file."""
+    damage, message = CASES[case]
+    damage(copy)
+    (copy.parent / "in.txt").write_text("In the beginning.\n")
+    (copy.parent / "test.jsonl").write_text(
+        json.dumps({"src_lang": "en", "tgt_lang": "de", "src": "In the beginning.", "tgt": "Am Anfang."}) + "\n"
+    )
+    argv = {
+        "translate": translate_args(copy),
+        "evaluate": ["evaluate", copy, "--test", copy.parent / "test.jsonl", "--output-dir", copy.parent / "ev"],
+        "export": ["export", "--model", copy, "--src-lang", "en", "--tgt-lang", "de", "--output-dir", copy.parent / "ex"],
+        "serve": ["serve", "--model", copy, "--port", "0"],
+    }[command]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    last = err.rstrip("\n").split("\n")[-1].split("\r")[-1]  # after the weights' progress bar, if loaded
+    assert "Traceback" not in err and err.count("error:") == 1
+    assert last.startswith(f"hf-langspec {command}: error: Model folder {copy}: ")
+    assert re.search(message, last), err
+
+
+@pytest.mark.reliability
+@given(cut=st.integers(min_value=0, max_value=10_000), flip=st.integers(min_value=0, max_value=255))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_damaged_weights_file_is_refused_or_loads_finite(saved, tmp_path_factory, cut, flip):
+    """Weights cut at any length or with any header byte changed: a ModelFolderError, or a model with finite weights."""
+    import shutil
+
+    folder = Path(shutil.copytree(saved, tmp_path_factory.mktemp("damaged") / "model"))
+    path = folder / "model.safetensors"
+    data = bytearray(path.read_bytes())
+    (header_length,) = struct.unpack("<Q", data[:8])
+    position = 8 + cut % header_length
+    data[position] = flip
+    path.write_bytes(bytes(data[: len(data) - cut]) if cut % 2 else bytes(data))
+    try:
+        model = load_model_folder(folder)
+    except ModelFolderError as error:
+        assert str(error).startswith(f"Model folder {folder}: ") and "\n" not in str(error)
+    else:
+        assert all(torch.isfinite(p).all() for p in model.state_dict().values() if p.is_floating_point())
+
+
+@pytest.mark.reliability
+def test_serve_on_a_busy_port_is_one_line_before_the_model_loads(saved, capsys):
+    """`serve` on a port already in use: one line naming host, port and the fix, before any model is loaded."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code, _, err = run(capsys, "serve", "--model", saved, "--port", port)
+    assert code == 2 and err.count("\n") == 1
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use; choose another --port" in err
+
+
+@pytest.mark.reliability
+def test_export_onto_an_existing_export_is_one_line_before_the_model_loads(saved, tmp_path, capsys):
+    """`export` onto a folder that holds an export, without --force: one line, nothing overwritten."""
+    target = tmp_path / "ex" / "ctranslate2"
+    target.mkdir(parents=True)
+    (target / "model.bin").write_text("the user's")
+    code, _, err = run(capsys, "export", "--model", saved, "--src-lang", "en", "--tgt-lang", "de", "--output-dir", tmp_path / "ex")
+    assert code == 2 and err.count("\n") == 1 and "is not empty; pass force=True (--force)" in err
+    assert (target / "model.bin").read_text() == "the user's"
+
+
+def test_a_bug_shows_its_traceback_and_asks_for_a_report(monkeypatch, capsys):
+    import hf_langspec.cli as cli
+
+    def broken(args):
+        raise KeyError("an internal mistake")
+
+    monkeypatch.setattr(cli, "cmd_card", broken)
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    for action in parser._subparsers._group_actions[0].choices.values():
+        if action.get_default("func") is not None and action.get_default("func").__name__ == "cmd_card":
+            action.set_defaults(func=broken)
+    code, _, err = run(capsys, "card", "x")
+    assert code == 1 and "Traceback" in err and "KeyError: 'an internal mistake'" in err
+    assert "this is a bug, not a bad input; please report it" in err
