@@ -22,6 +22,8 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
+from .data.schema import check_not_same_language
+
 TASK = "langspec-translation"
 
 
@@ -47,19 +49,34 @@ class LangSpecTranslationPipeline(Pipeline):
     _load_feature_extractor = False
     _load_tokenizer = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # a tokenizer of another vocabulary decodes garbage or nothing: refused here, as translate() does
+        if hasattr(self.tokenizer, "check_model"):
+            self.tokenizer.check_model(self.model)
+        elif len(self.tokenizer) > self.model.config.vocab_size:
+            raise ValueError(
+                f"This tokenizer has {len(self.tokenizer)} tokens, the model's vocabulary {self.model.config.vocab_size}: "
+                "they do not belong together. Load the tokenizer saved with the model."
+            )
+
     def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
-        """Translate a text, a `{"text", "src_lang", "tgt_lang"}` dict, or a list of either (see the module doc)."""
-        if not isinstance(inputs, list) or len(inputs) < 2:
-            return super().__call__(inputs, *args, **kwargs)
+        """Translate a text, a `{"text", "src_lang", "tgt_lang"}` dict, or a list of either (see the module doc).
+
+        A blank text translates to "" (as in `translate()`): a model asked to translate nothing loops."""
+        single = not isinstance(inputs, list)
+        items = [inputs] if single else inputs
+        texts = [item["text"] if isinstance(item, dict) else item for item in items]
         default = kwargs.get("tgt_lang")
-        targets = [item.get("tgt_lang", default) if isinstance(item, dict) else default for item in inputs]
-        lengths = [len(item["text"] if isinstance(item, dict) else item) for item in inputs]
-        results: list[Any] = [None] * len(inputs)
-        for group in group_by_target(targets, lengths):  # one call per target language: no batch mixes two
-            translated = super().__call__([inputs[i] for i in group], *args, **kwargs)
-            for index, result in zip(group, translated, strict=True):
+        targets = [item.get("tgt_lang", default) if isinstance(item, dict) else default for item in items]
+        results: list[Any] = [[{"translation_text": ""}] for _ in items]
+        todo = [i for i, text in enumerate(texts) if text.strip()]
+        for group in group_by_target([targets[i] for i in todo], [len(texts[i]) for i in todo]):
+            indexes = [todo[i] for i in group]  # one call per target language: no batch mixes two
+            translated = super().__call__([items[i] for i in indexes], *args, **kwargs)
+            for index, result in zip(indexes, translated, strict=True):
                 results[index] = result
-        return results
+        return results[0] if single else results
 
     def _sanitize_parameters(self, src_lang: str | None = None, tgt_lang: str | None = None, **generate_kwargs):
         preprocess = {k: v for k, v in (("src_lang", src_lang), ("tgt_lang", tgt_lang)) if v is not None}
@@ -72,6 +89,8 @@ class LangSpecTranslationPipeline(Pipeline):
         else:
             text = inputs
         config = self.model.config
+        if src_lang is not None and tgt_lang is not None:
+            check_not_same_language(src_lang, tgt_lang, config)
         if hasattr(self.tokenizer, "lang_tag_style"):  # a LangSpecTokenizer applies tags and ids itself
             return self.tokenizer(text, src_lang=src_lang, tgt_lang=tgt_lang, return_tensors="pt")
         encoded = self.tokenizer(text, return_tensors="pt")

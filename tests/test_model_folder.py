@@ -111,7 +111,17 @@ def test_a_damaged_model_folder_is_one_line_naming_the_file(case, command, copy,
     argv = {
         "translate": translate_args(copy),
         "evaluate": ["evaluate", copy, "--test", copy.parent / "test.jsonl", "--output-dir", copy.parent / "ev"],
-        "export": ["export", "--model", copy, "--src-lang", "en", "--tgt-lang", "de", "--output-dir", copy.parent / "ex"],
+        "export": [
+            "export",
+            "--model",
+            copy,
+            "--src-lang",
+            "en",
+            "--tgt-lang",
+            "de",
+            "--output-dir",
+            copy.parent / "ex",
+        ],
         "serve": ["serve", "--model", copy, "--port", "0"],
     }[command]
     code, out, err = run(capsys, *argv)
@@ -162,7 +172,9 @@ def test_export_onto_an_existing_export_is_one_line_before_the_model_loads(saved
     target = tmp_path / "ex" / "ctranslate2"
     target.mkdir(parents=True)
     (target / "model.bin").write_text("the user's")
-    code, _, err = run(capsys, "export", "--model", saved, "--src-lang", "en", "--tgt-lang", "de", "--output-dir", tmp_path / "ex")
+    code, _, err = run(
+        capsys, "export", "--model", saved, "--src-lang", "en", "--tgt-lang", "de", "--output-dir", tmp_path / "ex"
+    )
     assert code == 2 and err.count("\n") == 1 and "is not empty; pass force=True (--force)" in err
     assert (target / "model.bin").read_text() == "the user's"
 
@@ -182,3 +194,51 @@ def test_a_bug_shows_its_traceback_and_asks_for_a_report(monkeypatch, capsys):
     code, _, err = run(capsys, "card", "x")
     assert code == 1 and "Traceback" in err and "KeyError: 'an internal mistake'" in err
     assert "this is a bug, not a bad input; please report it" in err
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("command", ["translate", "export-one", "export-many"])
+def test_a_same_language_direction_is_refused_unless_trained(command, saved, tmp_path, capsys):
+    """A direction xx->xx the model was not trained on (translate, export): one line, nothing written."""
+    (tmp_path / "in.txt").write_text("In the beginning.\n")
+    argv = {
+        "translate": ["translate", saved, "--src-lang", "en", "--tgt-lang", "en", "--input", tmp_path / "in.txt"],
+        "export-one": ["export", "--model", saved, "--src-lang", "en", "--tgt-lang", "en", "--output-dir", tmp_path / "x"],
+        "export-many": ["export", "--model", saved, "--directions", "en-de,en-en", "--output-dir", tmp_path / "x"],
+    }[command]  # fmt: skip
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert "en->en: the source and target are the same language, a direction this model was not trained on" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_same_language_direction_the_model_was_trained_on_is_translated():
+    from hf_langspec.data.schema import check_not_same_language
+
+    config = LangSpecConfig(languages=["en", "de"], language_pairs=["en-en", "en-de"])
+    check_not_same_language("en", "en", config)  # mCLM-style pairs name it: allowed
+    with pytest.raises(ValueError, match="de->de: the source and target are the same language"):
+        check_not_same_language("de", "de", config)
+
+
+@pytest.mark.reliability
+def test_the_pipeline_translates_a_blank_text_to_blank_and_refuses_a_foreign_tokenizer(saved):
+    """The pipeline: a blank text gives '' (not a loop); a tokenizer of another vocabulary is refused."""
+    from transformers import pipeline
+
+    from hf_langspec import LangSpecTokenizer
+
+    model = load_model_folder(saved)
+    tok = LangSpecTokenizer.from_pretrained(saved)
+    translate = pipeline("langspec-translation", model=model, tokenizer=tok)
+    options = {"max_new_tokens": 4, "num_beams": 1}
+    assert translate("", src_lang="en", tgt_lang="de", **options) == [{"translation_text": ""}]
+    mixed = translate(["  ", "In the beginning.", ""], src_lang="en", tgt_lang="de", **options)
+    assert mixed[0] == mixed[2] == [{"translation_text": ""}]
+    assert mixed[1] == translate("In the beginning.", src_lang="en", tgt_lang="de", **options)
+    with pytest.raises(ValueError, match="en->en: the source and target are the same language"):
+        translate("In the beginning.", src_lang="en", tgt_lang="en", **options)
+    other = train_tokenizer({"en": ["Something else entirely."] * 4, "de": ["Etwas anderes."] * 4}, vocab_size=40,
+                            show_progress=False)  # fmt: skip
+    with pytest.raises(ValueError, match="This tokenizer does not match the model"):
+        pipeline("langspec-translation", model=model, tokenizer=other)

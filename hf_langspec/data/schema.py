@@ -27,6 +27,22 @@ def split_direction(name: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
+def check_not_same_language(src_lang: str, tgt_lang: str, config: Any) -> None:
+    """Refuse `xx -> xx` unless the model was trained on it (`config.language_pairs`, where it has them).
+
+    Nothing in a multilingual model's training teaches it to "translate" into the source language; asked to,
+    it loops or copies, so it is refused with the fix rather than answered.
+    """
+    if src_lang != tgt_lang:
+        return
+    pairs = {tuple(pair) for pair in getattr(config, "language_pairs", None) or []}
+    if (src_lang, tgt_lang) not in pairs:
+        raise ValueError(
+            f"{src_lang}->{tgt_lang}: the source and target are the same language, a direction this model was not "
+            "trained on; give a target language other than the source."
+        )
+
+
 def canonical_dataset(rows: Iterable[dict[str, str]]) -> Dataset:
     """Rows as a `Dataset` with the canonical string columns (also when there are no rows)."""
     columns: dict[str, list[str]] = {name: [] for name in CANONICAL_COLUMNS}

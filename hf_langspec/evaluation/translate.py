@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from ..data.schema import check_not_same_language
 from ..pipelines import group_by_target
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,8 @@ def translate(
     tokenizer.check_model(model)
     for code in set(src) | set(tgt):
         tokenizer.language_id(code)  # an unknown code fails before any work
+    for pair in sorted(set(zip(src, tgt, strict=True))):
+        check_not_same_language(*pair, model.config)
     todo = [i for i, text in enumerate(texts) if text.strip()]  # blank texts stay blank
     _warn_about_inputs(tokenizer, [texts[i] for i in todo], max_source_length)
     batches = [

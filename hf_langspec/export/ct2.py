@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..data.schema import write_atomic
+from ..data.schema import check_not_same_language, write_atomic
 
 CT2_MISSING = (
     "CTranslate2 export needs the `ctranslate2` package: pip install 'hf_langspec[export]' (or ctranslate2>=4)."
@@ -203,6 +203,7 @@ def export_direction(
     for name in writes:
         refuse_to_overwrite(output_dir / name, force)
     tokenizer.check_model(model)  # the vocabulary, languages and tags must be the model's
+    check_not_same_language(src_lang, tgt_lang, model.config)
     folded = fold(model, src_lang, tgt_lang)
     plain_tokenizer = specialize_tokenizer(tokenizer, src_lang, tgt_lang)
     paths: dict[str, Path | str] = {}
@@ -270,6 +271,7 @@ def export_directions(
     output_dir = Path(output_dir)
     for src, tgt in directions:
         model.config.language_ids([src, tgt])  # unknown codes fail here, with the model's message
+        check_not_same_language(src, tgt, model.config)
         refuse_to_overwrite(output_dir / f"{src}-{tgt}" / "ctranslate2", force)
     return {
         f"{src}-{tgt}": export_direction(
