@@ -38,9 +38,10 @@ EXTRAS = ".[dev,eval,export]"
 # the packages whose versions the table shows (every installed version is kept in the results file)
 SHOWN = ["torch", "transformers", "tokenizers", "datasets", "accelerate", "huggingface-hub", "safetensors",
          "evaluate", "sacrebleu", "ctranslate2", "numpy"]  # fmt: skip
-# what the GPU machines' image holds (the device tool's KINDS.md, read 2026-11-17); the rest from the lock
+# what the GPU machines' image holds (the device tool's KINDS.md, read 2026-11-17); the rest from the lock. Its
+# numpy 2.5.2 has no build for this machine's Python 3.11 (the image has 3.12): the lock's numpy here.
 GPU_IMAGE = ["torch==2.11.0", "transformers==5.17.0", "tokenizers==0.23.2", "safetensors==0.8.0",
-             "huggingface-hub==1.33.0", "accelerate==1.15.0", "numpy==2.5.2", "sentencepiece==0.2.2"]  # fmt: skip
+             "huggingface-hub==1.33.0", "accelerate==1.15.0", "sentencepiece==0.2.2"]  # fmt: skip
 CELLS = {
     "lock": "the exact versions of requirements/lock.txt (what scripts/setup.sh installs)",
     "newest": "the newest releases the pyproject ranges allow, torch kept at the lock's CPU build",

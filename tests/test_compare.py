@@ -403,6 +403,39 @@ def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_run(finished, tmp_pat
     assert json.loads(gzip.decompress(resumed))["zero-shot"] == json.loads(gzip.decompress(uninterrupted))["zero-shot"]
 
 
+@pytest.mark.reliability
+def test_a_worker_dies_with_its_runner_and_leaves_a_clean_state(finished, tmp_path):
+    """SIGKILL the runner alone: its worker ends too (no orphan training on, holding the run lock), and the same
+    command then resumes the run."""
+    path = tiny_suite(tmp_path, seeds=[1])
+    command = [sys.executable, "-m", "hf_langspec.cli", "compare", "--suite", str(path), "--systems", "baseline"]
+    runner = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    lock = tmp_path / "out/runs/baseline/seed1/.hf_langspec.lock"
+    deadline = time.monotonic() + 600
+    while not lock.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert lock.exists(), "the worker took no lock within 10 minutes"
+    worker = json.loads(lock.read_text())["pid"]
+    os.kill(runner.pid, signal.SIGKILL)  # the runner alone, not its process group
+    runner.wait()
+    deadline = time.monotonic() + 60
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(worker), "the worker trains on without its runner"
+    assert not lock.exists()  # released on the way out: nothing stale for the next run to take over
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert "1 runs (1 systems x 1 seeds): 0 finished, 1 to run" in result.stdout
+    assert results_paths(tmp_path / "out/results", "baseline", 1)[0].exists()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has ended
+
+
 def test_a_suite_continued_elsewhere_reuses_its_vocabulary_from_the_results(finished, tmp_path, monkeypatch, capsys):
     """The results directory keeps the suite's tokenizer: a fresh output_dir (another machine, a later version)
     gets the same vocabulary instead of training one, so its runs join the same table."""

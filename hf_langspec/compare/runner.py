@@ -24,6 +24,7 @@ from ..data.schema import write_atomic
 from ..training.experiment import ConfigError
 from .shared import prepare_shared, results_paths
 from .suite import Suite, load_suite
+from .worker import RUNNER_PID
 
 
 @dataclass
@@ -129,6 +130,7 @@ def execute(runs: list[Run], workers: int, gpus: int) -> dict[str, str]:
                 "MKL_NUM_THREADS": str(run.spec["threads"]),
             }
             env["TOKENIZERS_PARALLELISM"] = "false"
+            env[RUNNER_PID] = str(os.getpid())  # the worker dies with this process (compare/worker.py)
             if gpus:
                 env["CUDA_VISIBLE_DEVICES"] = str(slot % gpus)
             log = open(run.run_dir / "compare.log", "a")  # noqa: SIM115 (closed when the worker ends)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from ..data.schema import write_atomic
 from .shared import results_paths
 
 RESULTS_FORMAT = 1
+RUNNER_PID = "HF_LANGSPEC_RUNNER_PID"  # set by the runner: the worker ends when that process does
 
 
 def package_commit() -> str | None:
@@ -149,8 +151,31 @@ def run(spec: dict[str, Any]) -> None:
     write_atomic(scores_path, (json.dumps(result, indent=1, ensure_ascii=False) + "\n").encode())
 
 
+def die_with_runner(runner_pid: int) -> None:
+    """End this worker when its runner ends, however it ends (a SIGKILL of the runner alone included).
+
+    Linux's parent-death signal sends SIGTERM on the runner's death, and SIGTERM raises SystemExit, so the
+    run's lock and files are released on the way out and a resumed compare finds a clean state (the run
+    resumes from its last complete checkpoint). Elsewhere the runner's own cleanup is all there is.
+    """
+    import ctypes
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux
+        return
+    pr_set_pdeathsig = 1
+    prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != runner_pid:  # the runner died before the signal was asked for
+        sys.exit(128 + signal.SIGTERM)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if os.environ.get(RUNNER_PID):
+        die_with_runner(int(os.environ[RUNNER_PID]))
     if len(argv) != 1 or not Path(argv[0]).is_file():
         print(f"usage: python -m hf_langspec.compare.worker SPEC.json (got {argv}); `hf-langspec compare` writes "
               "the spec and starts the workers.", file=sys.stderr)  # fmt: skip
