@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import inspect
+import math
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,17 @@ MINIMUM = {
     "valid_sentences_per_direction": 1, "sample_size": 1, "learning_rate": 0, "weight_decay": 0,
 }  # fmt: skip
 POSITIVE = {"temperature"}
+# probabilities: a dropout of 1 drops everything, and 2.0 trained without a word
+PROBABILITY_SUFFIXES = ("dropout", "_probability", "label_smoothing_factor", "warmup_ratio")
+BELOW_ONE = ("dropout",)  # a dropout must stay below 1; the other probabilities may reach it
+
+
+def _probability_problem(key: str, value: float) -> str | None:
+    if not key.endswith(PROBABILITY_SUFFIXES):
+        return None
+    if key.endswith(BELOW_ONE):
+        return None if 0 <= value < 1 else "must be in [0, 1)"
+    return None if 0 <= value <= 1 else "must be in [0, 1]"
 
 
 def type_hints(target: Any, fields: bool = False) -> dict[str, Any]:
@@ -79,6 +91,11 @@ def check_section(section: Mapping[str, Any], hints: Mapping[str, Any], where: s
                 + (f" (write {key}: {value.strip()} without quotes)." if _numeric_string(value) else ".")
             )
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise error(f"{where}: {key} = {value} must be a finite number.")
+            problem = _probability_problem(key, value)
+            if problem:
+                raise error(f"{where}: {key} = {value} {problem}.")
             if key in MINIMUM and value < MINIMUM[key] and not (key == "max_length" and value is None):
                 raise error(f"{where}: {key} = {value} must be at least {MINIMUM[key]}.")
             if key in POSITIVE and value <= 0:

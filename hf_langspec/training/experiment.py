@@ -203,6 +203,13 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
         )
     if "bible" in data:
         check_keys(data["bible"], {f.name for f in dataclasses.fields(BibleCorpusConfig)}, f"{where} [data.bible]")
+        from .config_types import check_section, type_hints
+
+        check_section(data["bible"], type_hints(BibleCorpusConfig, fields=True), f"{where} [data.bible]", ConfigError)
+        try:  # its own checks (known languages, a pivot among them, ...) before any work
+            BibleCorpusConfig(**data["bible"])
+        except ValueError as error:
+            raise ConfigError(f"{where} [data.bible]: {error}") from None
     elif "test_files" not in data:
         raise ConfigError(f"{where} [data]: with train_files, give test_files too (e.g. {{supervised: test.jsonl}}).")
     tokenizer_section = config.get("tokenizer", {})
