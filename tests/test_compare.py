@@ -59,6 +59,15 @@ def finished(tmp_path_factory):
     return {"path": path, "suite": load_suite(path), "report": report, "eval_set": eval_set, "records": records}
 
 
+def test_results_files_record_the_versions_they_were_made_with(finished):
+    from importlib import metadata
+
+    stored = json.loads(results_paths(finished["suite"].results_dir, "baseline", 1)[0].read_text())
+    assert stored["versions"] == {
+        name: metadata.version(name) for name in ("torch", "transformers", "tokenizers", "sacrebleu")
+    }
+
+
 def test_the_tiny_suite_trains_every_run_and_reports(finished):
     suite, report = finished["suite"], finished["report"]
     assert report["failed"] == {} and report["missing"] == []

@@ -24,6 +24,13 @@ RESULTS_FORMAT = 1
 RUNNER_PID = "HF_LANGSPEC_RUNNER_PID"  # set by the runner: the worker ends when that process does
 
 
+def library_versions() -> dict[str, str]:
+    """The versions that decide how a run trains and decodes, recorded with its results."""
+    from importlib import metadata
+
+    return {name: metadata.version(name) for name in ("torch", "transformers", "tokenizers", "sacrebleu")}
+
+
 def package_commit() -> str | None:
     """The git commit of the package's source tree, when it is a checkout (None for an installed wheel)."""
     root = Path(__file__).resolve().parents[2]
@@ -134,6 +141,7 @@ def run(spec: dict[str, Any]) -> None:
         "tokenizer_fingerprint": spec["tokenizer_fingerprint"],
         "lang_tag_style": spec["config"].get("tokenizer", {}).get("lang_tag_style", "source"),
         "package_commit": previous["package_commit"] if previous else package_commit(),
+        "versions": previous.get("versions") if previous else library_versions(),
         "train_sizes": spec["train_sizes"],
         "training": {
             "stages": trained,
