@@ -24,10 +24,16 @@ def _codes(text: str) -> list[str]:
 
 
 def _books(text: str) -> list[int]:
+    """`--books 1-5,40`: book numbers and ranges."""
     books: list[int] = []
     for part in _codes(text):
         start, _, end = part.partition("-")
-        books += list(range(int(start), int(end or start) + 1))
+        try:
+            books += list(range(int(start), int(end or start) + 1))
+        except ValueError:
+            raise ValueError(
+                f"--books {text!r}: give book numbers 1-66 and ranges like 1-5,40, got {part!r}."
+            ) from None
     return books
 
 

@@ -38,7 +38,10 @@ LINES = st.one_of(
 
 
 def run(capsys, argv) -> tuple[int, str]:
-    code = main([str(a) for a in argv])
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exit_:  # argparse's own refusals (one line and exit 2)
+        code = exit_.code
     return code, capsys.readouterr().err
 
 
@@ -112,3 +115,50 @@ def test_generated_overrides_start_the_run_or_are_refused_naming_the_key(key, va
             return  # valid: the checks let it through
     leaf = key.split(".")[-1]
     assert_refused_naming(code, err, leaf, key.split(".")[0], str(value))
+
+
+@pytest.mark.reliability
+@given(
+    vocab=st.integers(-5, 300),
+    sample=st.integers(-5, 50),
+    coverage=st.floats(-1, 2, allow_nan=False),
+    temperature=st.floats(-2, 10, allow_nan=False),
+)
+@SETTINGS
+def test_generated_tokenizer_options_train_or_are_refused_naming_the_option(vocab, sample, coverage, temperature, tmp_path, capsys):  # fmt: skip
+    """Generated `train-tokenizer` options (vocabulary, sample, coverage, temperature): a tokenizer, or one line naming the option."""
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({**ROW, "src": f"word{i} in the beginning", "tgt": f"wort{i} am Anfang"}) + "\n"
+                            for i in range(30)))  # fmt: skip
+    argv = ["train-tokenizer", "--train", data, "--output-dir", tmp_path / "tok", f"--vocab-size={vocab}",
+            f"--sample-size={sample}", f"--character-coverage={coverage}", f"--temperature={temperature}"]  # fmt: skip
+    code, err = run(capsys, argv)
+    if code == 0:
+        assert (tmp_path / "tok" / "tokenizer.json").is_file()
+    else:
+        assert_refused_naming(code, err, "vocab", "sample_size", "character_coverage", "temperature", "--")
+
+
+@pytest.mark.reliability
+@given(
+    valid=st.integers(-3, 2000),
+    test=st.integers(-3, 2000),
+    languages=st.lists(st.sampled_from(["en", "de", "zh", "xx", "EN", ""]), max_size=3),
+    pivot=st.sampled_from(["en", "de", "xx"]),
+    books=st.one_of(st.none(), st.lists(st.integers(-1, 70), min_size=1, max_size=3)),
+)
+@SETTINGS
+def test_generated_corpus_options_build_or_are_refused_naming_the_option(valid, test, languages, pivot, books, tmp_path, capsys):  # fmt: skip
+    """Generated `data bible` options (chapters, languages, pivot, books): built, or one line naming the option."""
+    argv = ["data", "bible", "--output-dir", tmp_path / "bible", f"--valid-chapters={valid}", f"--test-chapters={test}",
+            f"--pivot={pivot}"]  # fmt: skip
+    if languages:
+        argv += [f"--languages={','.join(languages)}"]
+    if books:
+        argv += [f"--books={','.join(map(str, books))}"]
+    with mock.patch("hf_langspec.data.bible.build_bible_corpus", side_effect=Reached):
+        try:
+            code, err = run(capsys, argv)
+        except Reached:
+            return  # every option valid: the corpus would be built now
+    assert_refused_naming(code, err, "chapters", "languages", "pivot", "books", "Bible version", "--")

@@ -147,6 +147,13 @@ class BibleCorpusConfig:
             raise ValueError(f"pivot={self.pivot!r} must be one of languages={self.languages}.")
         if self.directions not in ("pivot", "all"):
             raise ValueError(f"directions={self.directions!r} must be 'pivot' or 'all'.")
+        negative = {
+            k: v for k, v in (("valid_chapters", self.valid_chapters), ("test_chapters", self.test_chapters)) if v < 0
+        }
+        if negative:
+            raise ValueError(
+                f"{', '.join(f'{k}={v}' for k, v in negative.items())}: chapters held out cannot be negative."
+            )
         if self.books is not None:
             self.books = sorted(set(self.books))
             if any(not 1 <= b <= 66 for b in self.books):

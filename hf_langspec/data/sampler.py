@@ -80,7 +80,8 @@ class TemperatureSampler(Sampler[int]):
 
     def probabilities(self, epoch: float | None = None) -> dict[Hashable, float]:
         """Sampling probability of every direction at `epoch` (default: the current one)."""
-        weights = (self.sizes / self.sizes.sum()) ** (1.0 / self.current_temperature(epoch))
+        # relative to the largest, so that a small T underflows the small directions to 0, never all of them
+        weights = (self.sizes / self.sizes.max()) ** (1.0 / self.current_temperature(epoch))
         weights = weights / weights.sum()
         return dict(zip(self.directions, weights.tolist(), strict=True))
 

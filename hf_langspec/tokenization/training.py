@@ -58,7 +58,9 @@ def temperature_sample(
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}.")
     total = sum(len(s) for s in sentences.values())
-    weights = {code: (len(s) / total) ** (1.0 / temperature) for code, s in sentences.items()}
+    largest = max(len(s) for s in sentences.values())
+    # relative to the largest language: equal after normalising, and a tiny T cannot underflow every weight to 0
+    weights = {code: (len(s) / largest) ** (1.0 / temperature) for code, s in sentences.items()}
     norm = sum(weights.values())
     budget = min(sample_size, total)
     rng = random.Random(seed)
@@ -133,6 +135,8 @@ def train_tokenizer(
         specials.append("<mask>")
     if vocab_size <= len(specials):
         raise ValueError(f"vocab_size={vocab_size} leaves no room beyond the {len(specials)} special and tag tokens.")
+    if sample_size < 1:
+        raise ValueError(f"sample_size={sample_size}: the tokenizer needs a sample of at least 1 sentence.")
 
     sample = temperature_sample(sentences, sample_size, temperature, seed)
     lines = [line for code in languages for line in sample[code]]
@@ -146,6 +150,11 @@ def train_tokenizer(
     )  # fmt: skip
 
     alphabet = [*alphabet, "▁"]  # Metaspace's word-boundary symbol is always a character of the vocabulary
+    if vocab_size < len(specials) + len(alphabet):  # the trainers refuse it with a bare Exception
+        raise ValueError(
+            f"vocab_size={vocab_size} cannot hold the {len(specials)} special and tag tokens and the {len(alphabet)} "
+            f"characters of the sample; use at least {len(specials) + len(alphabet)}, or a lower character_coverage."
+        )
     if model_type == "bpe":
         backend = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk_token"], fuse_unk=True))
         trainer = trainers.BpeTrainer(
