@@ -88,7 +88,10 @@ class LangSpecConfig(PretrainedConfig):
     """
 
     model_type = "langspec_base"
-    keys_to_ignore_at_inference = ["past_key_values"]
+    keys_to_ignore_at_inference = ["past_key_values", "cache"]
+    # the variants cannot be built without `languages`: transformers before 5.2x builds `cls()` to diff a
+    # config against its defaults (saving, and generate()'s check of generation parameters) unless told so
+    has_no_defaults_at_init = True
     attribute_map = {
         "num_attention_heads": "encoder_attention_heads",
         "hidden_size": "d_model",

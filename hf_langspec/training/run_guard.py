@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 CONFIG_FILE = "experiment_config.json"
 LOCK_FILE = ".hf_langspec.lock"
 # keys that may change between a run and its resumption: they do not change what is trained
-FREE_KEYS = ("output_dir", "evaluation", "translate", "card", "data.num_proc", "training.logging_steps",
+FREE_KEYS = ("output_dir", "evaluation", "translate", "card", "expected", "data.num_proc", "training.logging_steps",
              "training.logging_strategy", "training.save_steps", "training.save_strategy", "training.save_total_limit",
              "training.disable_tqdm", "training.report_to", "training.dataloader_num_workers",
              "training.include_num_input_tokens_seen")  # fmt: skip
