@@ -515,3 +515,14 @@ def test_a_claim_holds_only_when_the_sentences_and_the_seeds_agree(p_value, inte
         assert (
             _claim(claim, systems, "base")["verdict"] == "holds over sentences (one seed: no interval over seeds yet)"
         )
+
+
+def test_workers_take_the_users_omp_num_threads_or_split_the_cores(monkeypatch):
+    from hf_langspec.compare import runner
+
+    monkeypatch.setattr(runner, "_cpu_count", lambda: 16)
+    assert runner.worker_threads(4, 0, {}) == 4
+    assert runner.worker_threads(4, 0, {"OMP_NUM_THREADS": "1"}) == 1  # the user's setting, not 16 // 4
+    assert runner.worker_threads(4, 1, {"OMP_NUM_THREADS": "3"}) == 1  # beside a GPU
+    with pytest.raises(ValueError, match=r"OMP_NUM_THREADS='two'"):
+        runner.worker_threads(2, 0, {"OMP_NUM_THREADS": "two"})

@@ -4,8 +4,9 @@ The runner only schedules: every run is an ordinary experiment directory (`<outp
 seed<N>`) trained by `run_experiment` in a worker process and resumable from its checkpoints; a run
 whose results file matches its config is skipped; a run that fails is reported with its error and
 the others go on. Workers split the machine: on CPUs each of N workers gets cores // N threads (two
-PyTorch processes with all cores each run many times slower than one: OpenMP oversubscription); on
-GPUs each worker gets one device.
+PyTorch processes with all cores each run many times slower than one: OpenMP oversubscription), or the
+OMP_NUM_THREADS the user set (other work beside the runner needs its cores too); on GPUs each worker
+gets one device.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,6 +110,18 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def worker_threads(workers: int, gpus: int, environ: Mapping[str, str]) -> int:
+    """Threads per worker: 1 beside a GPU; on CPUs the user's OMP_NUM_THREADS if set, else cores // workers."""
+    if gpus:
+        return 1
+    setting = environ.get("OMP_NUM_THREADS", "").strip()
+    if setting:
+        if not setting.isdigit() or int(setting) < 1:
+            raise ValueError(f"OMP_NUM_THREADS={setting!r}: give a whole number of threads per worker, at least 1.")
+        return int(setting)
+    return max(1, _cpu_count() // workers)
+
+
 def execute(runs: list[Run], workers: int, gpus: int) -> dict[str, str]:
     """Run the workers, at most `workers` at a time; returns the failed runs with their error lines."""
     from tqdm.auto import tqdm
@@ -192,7 +206,7 @@ def compare(
         import torch
 
         gpus = torch.cuda.device_count()
-        threads = 1 if gpus else max(1, _cpu_count() // workers)
+        threads = worker_threads(workers, gpus, os.environ)
         shared = prepare_shared(suite, list(eval_sets))
         runs = plan_runs(suite, shared, threads)
         todo = [run for run in runs if not is_finished(run)]
