@@ -103,7 +103,8 @@ def cmd_train_tokenizer(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    from .training.experiment import apply_overrides, load_config, run_experiment
+    from .training.config import apply_overrides, load_config
+    from .training.experiment import run_experiment
 
     config = apply_overrides(load_config(args.config), args.set or [])
     if args.output_dir:
@@ -400,6 +401,19 @@ def cmd_push(args: argparse.Namespace) -> None:
     print(push_model(args.model, args.repo_id, private=args.private, allow_pickles=args.allow_pickles))
 
 
+class _HelpConfig(argparse.Action):
+    """`train --help-config`: the experiment config's schema, printed like --help (no --config needed)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .training.config import schema_table
+
+        print(schema_table())
+        parser.exit()
+
+
 class OneLineErrors(argparse.ArgumentParser):
     """argparse, with a usage error as one line that points at --help instead of the whole usage text."""
 
@@ -472,6 +486,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", help="corpus, tokenizer, training, evaluation and card from one config")
     train.add_argument("--config", required=True, help="YAML or JSON (see examples/configs/)")
+    train.add_argument(
+        "--help-config", action=_HelpConfig, help="print every config section and key with its type and default"
+    )
     train.add_argument("--output-dir", type=Path, help="overrides the config's output_dir")
     train.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
     train.add_argument(

@@ -39,6 +39,25 @@ def _json_problem(path: Path) -> str | None:
     return None
 
 
+def _truncation(shard: Path) -> str | None:
+    """'X is truncated (...)' when the file is shorter than its own header says (the header read, nothing else);
+    said in this package's words, since safetensors' own differ between its versions."""
+    import struct
+
+    size = shard.stat().st_size
+    try:
+        with shard.open("rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(min(length, 100 << 20)))
+        end = max((entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"), default=0)
+    except (struct.error, ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return None  # no readable header: safetensors names the fault
+    expected = 8 + length + end
+    if size < expected:
+        return f"{shard.name} is truncated ({size:,} bytes, its header describes {expected:,}); save or copy the model again"
+    return None
+
+
 def weights_problem(folder: Path) -> str | None:
     """What is wrong with the folder's weight files, or None (headers and sizes only; nothing is loaded)."""
     from safetensors import SafetensorError, safe_open
@@ -64,6 +83,9 @@ def weights_problem(folder: Path) -> str | None:
             )
         return "it has no weights file (model.safetensors); the save was interrupted or the file was removed"
     for shard in shards:
+        truncated = _truncation(shard)
+        if truncated:
+            return truncated
         try:
             with safe_open(str(shard), "pt"):
                 pass

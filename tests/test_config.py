@@ -73,3 +73,24 @@ def test_unknown_language_code_names_the_known_ones():
         tiny_config().language_id("zh")
     with pytest.raises(ValueError, match=r"Direction en->zh is not in config.language_pairs"):
         tiny_config().pair_id("en", "zh")
+
+
+def test_the_config_schema_prints_every_section_and_key_the_validation_knows():
+    """`hf-langspec train --help-config`: every section and every key the checks accept, with types and defaults."""
+    import subprocess
+    import sys
+
+    from hf_langspec.training import config as schema
+
+    printed = subprocess.run([sys.executable, "-m", "hf_langspec.cli", "train", "--help-config"], capture_output=True,
+                             text=True, check=True).stdout  # fmt: skip
+    assert printed == schema.schema_table() + "\n"
+    rows = [line.split("|")[1:-1] for line in printed.splitlines() if line.startswith("|")]
+    assert all(len(row) == 4 for row in rows)  # no type or default breaks the Markdown table
+    sections = {row[0].strip().strip("*") for row in rows if row[0].strip()} - {"section", "---"}
+    assert sections == schema.SECTIONS
+    keys = {row[1].strip() for row in rows}
+    for known in (schema.DATA_KEYS - {"bible"}) | schema.TOKENIZER_KEYS | schema.EVALUATION_KEYS | schema.CARD_KEYS:
+        assert known in keys, known
+    assert "| | num_beams | int | 4 |" in printed and "| | lr_scheduler_type | str | 'inverse_sqrt' |" in printed
+    assert "| | max_length | int or None | 100 |" in printed and "| | bible.valid_chapters | int | 30 |" in printed

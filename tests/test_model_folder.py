@@ -87,7 +87,7 @@ def broken_tokenizer(folder: Path) -> None:
 
 
 CASES = {
-    "truncated": (truncate, r"model\.safetensors is damaged \(incomplete metadata, file not fully covered, [\d,]+ bytes\)"),
+    "truncated": (truncate, r"model\.safetensors is truncated \([\d,]+ bytes, its header describes [\d,]+\)"),
     "corrupted header": (corrupt_header, r"model\.safetensors is damaged \("),
     "no weights": (remove_weights, r"it has no weights file \(model\.safetensors\)"),
     "pickle": (pickle_weights, r"its weights are only pytorch_model\.bin, a pickle, which is not loaded"),

@@ -28,7 +28,7 @@ from statistics import mean, stdev
 from typing import Any
 
 from ..data.schema import write_atomic
-from ..training.experiment import ConfigError
+from ..training.config import ConfigError
 from .shared import REFERENCES_FILE, load_references, results_paths
 from .suite import Suite
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.schema import write_atomic
-from ..training.experiment import ConfigError
+from ..training.config import ConfigError
 from .shared import prepare_shared, results_paths
 from .suite import Suite, load_suite
 from .worker import RUNNER_PID

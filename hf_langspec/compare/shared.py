@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.schema import write_atomic, write_jsonl
-from ..training.experiment import ConfigError, sentence_limit
+from ..training.config import ConfigError, sentence_limit
 from .suite import Suite
 
 logger = logging.getLogger(__name__)

@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from ..training.experiment import ConfigError, check_keys, model_classes, set_keys, validate_config
+from ..training.config import ConfigError, check_keys, model_classes, set_keys, validate_config
 
 SUITE_KEYS = {"name", "description", "output_dir", "results_dir", "seeds", "baseline", "base", "systems", "report"}
 SYSTEM_KEYS = {"label", "paper", "description", "set", "seeds"}

@@ -45,7 +45,7 @@ def _free(key: str) -> bool:
 
 def check_resumed_config(output_dir: Path, config: dict[str, Any], resume: bool) -> None:
     """Refuse a config that changes what the run in `output_dir` has trained so far (checkpoints or a model)."""
-    from .experiment import ConfigError
+    from .config import ConfigError
 
     path = output_dir / CONFIG_FILE
     trained = (output_dir / "checkpoints").exists() or (output_dir / "model").exists()
@@ -92,7 +92,7 @@ class RunLock:
         self.held = False
 
     def __enter__(self) -> RunLock:
-        from .experiment import ConfigError
+        from .config import ConfigError
 
         me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
         for _ in range(2):

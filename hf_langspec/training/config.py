@@ -1,0 +1,440 @@
+"""The experiment config: its sections and keys, loading, `--set` overrides and validation, in one place.
+
+`hf-langspec train`, `hf-langspec compare` (whose suites are sets of such configs) and the run guard read
+it from here. A config (YAML or JSON) has these sections; every key is checked before any work starts, so a
+typo fails in a second, not after an hour of training. `hf-langspec train --help-config` prints every key
+with its type and default (:func:`schema_table`):
+
+```yaml
+output_dir: runs/bible-baseline
+data:        # the Bible corpus, or canonical JSONL files
+  bible: {languages: [en, de, fr, es], valid_chapters: 30, test_chapters: 30}
+  # train_files: [...]; valid_files: [...]; test_files: {supervised: ..., zero-shot: ...}
+  max_length: 100                     # the papers drop pairs longer than 100 subwords
+  max_train_examples_per_direction: null   # or {en-fr: 1500, default: null}: subsample some directions
+tokenizer:   # a saved LangSpecTokenizer (path), or train_tokenizer arguments
+  vocab_size: 8000
+  lang_tag_style: source
+model:       # `class` (baseline, xlp, clm, laa, cll, hlt, adapter) and its config's fields, or `init_from: <saved model>` (the tokenizer fixes vocabulary and languages)
+  class: baseline
+  # high_resource_languages: {min_examples: 100000}   # HLT-MT: split by data size (or a list of codes)
+  # init_encoder_from: {path: runs/xlp/model, decoder_layers: true}   # start from a pretrained XLP/XLM encoder
+  d_model: 256
+training:    # LangSpecTrainingArguments fields
+  max_steps: 2000
+evaluation:
+  max_sentences_per_direction: 200
+  num_beams: 4
+translate:   # an example printed at the end
+  {text: "In the beginning God created the heavens and the earth.", src_lang: en, tgt_lang: de}
+stages:      # optional: train on some directions (a list, or high_resource), then on all (each stage resumable)
+  - {name: high, directions: [en-de, de-en], training: {max_steps: 1000}}
+  - {name: all, training: {max_steps: 2000}}
+expected:    # optional: ranges this config gives with the tested versions; a far-off result is reported
+  xx-en: {bleu: [11.3, 11.7]}
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SECTIONS = {
+    "output_dir", "data", "tokenizer", "model", "training", "stages", "evaluation", "translate", "card", "expected"
+}  # fmt: skip
+STAGE_KEYS = {"name", "directions", "training"}
+DATA_KEYS = {
+    "bible",
+    "train_files",
+    "valid_files",
+    "test_files",
+    "max_length",
+    "max_train_examples_per_direction",
+    "valid_sentences_per_direction",
+    "num_proc",
+}
+TOKENIZER_KEYS = {
+    "path",
+    "vocab_size",
+    "model_type",
+    "character_coverage",
+    "temperature",
+    "sample_size",
+    "seed",
+    "lang_tag_style",
+    "lang_tag_template",
+}
+EVALUATION_KEYS = {
+    "max_sentences_per_direction",
+    "num_beams",
+    "batch_size",
+    "max_new_tokens",
+    "off_target",
+    "language_identifier",
+    "splits",
+}
+TRANSLATE_KEYS = {"text", "src_lang", "tgt_lang"}
+CARD_KEYS = {"model_name", "license", "datasets", "paper"}
+# what [evaluation] does when a key is not given (the run reads them from here)
+# what [data] does when a key is not given (the run reads them from here), and what an absence means
+DATA_DEFAULTS = {"max_length": 100, "valid_sentences_per_direction": 100}
+DATA_ABSENT = {"max_train_examples_per_direction": "every example", "num_proc": "one process",
+               "train_files": "(or bible)", "valid_files": "none", "test_files": "(with train_files, required)"}  # fmt: skip
+EVALUATION_DEFAULTS = {"num_beams": 4, "batch_size": 32, "max_new_tokens": 128, "off_target": "zero-shot"}
+# and of the keys whose absence means something rather than a value
+EVALUATION_ABSENT = {"max_sentences_per_direction": "all sentences", "language_identifier": "lingua",
+                     "splits": "every test set"}  # fmt: skip
+SECTION_HELP = {
+    "output_dir": "where the run writes data, checkpoints, the model and its evaluation (required)",
+    "data": "the offline Bible corpus (`bible`) or canonical JSONL files, and filters",
+    "tokenizer": "a saved LangSpecTokenizer (`path`), or the arguments of `train_tokenizer`",
+    "model": "`class` and the fields of its config class (the tokenizer fixes vocabulary and languages)",
+    "training": "every field of `LangSpecTrainingArguments` (Seq2SeqTrainingArguments and the papers' additions)",
+    "stages": "optional list of stages: `name`, `directions` (a list or high_resource), `training` overrides",
+    "evaluation": "the test sets' decoding and scoring",
+    "translate": "one example translated at the end",
+    "card": "the model card's fields",
+    "expected": "ranges this config gives with the tested versions: {group or direction: {metric: [low, high]}}",
+}
+
+
+def model_classes() -> dict[str, tuple[type, type]]:
+    """`[model] class` values: (config class, translation model class) of every variant."""
+    from ..modeling import (
+        AdapterConfig,
+        AdapterForConditionalGeneration,
+        CLLConfig,
+        CLLForConditionalGeneration,
+        CLMConfig,
+        CLMForConditionalGeneration,
+        HLTConfig,
+        HLTForConditionalGeneration,
+        LAAConfig,
+        LAAForConditionalGeneration,
+        LangSpecConfig,
+        LangSpecForConditionalGeneration,
+        XLPForConditionalGeneration,
+        XLPMTConfig,
+    )
+
+    return {
+        "baseline": (LangSpecConfig, LangSpecForConditionalGeneration),
+        "xlp": (XLPMTConfig, XLPForConditionalGeneration),
+        "clm": (CLMConfig, CLMForConditionalGeneration),
+        "laa": (LAAConfig, LAAForConditionalGeneration),
+        "cll": (CLLConfig, CLLForConditionalGeneration),
+        "hlt": (HLTConfig, HLTForConditionalGeneration),
+        "adapter": (AdapterConfig, AdapterForConditionalGeneration),
+    }
+
+
+def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """`["model.clm_decoder=none", "training.max_steps=100"]` -> the config with those keys set (values are YAML)."""
+    parsed = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"Override {item!r} must look like section.key=value, e.g. model.clm_num_features=94.")
+        try:
+            parsed[key] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"Override {item!r}: the value is not valid YAML ({err.problem}).") from None
+    set_keys(config, parsed)
+    validate_config(config, "the config with overrides")
+    return config
+
+
+def set_keys(config: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """Set dotted keys in place: `{"model.class": "cll", "stages": [...]}` (values already parsed)."""
+    for key, value in values.items():
+        path = key.split(".")
+        if not all(path):
+            raise ConfigError(f"Override key {key!r} must look like section.key, e.g. model.clm_num_features.")
+        node = config
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"Override {key!r}: {part!r} is not a section.")
+        node[path[-1]] = value
+    return config
+
+
+class ConfigError(ValueError):
+    """A config that names an unknown key or an impossible value."""
+
+
+def load_config(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a YAML or JSON experiment config and check every key (see the module docstring)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"Config {path} does not exist.")
+    try:
+        text = path.read_text()
+        config = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML{at}: {getattr(err, 'problem', None) or err}.") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path}: not valid JSON at line {err.lineno}, column {err.colno}: {err.msg}.") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text; save the config as UTF-8.") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: the config must be a mapping of sections, got {type(config).__name__}.")
+    validate_config(config, str(path))
+    return config
+
+
+def check_keys(section: Any, allowed: set[str], where: str) -> dict[str, Any]:
+    """`section` when it is a mapping whose keys are all `allowed`; otherwise a ConfigError naming them."""
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where} must be a mapping, got {type(section).__name__}.")
+    unknown = sorted(set(section) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {unknown}; known keys are {sorted(allowed)}.")
+    return section
+
+
+def validate_config(config: dict[str, Any], where: str = "config") -> None:
+    from ..data.bible import BibleCorpusConfig
+    from ..modeling import LangSpecConfig
+    from .trainer import LangSpecTrainingArguments
+
+    check_keys(config, SECTIONS, where)
+    if "output_dir" not in config:
+        raise ConfigError(f"{where}: output_dir is required.")
+    data = config.get("data", {})
+    check_keys(data, DATA_KEYS, f"{where} [data]")
+    if ("bible" in data) == ("train_files" in data):
+        raise ConfigError(
+            f"{where} [data]: give either `bible` (the offline corpus) or `train_files`, not both or neither."
+        )
+    if "bible" in data:
+        check_keys(data["bible"], {f.name for f in dataclasses.fields(BibleCorpusConfig)}, f"{where} [data.bible]")
+        from .config_types import check_section, type_hints
+
+        check_section(data["bible"], type_hints(BibleCorpusConfig, fields=True), f"{where} [data.bible]", ConfigError)
+        try:  # its own checks (known languages, a pivot among them, ...) before any work
+            BibleCorpusConfig(**data["bible"])
+        except ValueError as error:
+            raise ConfigError(f"{where} [data.bible]: {error}") from None
+    elif "test_files" not in data:
+        raise ConfigError(f"{where} [data]: with train_files, give test_files too (e.g. {{supervised: test.jsonl}}).")
+    tokenizer_section = config.get("tokenizer", {})
+    check_keys(tokenizer_section, TOKENIZER_KEYS, f"{where} [tokenizer]")
+    if "path" in tokenizer_section and set(tokenizer_section) - {"path", "lang_tag_style"}:
+        raise ConfigError(
+            f"{where} [tokenizer]: a saved tokenizer (path) keeps its vocabulary; only lang_tag_style may be set "
+            f"beside it, got {sorted(set(tokenizer_section) - {'path'})}."
+        )
+    variants = model_classes()
+    model_class = config.get("model", {}).get("class", "baseline")
+    if model_class not in variants:
+        raise ConfigError(f"{where} [model]: class={model_class!r} is unknown; use one of {sorted(variants)}.")
+    config_class = variants[model_class][0]
+    model_keys = {
+        name for cls in (config_class, LangSpecConfig) for name in inspect.signature(cls.__init__).parameters
+    } - {"self", "kwargs"}
+    check_keys(config.get("model", {}), model_keys | {"class", "init_from", "init_encoder_from"}, f"{where} [model]")
+    encoder_init = config.get("model", {}).get("init_encoder_from")
+    if encoder_init is not None and not (
+        isinstance(encoder_init, str)
+        or (
+            isinstance(encoder_init, dict)
+            and set(encoder_init) <= {"path", "decoder_layers"}
+            and "path" in encoder_init
+        )
+    ):
+        raise ConfigError(
+            f"{where} [model]: init_encoder_from must be a saved encoder's directory or {{path: DIR, decoder_layers: "
+            f"true}}, got {encoder_init!r}."
+        )
+    if "init_from" in config.get("model", {}):
+        extra = sorted(set(config["model"]) - {"init_from", "class"})
+        if extra:
+            raise ConfigError(
+                f"{where} [model]: init_from continues a saved model with its own config; drop {extra} "
+                "(and give the tokenizer saved with it as tokenizer.path)."
+            )
+        if "path" not in config.get("tokenizer", {}):
+            raise ConfigError(f"{where} [tokenizer]: with model.init_from, give the model's tokenizer as `path`.")
+    fixed = {"vocab_size", "languages", "lang_tag_token_ids", "lang_tag_style"} & set(config.get("model", {}))
+    if fixed:
+        raise ConfigError(
+            f"{where} [model]: {sorted(fixed)} come from the tokenizer; set them in [tokenizer] instead."
+        )
+    training_keys = {f.name for f in dataclasses.fields(LangSpecTrainingArguments)}
+    check_keys(config.get("training", {}), training_keys - {"output_dir"}, f"{where} [training]")
+    stages = config.get("stages", [])
+    if not isinstance(stages, list):
+        raise ConfigError(f"{where} [stages] must be a list of stages, got {type(stages).__name__}.")
+    for i, stage in enumerate(stages):
+        check_keys(stage, STAGE_KEYS, f"{where} [stages][{i}]")
+        if "name" not in stage:
+            raise ConfigError(f"{where} [stages][{i}] needs a name (it names the stage's checkpoint folder).")
+        check_keys(stage.get("training", {}), training_keys - {"output_dir"}, f"{where} [stages][{i}].training")
+        directions = stage.get("directions", [])
+        if directions != "high_resource" and not isinstance(directions, list):
+            raise ConfigError(
+                f"{where} [stages][{i}]: directions must be a list like [en-de, de-en] or `high_resource`, "
+                f"got {directions!r}."
+            )
+    names = [stage.get("name") for stage in stages]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where} [stages]: names {names} must be unique.")
+    check_keys(config.get("evaluation", {}), EVALUATION_KEYS, f"{where} [evaluation]")
+    _check_types(config, config_class, where)
+    identifier = config.get("evaluation", {}).get("language_identifier")
+    if identifier is not None:
+        from ..evaluation.language_id import identifier_names
+
+        try:
+            identifier_names(identifier)
+        except ValueError as error:
+            raise ConfigError(f"{where} [evaluation]: {error}") from None
+    check_keys(config.get("translate", {}), TRANSLATE_KEYS, f"{where} [translate]")
+    check_keys(config.get("card", {}), CARD_KEYS, f"{where} [card]")
+    if "expected" in config:
+        from ..evaluation.expected import check_expected_section
+
+        problem = check_expected_section(config["expected"], f"{where} [expected]")
+        if problem:
+            raise ConfigError(problem)
+
+
+EVALUATION_TYPES = {"max_sentences_per_direction": int | dict | None, "num_beams": int, "batch_size": int,
+                    "max_new_tokens": int, "off_target": bool | str, "language_identifier": str, "splits": list}  # fmt: skip
+DATA_TYPES = {"max_length": int | None, "valid_sentences_per_direction": int, "num_proc": int | None,
+              "max_train_examples_per_direction": int | dict | None, "train_files": list | str,
+              "valid_files": list | str, "test_files": dict | str}  # fmt: skip
+
+
+def _check_types(config: dict[str, Any], config_class: type, where: str) -> None:
+    """Every value of every section against the type and range of the field it sets (`config_types`)."""
+    from ..modeling import LangSpecConfig
+    from ..tokenization import train_tokenizer
+    from .config_types import check_section, type_hints
+    from .trainer import LangSpecTrainingArguments
+
+    training_hints = type_hints(LangSpecTrainingArguments, fields=True)
+    check_section(config.get("training", {}), training_hints, f"{where} [training]", ConfigError)
+    for i, stage in enumerate(config.get("stages", []) or []):
+        check_section(stage.get("training", {}), training_hints, f"{where} [stages][{i}].training", ConfigError)
+    model_hints = {**type_hints(LangSpecConfig), **type_hints(config_class)}
+    # what the experiment resolves before the config class sees it: a data-size rule, saved models
+    model_hints |= {"high_resource_languages": list | dict | None, "init_from": str, "init_encoder_from": str | dict}
+    check_section(config.get("model", {}), model_hints, f"{where} [model]", ConfigError)
+    check_section(config.get("tokenizer", {}), type_hints(train_tokenizer), f"{where} [tokenizer]", ConfigError)
+    check_section(config.get("data", {}), DATA_TYPES, f"{where} [data]", ConfigError)
+    check_section(config.get("evaluation", {}), EVALUATION_TYPES, f"{where} [evaluation]", ConfigError)
+
+
+def sentence_limit(evaluation: dict[str, Any], set_name: str) -> int | None:
+    """`max_sentences_per_direction`: one number, or `{supervised: 50, zero-shot: 20, default: 50}` per test set."""
+    limit = evaluation.get("max_sentences_per_direction")
+    return limit.get(set_name, limit.get("default")) if isinstance(limit, dict) else limit
+
+
+def _type_name(annotation: Any) -> str:
+    from .config_types import describe
+
+    # "or", not "|": the table is Markdown
+    return describe(annotation).replace(" | ", " or ") if annotation is not inspect.Parameter.empty else "any"
+
+
+def _default(key: str, defaults: dict[str, Any], absent: dict[str, str]) -> str:
+    return repr(defaults[key]) if key in defaults else absent.get(key, "")
+
+
+def _signature_rows(target: Any, keys: set[str] | None = None, skip: frozenset[str] = frozenset()) -> list[tuple]:
+    """(key, type, default) of a function's or class's parameters, or of a dataclass's fields."""
+    import typing
+
+    from .config_types import type_hints
+
+    if dataclasses.is_dataclass(target):
+        hints = type_hints(target, fields=True)
+        params = [
+            (
+                f.name,
+                hints.get(f.name, f.type),
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default,
+            )
+            for f in dataclasses.fields(target)
+        ]
+    else:
+        function = target.__init__ if inspect.isclass(target) else target
+        hints = typing.get_type_hints(function)
+        params = [
+            (n, hints.get(n, p.annotation), p.default) for n, p in inspect.signature(function).parameters.items()
+        ]
+    rows = []
+    for name, annotation, default in params:
+        if name in skip or name in ("self", "kwargs") or (keys is not None and name not in keys):
+            continue
+        shown = "required" if default in (inspect.Parameter.empty, dataclasses.MISSING) else repr(default)
+        rows.append((name, _type_name(annotation), shown))
+    return rows
+
+
+def schema_table() -> str:
+    """Every section and key of an experiment config with its type and default, as Markdown."""
+    from ..data.bible import BibleCorpusConfig
+    from ..modeling import LangSpecConfig
+    from ..tokenization import train_tokenizer
+    from .trainer import LangSpecTrainingArguments
+
+    # the package's own training fields, and those whose default it changes (the papers' optimiser, schedule)
+    parent = {f.name: repr(f.default) for f in dataclasses.fields(LangSpecTrainingArguments.__mro__[1])}
+    fixed_by_tokenizer = frozenset({"vocab_size", "languages", "lang_tag_token_ids", "lang_tag_style"})
+    sections: dict[str, list[tuple]] = {
+        "data": [
+            *[(k, _type_name(DATA_TYPES[k]), _default(k, DATA_DEFAULTS, DATA_ABSENT)) for k in sorted(DATA_TYPES)],
+            *[(f"bible.{n}", t, d) for n, t, d in _signature_rows(BibleCorpusConfig)],
+        ],
+        "tokenizer": [("path", "str", "(or the keys below)"), *_signature_rows(train_tokenizer, TOKENIZER_KEYS)],
+        "model": [
+            ("class", "str", "'baseline'"),
+            ("init_from", "str", "none"),
+            ("init_encoder_from", "str or dict", "none"),
+            *_signature_rows(LangSpecConfig, skip=fixed_by_tokenizer),
+        ],
+        "training": [
+            *[row for row in _signature_rows(LangSpecTrainingArguments) if parent.get(row[0]) != row[2]],
+            ("...", "", "every other Seq2SeqTrainingArguments field"),
+        ],
+        "stages": [(k, "", "") for k in sorted(STAGE_KEYS)],
+        "evaluation": [
+            (k, _type_name(EVALUATION_TYPES[k]), _default(k, EVALUATION_DEFAULTS, EVALUATION_ABSENT))
+            for k in sorted(EVALUATION_KEYS)
+        ],
+        "translate": [(k, "str", "") for k in sorted(TRANSLATE_KEYS)],
+        "card": [(k, "str", "") for k in sorted(CARD_KEYS)],
+    }
+    lines = ["| section | key | type | default |", "|---|---|---|---|"]
+    for section in SECTION_HELP:
+        lines.append(f"| **{section}** | | | {SECTION_HELP[section]} |")
+        lines += [f"| | {key} | {type_} | {default} |" for key, type_, default in sections.get(section, [])]
+    classes = ", ".join(f"`{name}` ({config_class.__name__})" for name, (config_class, _) in model_classes().items())
+    lines += ["", f"[model] class: {classes}; each class adds its own fields (its config class's docstring)."]
+    return "\n".join(lines)
+
+
+__all__ = [
+    "ConfigError",
+    "apply_overrides",
+    "check_keys",
+    "load_config",
+    "model_classes",
+    "schema_table",
+    "sentence_limit",
+    "set_keys",
+    "validate_config",
+]
