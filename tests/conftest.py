@@ -38,6 +38,14 @@ def tiny_model(seed: int = 0, **overrides) -> LangSpecForConditionalGeneration:
     return LangSpecForConditionalGeneration(tiny_config(**overrides)).eval()
 
 
+def enable_checkpointing(model, **kwargs) -> None:
+    """Activation checkpointing under its transformers >= 5.2x name, or the older `gradient_checkpointing_enable`."""
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs or None)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs or None)
+
+
 def random_batch(batch: int = 3, src_len: int = 9, tgt_len: int = 6, seed: int = 0) -> dict[str, torch.Tensor]:
     """Right-padded source and decoder inputs with different lengths per example, and language ids."""
     g = torch.Generator().manual_seed(seed)

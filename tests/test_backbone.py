@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import PAD, random_batch, tiny_config, tiny_model
+from conftest import PAD, enable_checkpointing, random_batch, tiny_config, tiny_model
 from torch import nn
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding
@@ -137,7 +137,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     for checkpointing in (False, True):
         model = tiny_model().train()
         if checkpointing:
-            model.activation_checkpointing_enable()
+            enable_checkpointing(model)
         calls = []
         model.model.decoder.layers[1].fc1.register_forward_hook(lambda *_, calls=calls: calls.append(1))
         model(**batch, labels=labels).loss.backward()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import random_batch, tiny_config
+from conftest import enable_checkpointing, random_batch, tiny_config
 
 from hf_langspec.training.experiment import model_classes
 
@@ -38,10 +38,7 @@ def test_gradient_checkpointing_gives_the_same_gradients(name):
     for checkpointing in (False, True):
         model = build(name).train()
         if checkpointing:
-            if hasattr(model, "activation_checkpointing_enable"):  # its name since transformers 5.2x
-                model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-            else:
-                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            enable_checkpointing(model, use_reentrant=False)
         model(**training_batch()).loss.backward()
         grads.append({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
     assert grads[0].keys() == grads[1].keys()
