@@ -20,8 +20,9 @@ import pytest
 import yaml
 
 from hf_langspec.compare import compare, load_suite
-from hf_langspec.compare.report import build_report, markdown, mean_interval, paired_bootstrap, t_quantile
+from hf_langspec.compare.report import build_report, markdown
 from hf_langspec.compare.shared import results_paths
+from hf_langspec.compare.statistics import mean_interval, paired_bootstrap, t_quantile
 from hf_langspec.training.experiment import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -464,7 +465,7 @@ def test_a_suite_continued_elsewhere_reuses_its_vocabulary_from_the_results(fini
 
 def test_the_off_target_significance_is_sacrebleus_procedure_on_sentence_flags(finished):
     """An independent numpy run of the paired bootstrap on the flags (sacreBLEU's seed and p-value rule)."""
-    from hf_langspec.compare.report import paired_bootstrap_rate
+    from hf_langspec.compare.statistics import paired_bootstrap_rate
 
     rng = np.random.default_rng(0)
     base = rng.random(300) < 0.6
@@ -494,7 +495,7 @@ def test_the_off_target_significance_is_sacrebleus_procedure_on_sentence_flags(f
     ],
 )
 def test_a_claim_holds_only_when_the_sentences_and_the_seeds_agree(p_value, interval, verdict):
-    from hf_langspec.compare.report import _claim
+    from hf_langspec.compare.statistics import claim_verdict as _claim
 
     delta = sum(interval) / 2
     claim = {"system": "m", "group": "zero-shot", "metric": "off_target", "expect": "down"}

@@ -18,40 +18,31 @@ import csv
 import gzip
 import io
 import json
-import math
 import re
 from collections import defaultdict
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from statistics import mean, stdev
+from statistics import mean
 from typing import Any
 
 from ..data.schema import write_atomic
 from ..training.config import ConfigError
 from .shared import REFERENCES_FILE, load_references, results_paths
+from .statistics import (
+    BOOTSTRAP_SAMPLES,
+    METRICS,
+    RATE_METRICS,
+    claim_verdict,
+    group_statistics,
+    mean_interval,
+    paired_bootstrap,
+    paired_bootstrap_rate,
+    t_quantile,
+)
 from .suite import Suite
 
-METRICS = ("bleu", "chrfpp", "off_target", "length_ratio", "degenerate", "distinct")
-RATE_METRICS = ("off_target", "degenerate", "distinct")  # shares, printed in percent (points for differences)
 SIGNIFICANCE_METRICS = {"bleu": "BLEU", "chrfpp": "chrF2++"}
-BOOTSTRAP_SAMPLES = 1000
-# Student-t 0.975 quantiles by degrees of freedom (beyond 30: the normal's 1.96 is within 4%)
-T_975 = {1: 12.7062, 2: 4.3027, 3: 3.1824, 4: 2.7764, 5: 2.5706, 6: 2.4469, 7: 2.3646, 8: 2.3060, 9: 2.2622,
-         10: 2.2281, 12: 2.1788, 15: 2.1314, 20: 2.0860, 30: 2.0423}  # fmt: skip
-
-
-def t_quantile(df: int) -> float:
-    """The 0.975 quantile of Student's t with `df` degrees of freedom (the next tabulated df below)."""
-    return T_975[max(k for k in T_975 if k <= df)] if df <= 30 else 1.96
-
-
-def mean_interval(values: list[float]) -> tuple[float, float] | None:
-    """95% Student-t interval of the mean; None for one value."""
-    if len(values) < 2:
-        return None
-    half = t_quantile(len(values) - 1) * stdev(values) / math.sqrt(len(values))
-    return mean(values) - half, mean(values) + half
 
 
 def direction_group_names(
@@ -135,53 +126,6 @@ def _read_outputs(path: Path, modified: int) -> dict[str, dict[str, list[str]]]:
     return json.loads(gzip.decompress(path.read_bytes()))
 
 
-def paired_bootstrap(
-    baseline: list[str], system: list[str], references: list[str], samples: int = BOOTSTRAP_SAMPLES
-) -> dict[str, float]:
-    """sacreBLEU's paired bootstrap of `system` against `baseline`: p-values for BLEU and chrF++.
-
-    Equal scores get p = 1: sacreBLEU counts resampled differences strictly above the observed one, so a
-    zero difference (identical outputs, or both systems at BLEU 0 on every resample) would otherwise come
-    out at p = 1 / (samples + 1), "significant".
-    """
-    from sacrebleu.metrics import BLEU, CHRF
-    from sacrebleu.significance import PairedTest
-
-    names = {"bleu": "BLEU", "chrfpp": "chrF2++"}
-    if list(baseline) == list(system):
-        return dict.fromkeys(names, 1.0)
-    test = PairedTest(
-        [("baseline", baseline), ("system", system)],
-        {"BLEU": BLEU(), "chrF2++": CHRF(word_order=2)},
-        [references],
-        test_type="bs",
-        n_samples=samples,
-    )
-    _, scores = test()
-    return {
-        metric: 1.0 if scores[name][0].score == scores[name][1].score else float(scores[name][1].p_value)
-        for metric, name in names.items()
-    }
-
-
-def paired_bootstrap_rate(
-    baseline: list[bool], system: list[bool], samples: int = BOOTSTRAP_SAMPLES, seed: int = 12345
-) -> float:
-    """p-value of the difference of two rates on paired items (per-sentence off-target flags), by sacreBLEU's
-    paired bootstrap procedure and seed: resample items, centre the absolute differences, count those above the
-    observed one; equal rates get p = 1."""
-    import numpy as np
-
-    base, own = np.asarray(baseline, dtype=float), np.asarray(system, dtype=float)
-    observed = abs(own.mean() - base.mean())
-    if observed == 0:
-        return 1.0
-    idxs = np.random.default_rng(seed).choice(len(base), size=(samples, len(base)), replace=True)
-    sample_diffs = np.abs(own[idxs].mean(axis=1) - base[idxs].mean(axis=1))
-    stats = sample_diffs - sample_diffs.mean()
-    return float((np.sum(stats > observed) + 1) / (samples + 1))
-
-
 def _off_target_flags(suite: Suite, runs: dict, system: str, seed: int, pairs: list, cache: dict) -> list[bool]:
     """Per sentence, whether the run's output is not in the target language (the run's own identifier)."""
     from ..evaluation.language_id import language_identifier, off_target_flags
@@ -214,7 +158,7 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
         seeds = [seed for seed in suite.seeds_of(system) if (system, seed) in runs]
         if not seeds:
             continue
-        groups = _group_statistics(per_run, system, seeds, suite.baseline, base_seeds)
+        groups = group_statistics(per_run, system, seeds, suite.baseline, base_seeds)
         if system != suite.baseline:
             _significance(suite, system, groups, runs, references, pivot, resource, flags)
         results = [runs[(system, s)] for s in seeds]
@@ -248,7 +192,7 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
         "systems": systems,
         "baseline_on_suite_seeds": _baseline_on_suite_seeds(suite, per_run, base_seeds),
         "runs": {f"{s} seed {seed}": groups for (s, seed), groups in per_run.items()},
-        "claims": [_claim(claim, systems, suite.baseline) for claim in suite.report.get("claims", [])],
+        "claims": [claim_verdict(claim, systems, suite.baseline) for claim in suite.report.get("claims", [])],
         "setting": _setting(suite, runs),
         "eval_sets": list(eval_sets),
     }
@@ -257,41 +201,13 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
     return report
 
 
-def _group_statistics(
-    per_run: dict, system: str, seeds: list[int], baseline: str, base_seeds: list[int]
-) -> dict[str, dict[str, Any]]:
-    """`{group: {metric: entry}}` of a system over its seeds: mean, std, values, 95% interval, and against the
-    baseline on the seeds both ran, the difference of the means, those means and the per-seed difference's interval."""
-    groups: dict[str, Any] = {}
-    for group in per_run[(system, seeds[0])]:
-        groups[group] = {}
-        for metric in METRICS:
-            values = [per_run[(system, s)][group].get(metric) for s in seeds if group in per_run[(system, s)]]
-            if len(values) != len(seeds) or None in values:
-                continue
-            entry = {"mean": mean(values), "std": stdev(values) if len(values) > 1 else 0.0, "values": values}
-            interval = mean_interval(values)
-            entry["ci95"] = list(interval) if interval else None
-            paired = [s for s in seeds if s in base_seeds and group in per_run[(baseline, s)]]
-            if system != baseline and paired:
-                base_values = [per_run[(baseline, s)][group][metric] for s in paired]
-                own = [per_run[(system, s)][group][metric] for s in paired]
-                entry["delta"] = mean(own) - mean(base_values)
-                entry["paired_seeds"] = paired
-                entry["paired_means"] = [mean(own), mean(base_values)]
-                diff_interval = mean_interval([a - b for a, b in zip(own, base_values, strict=True)])
-                entry["delta_ci95"] = list(diff_interval) if diff_interval else None
-            groups[group][metric] = entry
-    return groups
-
-
 def _baseline_on_suite_seeds(suite: Suite, per_run: dict, base_seeds: list[int]) -> dict[str, Any] | None:
     """The baseline over the suite's seeds alone, when it has more of its own: what the systems with the suite's
     seeds are compared with (their differences are against these means, not the baseline row's)."""
     subset = [seed for seed in base_seeds if seed in suite.seeds]
     if not subset or subset == base_seeds:  # also when the baseline has no seeds of its own
         return None
-    return {"seeds": subset, "groups": _group_statistics(per_run, suite.baseline, subset, suite.baseline, [])}
+    return {"seeds": subset, "groups": group_statistics(per_run, suite.baseline, subset, suite.baseline, [])}
 
 
 def _final_loss(results: list[dict[str, Any]]) -> float | None:
@@ -326,50 +242,6 @@ def _significance(suite, system, groups, runs, references, pivot, resource, flag
             own = [f for seed in seeds for f in _off_target_flags(suite, runs, system, seed, pairs, flags)]
             other = [f for seed in seeds for f in _off_target_flags(suite, runs, suite.baseline, seed, pairs, flags)]
             groups[group]["off_target"]["p_value"] = paired_bootstrap_rate(other, own)
-
-
-def _claim(claim: dict[str, Any], systems: dict[str, Any], baseline: str) -> dict[str, Any]:
-    """Does a paper's headline effect hold here? Direction, size and significance of the difference."""
-    entry = systems.get(claim["system"], {}).get("groups", {}).get(claim["group"], {}).get(claim["metric"])
-    base = systems.get(baseline, {}).get("groups", {}).get(claim["group"], {}).get(claim["metric"])
-    out = {**claim}
-    if entry is None or base is None or "delta" not in entry:
-        return out | {"verdict": "not measured (runs missing)"}
-    delta = entry["delta"]
-    right_way = delta < 0 if claim["expect"] == "down" else delta > 0
-    scale, unit = (100, " points") if claim["metric"] in RATE_METRICS else (1, "")
-    interval = entry.get("delta_ci95")
-    seeds_agree = interval is not None and (interval[0] > 0 or interval[1] < 0)
-    where = f"[{interval[0] * scale:+.3g}, {interval[1] * scale:+.3g}]{unit}" if interval else ""
-    if "p_value" in entry:
-        significant, how = entry["p_value"] < 0.05, f"p = {entry['p_value']:.3f}, paired bootstrap over sentences"
-        if interval:
-            how += f"; 95% t interval of the per-seed difference {where}"
-    elif interval:
-        significant, how = seeds_agree, f"95% t interval of the per-seed difference {where}"
-    else:
-        significant, how = False, "one seed: no test"
-    # the bootstrap sees sentence noise only; with few seeds, training noise can be as large as the effect
-    only_sentences = significant and interval is not None and not seeds_agree
-    if right_way:
-        verdict = "holds" if significant else "same direction, not significant"
-    else:
-        verdict = (
-            "does not hold: the opposite direction, significant" if significant else "does not hold (not significant)"
-        )
-    if only_sentences:
-        verdict += " over sentences, not across seeds (the per-seed interval includes 0)"
-    elif significant and interval is None:
-        verdict += " over sentences (one seed: no interval over seeds yet)"
-    # the means of the seeds both ran, so that value - baseline = delta even where their seeds differ
-    paired = entry["paired_seeds"]
-    both = set(systems[claim["system"]]["planned_seeds"]) & set(systems[baseline]["planned_seeds"])
-    if len(paired) < len(both):
-        verdict += f" (on {len(paired)} of {len(both)} seeds so far)"
-    value, base_value = entry["paired_means"]
-    if len(paired) > 1:
-        how = f"{len(paired)} seeds; {how}"
-    return out | {"baseline": base_value, "value": value, "delta": delta, "test": how, "verdict": verdict}
 
 
 def _setting(suite: Suite, runs: dict) -> dict[str, Any]:
@@ -613,4 +485,8 @@ def insert_markdown(path: Path, name: str, text: str) -> None:
     write_atomic(path, f"{head}{start}\n{text}{end}{tail}".encode())
 
 
-__all__ = ["build_report", "markdown", "mean_interval", "paired_bootstrap", "run_groups", "t_quantile"]
+# the statistics' names stay importable from here, where they lived before compare/statistics.py
+__all__ = [
+    "build_report", "claim_verdict", "markdown", "mean_interval", "paired_bootstrap", "paired_bootstrap_rate",
+    "run_groups", "t_quantile",
+]  # fmt: skip
