@@ -369,3 +369,22 @@ def test_source_use_is_the_reference_loss_and_zero_for_a_decoder_that_cannot_see
 def test_source_use_refuses_what_it_cannot_measure(model_and_tokenizer, sources, references, message):
     with pytest.raises(ValueError, match=message):
         source_use(*model_and_tokenizer, sources, references, "de", "en")
+
+
+def test_the_default_identifier_is_loaded_once_for_every_direction(model_and_tokenizer, monkeypatch):
+    """lingua preloads its models: evaluate_model builds the default identifier once, not once per direction."""
+    import hf_langspec.evaluation.evaluate as evaluate_module
+
+    model, tok = model_and_tokenizer
+    built = []
+
+    def counting(*args, **kwargs):
+        built.append(1)
+        return language_identifier("langid")
+
+    monkeypatch.setattr(evaluate_module, "language_identifier", counting)
+    rows = [{"src_lang": s, "tgt_lang": t, "src": text, "tgt": text} for s, t, text in
+            [("de", "fr", GERMAN[0]), ("fr", "de", "Au commencement, Dieu créa."), ("en", "fr", ENGLISH[0])]]  # fmt: skip
+    results = evaluate_model(model, tok, {"zero-shot": rows}, num_beams=1, max_new_tokens=3, show_progress=False)
+    assert len(built) == 1
+    assert all(s["language_identifier"] == "langid" for s in results["directions"].values())

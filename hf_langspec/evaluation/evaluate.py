@@ -56,13 +56,15 @@ def evaluate_model(
             hyps, refs = [h for h, _ in pairs], [r for _, r in pairs]
             scores = corpus_scores(hyps, refs) | {"set": set_name}
             if measure_off_target:
-                identify = identifier or language_identifier()
-                rate = off_target_rate(hyps, direction.split("-")[1], identify)
+                identifier = identifier or language_identifier()  # loaded once (lingua preloads its models)
+                target = direction.split("-")[1]
+                chosen = identifier.for_language(target)  # looked up once: it measures and it is named
+                rate = off_target_rate(hyps, target, chosen or identifier)
                 if rate is None:  # no identifier covers the target language: not measured (warned)
                     not_measured.append(direction)
                 else:
                     scores["off_target"] = rate
-                    scores["language_identifier"] = identify.for_language(direction.split("-")[1]).name
+                    scores["language_identifier"] = chosen.name
             results["directions"][direction] = scores
             results["hypotheses"][direction] = hyps
         if set_name == "zero-shot":
