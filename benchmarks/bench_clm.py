@@ -24,7 +24,7 @@ import statistics
 
 import torch
 from _report import publish
-from bench_training import SHAPES, backbone_kwargs, make_batch, run_worker_process, train_and_time
+from bench_training import SHAPES, backbone_kwargs, make_batch, run_worker_process, shape_arguments, train_and_time
 
 LANGUAGES = 10
 
@@ -81,12 +81,10 @@ def run_worker(kind: str, k: int, args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shape", default="small", choices=list(SHAPES))
+    shape_arguments(parser)
     parser.add_argument("--ks", default="16,64,194", help="comma-separated feature numbers k")
-    parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--src-len", type=int, default=32)
     parser.add_argument("--tgt-len", type=int, default=32)
-    parser.add_argument("--vocab", type=int, default=8000)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=2)

@@ -33,7 +33,7 @@ from types import SimpleNamespace
 import torch
 from _report import interleaved, keep_freed_memory, publish
 from bench_methods import NAMES, build, generate_once, language_ids
-from bench_training import SHAPES, make_batch
+from bench_training import SHAPES, make_batch, shape_arguments
 from torch.utils._python_dispatch import TorchDispatchMode
 
 aten = torch.ops.aten
@@ -85,10 +85,8 @@ def _seconds(fn) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shape", default="small", choices=list(SHAPES))
-    parser.add_argument("--vocab", type=int, default=8000)
+    shape_arguments(parser)
     parser.add_argument("--languages", type=int, default=50)
-    parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--kinds", default="laa,cll", help="methods, of bench_methods.py's kinds")
     parser.add_argument("--short", type=int, default=8, help="new tokens of the short generation")
     parser.add_argument("--long", type=int, default=40, help="new tokens of the long generation")

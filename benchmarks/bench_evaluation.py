@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from _report import interleaved, keep_freed_memory, publish
 from bench_methods import NAMES, build
-from bench_training import SHAPES
+from bench_training import SHAPES, shape_arguments
 from datasets import Dataset
 
 from hf_langspec.training import LangSpecSeq2SeqTrainer, LangSpecTrainingArguments
@@ -84,12 +84,10 @@ def predict_seconds(trainer, dataset, outputs: dict, key) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shape", default="small", choices=list(SHAPES))
-    parser.add_argument("--vocab", type=int, default=8000)
+    shape_arguments(parser)
     parser.add_argument("--languages", type=int, default=50)
     parser.add_argument("--targets", type=int, default=8, help="target languages of the dev set")
     parser.add_argument("--examples", type=int, default=512)
-    parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--kinds", default="laa,cll", help="methods, of bench_methods.py's kinds")
     parser.add_argument("--repeats", type=int, default=2)

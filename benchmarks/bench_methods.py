@@ -38,7 +38,7 @@ import time
 
 import torch
 from _report import interleaved, keep_freed_memory, publish
-from bench_training import SHAPES, backbone_kwargs, make_batch
+from bench_training import SHAPES, backbone_kwargs, make_batch, shape_arguments
 
 KINDS = ["marian", "baseline", "xlp", "laa", "lee", "cll", "baseline_ffn6d", "hlt1", "hlt2", "adapter", "ls_mnmt"]
 NAMES = {
@@ -149,11 +149,9 @@ def measure(part: str, kind: str, model, optimizer, inputs: dict, one_target: di
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shape", default="small", choices=list(SHAPES))
-    parser.add_argument("--batch-size", type=int, default=32)
+    shape_arguments(parser)
     parser.add_argument("--src-len", type=int, default=32)
     parser.add_argument("--tgt-len", type=int, default=32)
-    parser.add_argument("--vocab", type=int, default=8000)
     parser.add_argument("--languages", default="2,50", help="languages mixed in a batch, one table per value")
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--generation-repeats", type=int, default=5, help="generations per model and round")

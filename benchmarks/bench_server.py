@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 from _report import publish
 from bench_serving import word_tokenizer
-from bench_training import SHAPES, backbone_kwargs
+from bench_training import SHAPES, backbone_kwargs, shape_arguments
 
 TED = {"normalize_before": False, "position_embedding_type": "sinusoidal", "layernorm_embedding": True}
 
@@ -107,8 +107,7 @@ def load(url: str, items: list[dict], clients: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shape", default="small", choices=list(SHAPES))
-    parser.add_argument("--vocab", type=int, default=8000)
+    shape_arguments(parser, batch_size=False)
     parser.add_argument("--directions", type=int, default=4, help="directions served (l0->l1, l1->l0, ...)")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=25, help="requests per client and round")

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 from _report import interleaved, publish
-from bench_training import SHAPES, backbone_kwargs
+from bench_training import SHAPES, backbone_kwargs, shape_arguments
 
 METHODS = {
     "laa": "LAA dec.self + LEE_{4,5}",
@@ -122,8 +122,7 @@ def ctranslate2_runner(path: Path, tokens: list[list[str]], new_tokens: int, com
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shape", default="small", choices=list(SHAPES))
-    parser.add_argument("--vocab", type=int, default=8000)
+    shape_arguments(parser, batch_size=False)
     parser.add_argument("--languages", type=int, default=10, help="languages of the generic models")
     parser.add_argument("--src-len", type=int, default=24)
     parser.add_argument("--new-tokens", type=int, default=32)

@@ -33,6 +33,14 @@ SHAPES = {
 PAIRS = [("langspec (post-norm)", "marian"), ("langspec (pre-norm)", "m2m100")]
 
 
+def shape_arguments(parser: argparse.ArgumentParser, batch_size: bool = True) -> None:
+    """`--shape`, `--vocab` (and `--batch-size`): the model size options every model benchmark takes."""
+    parser.add_argument("--shape", default="small", choices=list(SHAPES))
+    parser.add_argument("--vocab", type=int, default=8000)
+    if batch_size:
+        parser.add_argument("--batch-size", type=int, default=32)
+
+
 def backbone_kwargs(shape: dict, vocab: int) -> dict:
     """The config fields every compared model shares (Marian, M2M100 and hf_langspec use the same names)."""
     return dict(

@@ -23,7 +23,7 @@ import time
 
 import torch
 from _report import interleaved, publish
-from bench_training import SHAPES
+from bench_training import SHAPES, shape_arguments
 
 KINDS = {
     "xlm": "XLMWithLMHeadModel (transformers)",
@@ -89,10 +89,8 @@ def encode_once(model, inputs: dict) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shape", default="small", choices=list(SHAPES))
-    parser.add_argument("--batch-size", type=int, default=32)
+    shape_arguments(parser)
     parser.add_argument("--length", type=int, default=64)
-    parser.add_argument("--vocab", type=int, default=8000)
     parser.add_argument("--languages", type=int, default=15, help="XLM15's 15 by default")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--encode-repeats", type=int, default=10)
