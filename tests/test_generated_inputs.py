@@ -104,7 +104,7 @@ def flow(value) -> str:
 @SETTINGS
 def test_generated_overrides_start_the_run_or_are_refused_naming_the_key(key, value, tmp_path, capsys):
     """Generated `--set section.key=value` overrides of the README's config: valid, or one line naming the key."""
-    config = yaml.safe_load(Path("examples/configs/bible_baseline_cpu.yaml").read_text())
+    config = yaml.safe_load((Path(__file__).parent.parent / "examples/configs/bible_baseline_cpu.yaml").read_text())
     config["output_dir"] = str(tmp_path / "run")
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
