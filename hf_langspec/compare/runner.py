@@ -24,9 +24,8 @@ from typing import Any
 
 from ..data.schema import write_atomic
 from ..training.config import ConfigError
-from .shared import prepare_shared, results_paths
+from .shared import RUNNER_PID, prepare_shared, results_paths
 from .suite import Suite, load_suite
-from .worker import RUNNER_PID
 
 
 @dataclass

@@ -23,6 +23,10 @@ from .suite import Suite
 logger = logging.getLogger(__name__)
 REFERENCES_FILE = "references.json.gz"
 
+# set by the runner for its workers: a worker ends when that process does (worker.die_with_runner); here, not in
+# worker.py, so that the runner need not import the module `python -m` then runs (runpy warns of that)
+RUNNER_PID = "HF_LANGSPEC_RUNNER_PID"
+
 
 def results_paths(results_dir: Path, system: str, seed: int) -> tuple[Path, Path]:
     """The run's scores (small JSON, committed) and its outputs (gzip JSON, for the paired bootstrap)."""

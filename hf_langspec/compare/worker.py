@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from ..data.schema import write_atomic
-from .shared import results_paths
+from .shared import RUNNER_PID, results_paths
 
 RESULTS_FORMAT = 1
-RUNNER_PID = "HF_LANGSPEC_RUNNER_PID"  # set by the runner: the worker ends when that process does
 
 
 def library_versions() -> dict[str, str]:
