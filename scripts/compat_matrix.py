@@ -3,7 +3,7 @@
     python3 scripts/compat_matrix.py lock                  # the exact versions of requirements/lock.txt
     python3 scripts/compat_matrix.py newest --write-lock   # the newest releases the ranges allow; on a pass
                                                            # their exact versions become the lock
-    python3 scripts/compat_matrix.py oldest                # every lower bound of pyproject.toml
+    python3 scripts/compat_matrix.py oldest                # every lower bound of pyproject.toml (uv lowest-direct)
     python3 scripts/compat_matrix.py gpu-image             # torch 2.11 + transformers 5.17 (the GPU machines)
 
 Each cell is a venv under `.matrix/<cell>` made anew, the package installed editable with its `dev`, `eval`
@@ -45,7 +45,7 @@ GPU_IMAGE = ["torch==2.11.0", "transformers==5.17.0", "tokenizers==0.23.2", "saf
 CELLS = {
     "lock": "the exact versions of requirements/lock.txt (what scripts/setup.sh installs)",
     "newest": "the newest releases the pyproject ranges allow, torch kept at the lock's CPU build",
-    "oldest": "every lower bound of pyproject.toml, pinned exactly",
+    "oldest": "every direct dependency at its pyproject.toml lower bound (uv's lowest-direct resolution; a bound that does not resolve fails the cell)",
     "gpu-image": "the GPU machines' torch 2.11 / transformers 5.17 and their image's versions, the rest from the lock",
 }
 
