@@ -120,7 +120,7 @@ def install(cell: str, python: Path, work: Path) -> str:
     TORCH_INDEX_URL, where set (CI on GitHub: PyTorch's CPU index), is where torch comes from.
     """
     pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    torch_index = ["--index-url", os.environ["TORCH_INDEX_URL"]] if os.environ.get("TORCH_INDEX_URL") else []
+    torch_index = ["--extra-index-url", os.environ["TORCH_INDEX_URL"]] if os.environ.get("TORCH_INDEX_URL") else []
     pins = lock_pins()
     constraints = work / "constraints.txt"
     note = ""
