@@ -264,7 +264,7 @@ def _load_model(path: str, device: str | None, codes: Sequence[str] = ()):
     tokenizer = LangSpecTokenizer.from_pretrained(path)
     for code in codes:
         tokenizer.language_id(code)  # an unknown code fails before the model is loaded
-    model = load_model_folder(path)  # the variant's own class; non-finite weights refused
+    model = load_model_folder(path, folder_checked=True)  # the variant's own class; non-finite weights refused
     tokenizer.check_model(model)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return model.to(device).eval(), tokenizer
@@ -582,11 +582,11 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
 @command("serve", _serve_arguments, help="translate many directions over HTTP on localhost (JSON)")
 def cmd_serve(args: argparse.Namespace) -> None:
     from .data.schema import split_direction
-    from .export.server import CTranslate2Backend, ModelBackend, TranslationServer
+    from .export.server import CTranslate2Backend, ModelBackend, TranslationServer, check_port_free
 
     if (args.export is None) == (args.model is None):
         raise ValueError("give --export DIR (CTranslate2 directions) or --model DIR (the generic model)")
-    _check_port_free(args.host, args.port)  # before a model is loaded
+    check_port_free(args.host, args.port)  # before a model is loaded
     if args.export is not None:
         backend = CTranslate2Backend(args.export, device=args.device, threads=args.threads)
     else:
@@ -606,18 +606,6 @@ def cmd_serve(args: argparse.Namespace) -> None:
         pass
     finally:
         server.close()
-
-
-def _check_port_free(host: str, port: int) -> None:
-    import socket
-
-    with socket.socket() as probe:
-        try:
-            probe.bind((host, port))
-        except OSError as err:
-            raise ValueError(
-                f"cannot listen on {host}:{port}: {err.strerror}; choose another --port / --host"
-            ) from None
 
 
 def _push_arguments(p: argparse.ArgumentParser) -> None:

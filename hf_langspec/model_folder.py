@@ -128,14 +128,16 @@ def check_model_folder(path: str | os.PathLike) -> None:
         raise ModelFolderError(f"Model folder {path}: {problem}.")
 
 
-def load_model_folder(path: str | os.PathLike) -> Any:
+def load_model_folder(path: str | os.PathLike, folder_checked: bool = False) -> Any:
     """`AutoModelForSeq2SeqLM.from_pretrained(path)`, with the folder checked before and the weights after.
 
     Raises :class:`ModelFolderError` with one line for every fault listed in the module docstring.
+    `folder_checked=True`: the caller ran :func:`check_model_folder` already (before loading its tokenizer).
     """
     from transformers import AutoModelForSeq2SeqLM
 
-    check_model_folder(path)
+    if not folder_checked:
+        check_model_folder(path)
     model = AutoModelForSeq2SeqLM.from_pretrained(path)  # the variant's own class (baseline, XLP, ...)
     bad = non_finite_tensor(model)
     if bad:

@@ -18,16 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from ..data.schema import write_atomic
+from ..evaluation.expected import library_versions
 from .shared import RUNNER_PID, results_paths
 
 RESULTS_FORMAT = 1
-
-
-def library_versions() -> dict[str, str]:
-    """The versions that decide how a run trains and decodes, recorded with its results."""
-    from importlib import metadata
-
-    return {name: metadata.version(name) for name in ("torch", "transformers", "tokenizers", "sacrebleu")}
 
 
 def package_commit() -> str | None:

@@ -51,14 +51,19 @@ def _observed(results: Mapping[str, Any], name: str, metric: str) -> float | Non
     return results.get("groups", {}).get(metric, {}).get(name)
 
 
-def installed_versions() -> str:
-    parts = []
+def library_versions() -> dict[str, str]:
+    """The installed versions of `VERSIONED` (also recorded in every comparison results file)."""
+    versions = {}
     for name in VERSIONED:
         try:
-            parts.append(f"{name} {metadata.version(name)}")
+            versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
-            parts.append(f"{name} not installed")
-    return ", ".join(parts)
+            versions[name] = "not installed"
+    return versions
+
+
+def installed_versions() -> str:
+    return ", ".join(f"{name} {version}" for name, version in library_versions().items())
 
 
 def compare_with_expected(results: Mapping[str, Any], expected: Mapping[str, Mapping[str, list]]) -> list[str]:
@@ -92,4 +97,4 @@ def compare_with_expected(results: Mapping[str, Any], expected: Mapping[str, Map
     return lines
 
 
-__all__ = ["check_expected_section", "compare_with_expected", "installed_versions"]
+__all__ = ["check_expected_section", "compare_with_expected", "installed_versions", "library_versions"]

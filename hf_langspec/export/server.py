@@ -198,6 +198,21 @@ def rows_by_direction(items: list[dict[str, Any]]) -> dict[str, list[int]]:
     return rows
 
 
+def _cannot_listen(host: str, port: int, err: OSError) -> ValueError:
+    return ValueError(f"cannot listen on {host}:{port}: {err.strerror}; choose another --port / --host")
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse a host and port this machine cannot listen on, before anything expensive (a model) is loaded."""
+    import socket
+
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise _cannot_listen(host, port, err) from None
+
+
 class TranslationServer(ThreadingHTTPServer):
     """A threading HTTP server over a backend; `serve_forever()` to run, `close()` to stop it and its workers."""
 
@@ -209,9 +224,7 @@ class TranslationServer(ThreadingHTTPServer):
         try:
             super().__init__((host, port), _Handler)
         except OSError as err:  # the port is taken, or the host is not this machine's
-            raise ValueError(
-                f"cannot listen on {host}:{port}: {err.strerror}; choose another --port / --host"
-            ) from None
+            raise _cannot_listen(host, port, err) from None
         self.batchers = {d: DirectionBatcher(backend, d, max_batch, max_wait) for d in backend.directions}
 
     @property
