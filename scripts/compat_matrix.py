@@ -5,6 +5,7 @@
                                                            # their exact versions become the lock
     python3 scripts/compat_matrix.py oldest                # every lower bound of pyproject.toml (uv lowest-direct)
     python3 scripts/compat_matrix.py gpu-image             # torch 2.11 + transformers 5.17 (the GPU machines)
+    python3 scripts/compat_matrix.py newest-torch          # newest, torch too (the registry's CUDA build on the CPU)
 
 Each cell is a venv under `.matrix/<cell>` made anew, the package installed editable with its `dev`, `eval`
 and `export` extras, then `pytest -m "not slow"`. The versions it installed and the outcome go into
@@ -45,6 +46,7 @@ GPU_IMAGE = ["torch==2.11.0", "transformers==5.17.0", "tokenizers==0.23.2", "saf
 CELLS = {
     "lock": "the exact versions of requirements/lock.txt (what scripts/setup.sh installs)",
     "newest": "the newest releases the pyproject ranges allow, torch kept at the lock's CPU build",
+    "newest-torch": "the newest releases, torch too: the registry's newest (a CUDA build, run on the CPU; not lockable here)",
     "oldest": "every direct dependency at its pyproject.toml lower bound (uv's lowest-direct resolution; a bound that does not resolve fails the cell)",
     "gpu-image": "the GPU machines' torch 2.11 / transformers 5.17 and their image's versions, the rest from the lock",
 }
@@ -135,6 +137,11 @@ def install(cell: str, python: Path, work: Path) -> str:
             torch = pins["torch"]  # the one CPU build reachable here; the constraint keeps the upgrade off it
             constraints.write_text(torch + "\n")
             note = f"torch kept at the lock's CPU build ({torch}): the registry has no CPU build of newer ones"
+    elif cell == "newest-torch":
+        torch = "torch"
+        constraints.write_text("")
+        if not torch_index:
+            note = "torch from the registry (a CUDA build, run on the CPU); the lock keeps the newest CPU build"
     elif cell == "oldest":
         constraints.write_text(lowest_resolution(python, work))
         torch = next(p for p in lower_bounds() if normalize(p.split("==")[0]) == "torch")
@@ -151,7 +158,7 @@ def install(cell: str, python: Path, work: Path) -> str:
         raise SystemExit(f"unknown cell {cell!r}: use one of {', '.join(CELLS)}")
     # torch first, alone: a torch requirement met by the registry's default pulls its CUDA build
     run([*pip, "-c", str(constraints), *torch_index, torch])
-    upgrade = ["--upgrade", "--upgrade-strategy", "eager"] if cell == "newest" else []
+    upgrade = ["--upgrade", "--upgrade-strategy", "eager"] if cell.startswith("newest") else []
     run([*pip, "-c", str(constraints), *upgrade, "-e", EXTRAS], cwd=ROOT)
     return note
 
@@ -236,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", default="2", help="pytest-xdist workers (default 2)")
     parser.add_argument("--table-only", action="store_true", help="rebuild the README table from the results file")
     args = parser.parse_args(argv)
+    if args.write_lock and args.cell != "newest":
+        parser.error("--write-lock goes with the newest cell: the lock is the newest releases with the CPU torch")
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     if args.table_only:
         update_readme(results)
