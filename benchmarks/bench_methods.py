@@ -116,12 +116,19 @@ def clock(device: torch.device) -> float:
     return time.perf_counter()
 
 
+def autocast(args) -> torch.autocast:
+    """bf16 autocast with `--bf16` (the Trainer's `bf16=True`: weights and optimizer stay float32), else off."""
+    return torch.autocast(args.device.type, dtype=torch.bfloat16, enabled=args.bf16)
+
+
 def train_step(model, optimizer, batch: dict, args) -> float:
     """Seconds of one update: `args.accumulation` forward/backward passes and the AdamW step."""
     model.train()
     start = clock(args.device)
     for _ in range(args.accumulation):  # Seq2SeqTrainer's gradient_accumulation_steps
-        model(**batch).loss.backward()
+        with autocast(args):
+            loss = model(**batch).loss
+        loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return clock(args.device) - start
@@ -131,7 +138,7 @@ def generate_once(model, batch: dict, args) -> float:
     """Seconds of one greedy generation of exactly `args.new_tokens` tokens per example."""
     model.eval()
     inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")}
-    with torch.no_grad():
+    with torch.no_grad(), autocast(args):
         start = clock(args.device)
         model.generate(
             **inputs, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False, num_beams=1
@@ -169,7 +176,8 @@ def main() -> None:
         action="store_true",
         help="leave glibc's malloc as it is (large freed blocks go back to the OS; see _report.keep_freed_memory)",
     )
-    parser.add_argument("--device", default="cpu", help="where the models run, e.g. cuda (fp32 everywhere)")
+    parser.add_argument("--device", default="cpu", help="where the models run, e.g. cuda")
+    parser.add_argument("--bf16", action="store_true", help="train and generate under bf16 autocast (else float32)")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     args.device = torch.device(args.device)
@@ -190,6 +198,8 @@ def main() -> None:
         section += "-glibc-defaults"
     if args.device.type != "cpu":
         section += f"-{args.device.type}"
+    if args.bf16:
+        section += "-bf16"
     title = "Methods vs the baseline backbone and MarianMTModel"
     if section != "methods":
         title += f": {', '.join(NAMES[k] for k in args.kinds[2:])}"
@@ -247,7 +257,7 @@ def run(args, languages: int) -> str:
         f"languages per example; training (fused AdamW, {args.accumulation} batch(es) per update): median of {counts['train']} steps, models interleaved step by "
         f"step after a warm-up step; generation: greedy, exactly {args.new_tokens} new tokens per example, median "
         f"of {counts['generate']} runs each, interleaved likewise, on the mixed batch and with one target language for the "
-        f"whole batch (`translate`'s batching). Device: {args.device}; memory: {args.allocator}.",
+        f"whole batch (`translate`'s batching). Device: {args.device}, {'bf16 autocast' if args.bf16 else 'float32'}; memory: {args.allocator}.",
         "",
         "| model | training target tokens/s | vs baseline | generation tokens/s, mixed | vs baseline "
         "| generation tokens/s, one target | vs baseline |",

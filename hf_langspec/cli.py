@@ -230,6 +230,9 @@ def _compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--eval-set", action="append", metavar="FILE", help="a multi-way JSONL to evaluate every run on as well"
     )
+    p.add_argument("--off-target-later", action="store_true",
+                   help="leave the off-target rates to a later compare where the suite's language identifier is "
+                        "installed (a GPU machine may lack it); it measures them from the saved outputs")  # fmt: skip
 
 
 @command(
@@ -244,12 +247,49 @@ def cmd_compare(args: argparse.Namespace) -> None:
     report = compare(
         args.suite, systems=_codes(args.systems) if args.systems else None, seeds=args.seeds, workers=args.workers,
         output_dir=args.output_dir, report_only=args.report_only, eval_sets=args.eval_set or [],
+        off_target_later=args.off_target_later,
     )  # fmt: skip
     print(markdown(report, image_prefix=None))
     if report["failed"]:
         raise RuntimeError(
             f"{len(report['failed'])} run(s) failed: {', '.join(report['failed'])}; see their compare.log."
         )
+
+
+def _target(text: str) -> tuple[str, float]:
+    """`--target xx-en=10`: a direction group and the BLEU it must reach."""
+    group, _, value = text.partition("=")
+    try:
+        return group.strip(), float(value)
+    except ValueError:
+        raise ValueError(f"--target {text!r}: give GROUP=BLEU, e.g. xx-en=10.") from None
+
+
+def _curve_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", required=True, help="a suite YAML (see examples/suites/)")
+    p.add_argument("--max-steps", type=int, required=True, help="train this many steps")
+    p.add_argument("--every", type=int, required=True, help="validate every this many steps")
+    p.add_argument("--system", help="the system to train (default: the suite's baseline)")
+    p.add_argument("--seed", type=int, help="its seed (default: the system's first)")
+    p.add_argument("--sentences", type=int, default=50, help="validation sentences per direction (default 50)")
+    p.add_argument("--target", type=_target, action="append", metavar="GROUP=BLEU",
+                   help="report the first step where a group (xx-en, en-xx) reaches this BLEU; repeatable")  # fmt: skip
+    p.add_argument("--output-dir", type=Path, help="the run's directory (default: <suite output_dir>/curves/...)")
+
+
+@command(
+    "curve",
+    _curve_arguments,
+    help="a system's learning curve on a suite (validation BLEU by direction group against steps), to choose its budget",
+)
+def cmd_curve(args: argparse.Namespace) -> None:
+    from .compare.learning_curve import curve_markdown, learning_curve
+
+    result = learning_curve(
+        args.suite, args.max_steps, args.every, system=args.system, seed=args.seed, sentences=args.sentences,
+        targets=dict(args.target or []), output_dir=args.output_dir,
+    )  # fmt: skip
+    print(curve_markdown(result))
 
 
 def _load_model(path: str, device: str | None, codes: Sequence[str] = ()):

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
 import hf_langspec  # noqa: F401  (registers the Auto classes)
 from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration
 
+# where the device-aware tests (`-m device`, tests/test_device.py) run: one setting, cuda where present
+DEVICE = torch.device(os.environ.get("HF_LANGSPEC_TEST_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu"))
 LANGUAGES = ["en", "de", "fr", "es"]
 TAG_IDS = [4, 5, 6, 7]
 VOCAB = 120

@@ -524,6 +524,7 @@ def test_workers_take_the_users_omp_num_threads_or_split_the_cores(monkeypatch):
     monkeypatch.setattr(runner, "_cpu_count", lambda: 16)
     assert runner.worker_threads(4, 0, {}) == 4
     assert runner.worker_threads(4, 0, {"OMP_NUM_THREADS": "1"}) == 1  # the user's setting, not 16 // 4
-    assert runner.worker_threads(4, 1, {"OMP_NUM_THREADS": "3"}) == 1  # beside a GPU
+    assert runner.worker_threads(4, 1, {}) == 4  # beside a GPU too: the 16 cores split between the 4 runs
+    assert runner.worker_threads(4, 1, {"OMP_NUM_THREADS": "3"}) == 3
     with pytest.raises(ValueError, match=r"OMP_NUM_THREADS='two'"):
         runner.worker_threads(2, 0, {"OMP_NUM_THREADS": "two"})

@@ -56,7 +56,7 @@ def run_config(suite: Suite, system: str, seed: int, shared: dict[str, Any]) -> 
     }
 
 
-def plan_runs(suite: Suite, shared: dict[str, Any], threads: int) -> list[Run]:
+def plan_runs(suite: Suite, shared: dict[str, Any], threads: int, off_target_later: bool = False) -> list[Run]:
     """Every (system, seed) with its worker spec; refuses results files written by another config."""
     runs = []
     for system, seed in suite.runs:
@@ -66,6 +66,7 @@ def plan_runs(suite: Suite, shared: dict[str, Any], threads: int) -> list[Run]:
             "results_dir": str(suite.results_dir), "threads": threads, "sets": shared["sets"],
             "evaluation": suite.base.get("evaluation", {}), "train_sizes": shared["train_sizes"],
             "corpus_fingerprint": shared["corpus_fingerprint"], "tokenizer_fingerprint": shared["tokenizer_fingerprint"],
+            "off_target_later": off_target_later,
         }  # fmt: skip
         scores_path, _ = results_paths(suite.results_dir, system, seed)
         if scores_path.exists():
@@ -110,9 +111,8 @@ def _cpu_count() -> int:
 
 
 def worker_threads(workers: int, gpus: int, environ: Mapping[str, str]) -> int:
-    """Threads per worker: 1 beside a GPU; on CPUs the user's OMP_NUM_THREADS if set, else cores // workers."""
-    if gpus:
-        return 1
+    """Threads per worker: the user's OMP_NUM_THREADS if set, else the cores split between the workers (also
+    beside a GPU, where several runs share it and each needs CPU threads for its batches and decoding)."""
     setting = environ.get("OMP_NUM_THREADS", "").strip()
     if setting:
         if not setting.isdigit() or int(setting) < 1:
@@ -173,6 +173,23 @@ def execute(runs: list[Run], workers: int, gpus: int) -> dict[str, str]:
     return failed
 
 
+def check_identifier_installed(name: str | None) -> None:
+    """Refuse, before any training, a suite whose language identifier is not installed (each run would fail
+    at its evaluation), naming the two fixes."""
+    import importlib.util
+
+    from ..evaluation.language_id import identifier_names
+
+    names = identifier_names(name)
+    missing = [n for n in names if importlib.util.find_spec(n) is None]  # the modules are named as the identifiers
+    if (name and missing) or len(missing) == len(names):
+        raise ConfigError(
+            f"The suite measures off-target rates with {name or ' or '.join(names)}, which is not installed here "
+            f"(missing: {', '.join(missing)}): pip install 'hf_langspec[eval]', or run with --off-target-later and "
+            "let a `compare --report-only` where it is installed measure them from the saved outputs."
+        )
+
+
 def compare(
     suite: str | os.PathLike | Suite,
     systems: list[str] | None = None,
@@ -181,15 +198,19 @@ def compare(
     output_dir: str | os.PathLike | None = None,
     report_only: bool = False,
     eval_sets: list[str] = (),
+    off_target_later: bool = False,
 ) -> dict[str, Any]:
     """Train and evaluate every (system, seed) not yet done, then build the report; returns the report.
 
     Everything about the suite (systems, overrides, budgets, model configs) is checked before anything
     runs. `systems` and `seeds` choose what trains; the report is always the whole suite's (plus the
     seeds chosen), so a run of one system does not shrink the published table. `report_only` trains
-    nothing and reports what exists, listing the runs that are missing.
+    nothing and reports what exists, listing the runs that are missing. `off_target_later` leaves the
+    off-target rates to a machine that has the suite's language identifier (a GPU machine may not): the
+    next `compare` there, `--report-only` too, measures them from the saved outputs before reporting.
     """
     from .report import build_report
+    from .worker import fill_pending_off_target
 
     whole = suite if isinstance(suite, Suite) else load_suite(suite)
     suite = whole.select(systems, seeds)
@@ -201,13 +222,16 @@ def compare(
         if not Path(file).is_file():
             raise FileNotFoundError(f"--eval-set {file} does not exist.")
     failed: dict[str, str] = {}
+    evaluation = suite.base.get("evaluation", {})
+    if not report_only and not off_target_later and evaluation.get("off_target", "zero-shot"):
+        check_identifier_installed(evaluation.get("language_identifier"))
     if not report_only:
         import torch
 
         gpus = torch.cuda.device_count()
         threads = worker_threads(workers, gpus, os.environ)
         shared = prepare_shared(suite, list(eval_sets))
-        runs = plan_runs(suite, shared, threads)
+        runs = plan_runs(suite, shared, threads, off_target_later)
         todo = [run for run in runs if not is_finished(run)]
         counts = sorted({len(suite.seeds_of(system)) for system in suite.systems})
         seeds_each = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
@@ -218,6 +242,7 @@ def compare(
             flush=True,
         )
         failed = execute(todo, workers, gpus) if todo else {}
+    fill_pending_off_target(suite.results_dir, evaluation)
     # the report is the whole suite's, with whatever the selection added (extra seeds), never a part of it
     report = build_report(
         whole.including(suite), eval_sets=[f"eval:{Path(f).name.removesuffix('.jsonl')}" for f in eval_sets]
@@ -226,4 +251,4 @@ def compare(
     return report
 
 
-__all__ = ["compare", "execute", "plan_runs", "run_config"]
+__all__ = ["check_identifier_installed", "compare", "execute", "plan_runs", "run_config"]

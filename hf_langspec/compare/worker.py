@@ -44,6 +44,15 @@ def package_commit() -> str | None:
 SCORE_KEYS = ("bleu", "chrf", "chrfpp", "length_ratio", "degenerate", "sentences", "off_target")
 
 
+def training_device(config: dict[str, Any]) -> str:
+    """Where the run trained: the GPU's name, or "cpu" (no GPU, or `training.use_cpu`)."""
+    import torch
+
+    if config.get("training", {}).get("use_cpu") or not torch.cuda.is_available():
+        return "cpu"
+    return torch.cuda.get_device_name(0)
+
+
 def count_parameters(model: Any) -> dict[str, int]:
     """Total parameters and those the method adds to the plain backbone (its modules at the insertion points)."""
     total = sum(p.numel() for p in model.parameters())
@@ -69,7 +78,9 @@ def evaluate_run(spec: dict[str, Any], sets: list[str]) -> tuple[dict[str, Any],
         raise RuntimeError(f"{model_dir} was saved with another vocabulary than the suite's shared tokenizer.")
     evaluation = spec["evaluation"]
     measure_off_target = evaluation.get("off_target", "zero-shot")
-    identify = language_identifier(evaluation.get("language_identifier")) if measure_off_target else None
+    later = measure_off_target and spec.get("off_target_later")  # measured from the saved outputs elsewhere
+    identify = language_identifier(evaluation.get("language_identifier")) if measure_off_target and not later else None
+    pending = []
     directions: dict[str, Any] = {}
     outputs: dict[str, Any] = {}
     signatures: dict[str, str] = {}
@@ -77,6 +88,9 @@ def evaluate_run(spec: dict[str, Any], sets: list[str]) -> tuple[dict[str, Any],
     for set_name in sets:
         rows = [row for rows in spec["sets"][set_name].values() for row in rows]
         off_target = measure_off_target is True or measure_off_target == set_name or set_name.startswith("eval:")
+        if off_target and later:
+            pending.append(set_name)
+            off_target = False
         start = time.perf_counter()
         with torch.inference_mode():
             results = evaluate_model(
@@ -96,6 +110,7 @@ def evaluate_run(spec: dict[str, Any], sets: list[str]) -> tuple[dict[str, Any],
     meta = {
         "signatures": signatures,
         "language_identifier": identify.name if identify else None,
+        **({"off_target_pending": pending} if pending else {}),
         "parameters": count_parameters(model),
         "decoding": decoding,
     }
@@ -122,7 +137,8 @@ def run(spec: dict[str, Any]) -> None:
     if previous is not None:
         directions = {**previous["sets"], **directions}
         outputs = {**json.loads(gzip.decompress(outputs_path.read_bytes())), **outputs}
-        meta = {**{k: previous[k] for k in ("signatures", "language_identifier", "parameters", "decoding")}, **meta}
+        kept = ("signatures", "language_identifier", "parameters", "decoding", "off_target_pending")
+        meta = {**{k: previous[k] for k in kept if k in previous}, **meta}
     trained = run_info["trained"]
     result = {
         "format": RESULTS_FORMAT,
@@ -143,6 +159,7 @@ def run(spec: dict[str, Any]) -> None:
             "steps_timed": sum(stage.get("steps_this_process", 0) for stage in trained),
             "input_tokens_timed": sum(stage.get("input_tokens_this_process", 0) for stage in trained),
             "threads": spec["threads"],
+            "device": previous["training"].get("device", "cpu") if previous else training_device(spec["config"]),
             "final_loss": trained[-1].get("final_loss") if trained else None,  # the last stage's last logged loss
         },
         **meta,
@@ -150,6 +167,39 @@ def run(spec: dict[str, Any]) -> None:
     }
     write_atomic(outputs_path, gzip.compress(json.dumps(outputs, ensure_ascii=False).encode(), mtime=0))
     write_atomic(scores_path, (json.dumps(result, indent=1, ensure_ascii=False) + "\n").encode())
+
+
+def fill_pending_off_target(results_dir: Path, evaluation: dict[str, Any]) -> list[str]:
+    """Measure the off-target rates that runs made with `--off-target-later` left pending (a GPU machine without
+    the suite's language identifier), from their saved outputs, and rewrite their results files atomically.
+
+    Returns the runs still pending: those left when the identifier is not installed here either (said in a line).
+    """
+    from ..evaluation.language_id import language_identifier, off_target_rate
+
+    waiting = sorted(p for p in results_dir.glob("*/seed*.json") if "off_target_pending" in json.loads(p.read_text()))
+    if not waiting:
+        return []
+    try:
+        identify = language_identifier(evaluation.get("language_identifier"))
+    except ImportError as err:
+        print(f"{len(waiting)} run(s) await their off-target rates ({err}); the report leaves them out until then.")
+        return [f"{p.parent.name} {p.stem}" for p in waiting]
+    for scores_path in waiting:
+        result = json.loads(scores_path.read_text())
+        outputs = json.loads(
+            gzip.decompress(scores_path.with_name(f"{scores_path.stem}.outputs.json.gz").read_bytes())
+        )
+        for set_name in result.pop("off_target_pending"):
+            for direction, scores in result["sets"][set_name].items():
+                target = direction.split("-")[1]
+                rate = off_target_rate(outputs[set_name][direction], target, identify.for_language(target) or identify)
+                if rate is not None:
+                    scores["off_target"] = rate
+        result["language_identifier"] = identify.name
+        write_atomic(scores_path, (json.dumps(result, indent=1, ensure_ascii=False) + "\n").encode())
+        print(f"off-target rates measured for {scores_path.parent.name} {scores_path.stem} ({identify.name})")
+    return []
 
 
 def die_with_runner(runner_pid: int) -> None:

@@ -1,0 +1,155 @@
+"""A system's learning curve on a suite: validation BLEU per direction group against training steps.
+
+How a suite's budget is chosen by measurement: train one system (the baseline) of the suite, on the
+suite's own shared data and vocabulary, for `max_steps`, and translate the validation set every `every`
+steps with the suite's decoding (beam size, length limit), through the Trainer's generation-based
+evaluation (`predict_with_generate`, scored per direction by `TranslationMetrics`). The learning-rate
+schedule does not depend on `max_steps` (inverse square root after warm-up), so the point at step N is
+the model a suite run of N steps would train: the smallest budget that reaches a target can be read
+off one curve. The run is resumable like any experiment; the curve is written atomically as JSON.
+
+    hf-langspec curve --suite examples/suites/bible6.yaml --max-steps 12000 --every 1000 \\
+        --target xx-en=10 --target en-xx=6
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from ..data.schema import write_atomic
+from ..evaluation.metrics import direction_groups
+from ..training.config import ConfigError
+from .suite import Suite, load_suite
+
+CURVE_FORMAT = 1
+
+
+def curve_points(log_history: list[dict[str, Any]], pivot: str) -> list[dict[str, Any]]:
+    """The evaluation entries of a Trainer's `log_history` as points: step, BLEU per direction, group means."""
+    points: dict[int, dict[str, float]] = {}
+    for entry in log_history:
+        for key, value in entry.items():
+            if key.startswith("eval_") and key.endswith("_bleu"):
+                points.setdefault(entry["step"], {})[key.removeprefix("eval_").removesuffix("_bleu")] = value
+    curve = []
+    for step, scores in sorted(points.items()):
+        groups = direction_groups(sorted(scores), pivot=pivot)
+        curve.append({
+            "step": step,
+            "groups": {name: mean(scores[d] for d in members) for name, members in sorted(groups.items())},
+            "directions": dict(sorted(scores.items())),
+        })  # fmt: skip
+    return curve
+
+
+def first_reaching(curve: list[dict[str, Any]], targets: dict[str, float]) -> int | None:
+    """The first step at which every group reaches its target (None: no point does)."""
+    for point in curve:
+        if all(point["groups"].get(group, -math.inf) >= value for group, value in targets.items()):
+            return point["step"]
+    return None
+
+
+def curve_config(suite: Suite, shared: dict[str, Any], system: str, seed: int, max_steps: int, every: int,
+                 sentences: int | None, output_dir: Path) -> dict[str, Any]:  # fmt: skip
+    """The suite's run config of (system, seed), trained `max_steps` and validated every `every` steps."""
+    from .runner import run_config
+
+    config = run_config(suite, system, seed, shared)
+    evaluation = suite.base.get("evaluation", {})
+    training = config["training"]
+    training.update(
+        max_steps=max_steps, eval_strategy="steps", eval_steps=every, predict_with_generate=True,
+        generation_num_beams=evaluation.get("num_beams", 4), generation_max_length=evaluation.get("max_new_tokens", 128),
+        per_device_eval_batch_size=evaluation.get("batch_size", 32), save_strategy="steps",
+        save_steps=every, save_total_limit=1,
+    )  # fmt: skip
+    if sentences is not None:
+        config["data"]["valid_sentences_per_direction"] = sentences
+    return {**config, "output_dir": str(output_dir)}
+
+
+def learning_curve(
+    suite: str | Path | Suite,
+    max_steps: int,
+    every: int,
+    system: str | None = None,
+    seed: int | None = None,
+    sentences: int | None = 50,
+    targets: dict[str, float] | None = None,
+    output_dir: str | Path | None = None,
+) -> dict[str, Any]:
+    """Train `system` (default: the suite's baseline) for `max_steps`, validating every `every` steps;
+    returns the curve and writes it to `<results_dir>/learning_curve.<system>.json`."""
+    from ..training.experiment import run_experiment
+    from .shared import prepare_shared
+
+    suite = suite if isinstance(suite, Suite) else load_suite(suite)
+    system = system or suite.baseline
+    if system not in suite.systems:
+        raise ConfigError(f"{suite.path}: no system {system!r}; the suite has {list(suite.systems)}.")
+    seed = suite.seeds_of(system)[0] if seed is None else seed
+    if every < 1 or max_steps < every:
+        raise ConfigError(f"--every must be between 1 and --max-steps ({max_steps}), got {every}.")
+    if "stages" in suite.system_config(system):
+        raise ConfigError(f"{system!r} trains in stages; a learning curve is drawn for a one-stage system.")
+    unknown = sorted(set(targets or {}) - {"xx-en", "en-xx", "zero-shot"})
+    if unknown:
+        raise ConfigError(f"--target groups are xx-en, en-xx (and zero-shot), got {unknown}.")
+    run_dir = Path(output_dir) if output_dir else suite.output_dir / "curves" / f"{system}-seed{seed}"
+    shared = prepare_shared(suite)
+    config = curve_config(suite, shared, system, seed, max_steps, every, sentences, run_dir)
+    run_experiment(config)
+    states = sorted((run_dir / "checkpoints").glob("checkpoint-*/trainer_state.json"),
+                    key=lambda p: int(p.parent.name.rsplit("-", 1)[1]))  # fmt: skip
+    if not states:
+        raise RuntimeError(f"{run_dir}/checkpoints has no trainer_state.json: the run saved no checkpoint.")
+    state = json.loads(states[-1].read_text())
+    pivot = suite.report.get("pivot", "en")
+    curve = curve_points(state["log_history"], pivot)
+    result = {
+        "format": CURVE_FORMAT,
+        "suite": suite.name,
+        "system": system,
+        "seed": seed,
+        "every": every,
+        "max_steps": max_steps,
+        "batch_size": config["training"].get("per_device_train_batch_size"),
+        "valid_sentences_per_direction": config["data"].get("valid_sentences_per_direction"),
+        "num_beams": config["training"]["generation_num_beams"],
+        "targets": targets or {},
+        "first_reaching": first_reaching(curve, targets) if targets else None,
+        "points": curve,
+    }
+    suite.results_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(suite.results_dir / f"learning_curve.{system}.json", (json.dumps(result, indent=1) + "\n").encode())
+    return result
+
+
+def curve_markdown(result: dict[str, Any]) -> str:
+    """The curve as a Markdown table (steps x direction groups), with the first step reaching the targets."""
+    groups = sorted({g for point in result["points"] for g in point["groups"]})
+    lines = [
+        f"| steps (x {result['batch_size']} examples) | " + " | ".join(f"{g} BLEU" for g in groups) + " |",
+        "|---" * (len(groups) + 1) + "|",
+    ]
+    for point in result["points"]:
+        lines.append(
+            f"| {point['step']:,} | " + " | ".join(f"{point['groups'].get(g, math.nan):.2f}" for g in groups) + " |"
+        )
+    lines.append(
+        f"\nValidation set: {result['valid_sentences_per_direction']} sentences per direction, beam {result['num_beams']}; "
+        f"{result['system']} seed {result['seed']} of suite {result['suite']}."
+    )
+    if result["targets"]:
+        wanted = ", ".join(f"{g} >= {v:g}" for g, v in result["targets"].items())
+        reached = result["first_reaching"]
+        lines.append(f"First step with {wanted}: {f'{reached:,}' if reached else 'none within this curve'}.")
+    return "\n".join(lines)
+
+
+__all__ = ["curve_markdown", "curve_points", "first_reaching", "learning_curve"]

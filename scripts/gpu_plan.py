@@ -1,0 +1,226 @@
+"""One command per step of `../shared/GPU_PLAN.md`, each resumable and each under 10 minutes on one H100.
+
+    python3 scripts/gpu_plan.py bundle                  # here, with PyPI: the wheels the GPU image lacks, in .whl/
+    python3 scripts/gpu_plan.py tests   --out $OUT      # step 1: the device-aware tests on cuda
+    python3 scripts/gpu_plan.py fsdp    --out $OUT      # step 2: accelerate's FSDP plugin applies, trains, saves
+    python3 scripts/gpu_plan.py speed   --out $OUT      # step 3: bench_methods at Transformer-base in bf16
+    python3 scripts/gpu_plan.py compare --out $OUT --suite examples/suites/bible6.yaml --workers 4   # step 4
+
+On the GPU machine (`device` tool: carry `.whl`, and `runs/compare-<suite>/shared` for step 4) every step but
+`bundle` first installs the bundle without network (`pip install --no-index --no-deps --target /tmp/site`)
+unless the packages import already, and re-runs itself with them on the path. Each step prints its figures
+and writes them under `--out` as a few files (a log, a JSON, one archive of a comparison's results), so they
+come back and are committed. `--device cpu` runs the same code path on a CPU with a tiny budget, which is
+how tests/test_gpu_plan.py checks every step here. Standard library only until the bundle is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUNDLE = ROOT / ".whl"
+SITE = Path("/tmp/site")
+# what the GPU image lacks (its package list: /work/.library/device/KINDS.md), at the lock's versions; lingua's
+# wheel (96 MB) does not fit the 64 MB a call carries, so off-target rates of GPU runs use what travels
+MISSING = ["datasets", "dill", "multiprocess", "evaluate", "py3langid", "ctranslate2"]
+PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
+TINY_CONFIG = ROOT / "tests" / "fixtures" / "gpu_plan_tiny.yaml"
+
+
+def run(command: list[str], log: Path | None = None, **kwargs) -> int:
+    """Run a command with its output shown and, with `log`, appended to that file too."""
+    print("$ " + " ".join(map(str, command)), flush=True)
+    if log is None:
+        return subprocess.run(command, **kwargs).returncode
+    with log.open("a") as out:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+        for line in process.stdout:
+            sys.stdout.write(line)
+            out.write(line)
+        return process.wait()
+
+
+def lock_versions() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "requirements" / "lock.txt").read_text().splitlines():
+        name, _, version = line.split("#", 1)[0].strip().partition("==")
+        if version:
+            pins[name.lower().replace("_", "-")] = version
+    return pins
+
+
+def bundle(args: argparse.Namespace) -> None:
+    """Download the GPU image's missing wheels (CPython `--python-version`, x86-64) and build the package's."""
+    pins = lock_versions()
+    BUNDLE.mkdir(exist_ok=True)
+    for old in BUNDLE.glob("*.whl"):
+        old.unlink()
+    platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]
+    wanted = [f"{name}=={pins[name]}" for name in MISSING if args.no_ct2 is False or name != "ctranslate2"]
+    code = run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
+                args.python_version, "--implementation", "cp", *platforms, "-d", str(BUNDLE), *wanted])  # fmt: skip
+    code = code or run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(BUNDLE), str(ROOT)])
+    if code:
+        raise SystemExit(f"bundle: pip failed (exit {code}); the wheels above are incomplete.")
+    size = sum(p.stat().st_size for p in BUNDLE.glob("*.whl"))
+    print(f"bundle: {len(list(BUNDLE.glob('*.whl')))} wheels, {size / 2**20:.1f} MiB in {BUNDLE} "
+          f"(carry it: the `device` tool's carry=['.whl'])")  # fmt: skip
+
+
+def ensure_installed() -> None:
+    """Install the bundle into /tmp/site (no network, no dependency resolution) when the packages are missing,
+    then re-run this command with it on PYTHONPATH; a no-op where they import (the CPU set-up)."""
+    probe = "import datasets, evaluate, hf_langspec"
+    if subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0:
+        return
+    if os.environ.get("GPU_PLAN_INSTALLED"):
+        raise SystemExit(f"the bundle is installed in {SITE} but `{probe}` still fails; see the error above.")
+    wheels = sorted(BUNDLE.glob("*.whl"))
+    if not wheels:
+        raise SystemExit(f"no wheels in {BUNDLE}: run `python3 scripts/gpu_plan.py bundle` on a machine with PyPI "
+                         "and carry .whl to this one.")  # fmt: skip
+    code = run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                "--no-cache-dir", "--upgrade", "--target", str(SITE), *map(str, wheels)])  # fmt: skip
+    if code:
+        raise SystemExit(f"installing the bundle failed (exit {code}).")
+    env = dict(os.environ, GPU_PLAN_INSTALLED="1", PYTHONPATH=os.pathsep.join([str(SITE), str(ROOT)]),
+               PATH=f"{SITE / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")  # fmt: skip
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
+def versions() -> dict[str, str]:
+    import torch
+    import transformers
+
+    found = {"python": sys.version.split()[0], "torch": torch.__version__, "transformers": transformers.__version__}
+    found["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    found["commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                     text=True).stdout.strip() or "unknown"  # fmt: skip
+    return found
+
+
+def record(out: Path, step: str, result: dict) -> None:
+    """Write `<out>/<step>.json` (what the step measured, with the machine) and print it."""
+    result = {"step": step, **versions(), **result}
+    (out / f"{step}.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+
+
+def tests(args: argparse.Namespace) -> int:
+    """Step 1: `pytest -m device` on the device, with a JUnit report."""
+    env = dict(os.environ, HF_LANGSPEC_TEST_DEVICE=args.device)
+    start = time.time()
+    tiny = ["-k", "baseline and not reloads"] if args.tiny else []  # the CPU check of this path: a few tests
+    code = run([sys.executable, "-m", "pytest", "-m", "device", "-q", "-p", "no:cacheprovider",
+                f"--junitxml={args.out / 'tests.xml'}", *tiny], log=args.out / "tests.log", env=env, cwd=ROOT)  # fmt: skip
+    record(args.out, "tests", {"exit": code, "seconds": round(time.time() - start, 1)})
+    return code
+
+
+def fsdp(args: argparse.Namespace) -> int:
+    """Step 2: a tiny training run under examples/accelerate/fsdp.yaml with one process; the model reloads."""
+    run_dir = args.out / "fsdp-run"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    overrides = [f"training.use_cpu={str(args.device == 'cpu').lower()}"]
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+              str(ROOT / "examples" / "accelerate" / "fsdp.yaml"), "--num_processes", "1",
+              "--mixed_precision", "bf16" if args.device == "cuda" else "no"]  # fmt: skip
+    start = time.time()
+    code = run([*launch, str(ROOT / "examples" / "train_translation.py"), "--config", str(TINY_CONFIG),
+                "--output-dir", str(run_dir), *[a for o in overrides for a in ("--set", o)]],
+               log=args.out / "fsdp.log", cwd=ROOT)  # fmt: skip
+    log = (args.out / "fsdp.log").read_text()
+    result = {"exit": code, "seconds": round(time.time() - start, 1),
+              "fsdp_applied": "applies FSDP only on GPUs" not in log, "reloads": False}  # fmt: skip
+    if code == 0:
+        from transformers import AutoModelForSeq2SeqLM
+
+        import hf_langspec  # noqa: F401  (registers the Auto classes)
+
+        model = AutoModelForSeq2SeqLM.from_pretrained(run_dir / "model")
+        result["reloads"] = True
+        result["parameters"] = sum(p.numel() for p in model.parameters())
+    shutil.rmtree(run_dir, ignore_errors=True)  # the archive is the figures, not the tiny model
+    record(args.out, "fsdp", result)
+    return 0 if code == 0 and result["reloads"] else 1
+
+
+def speed(args: argparse.Namespace) -> int:
+    """Step 3: training and decoding speed of every method against the backbone and MarianMTModel."""
+    shape = "tiny" if args.tiny else "base"
+    command = [sys.executable, str(ROOT / "benchmarks" / "bench_methods.py"), "--device", args.device,
+               "--shape", shape, "--languages", "2" if args.tiny else "2,50"]  # fmt: skip
+    if args.device == "cuda":
+        command.append("--bf16")
+    if args.tiny:
+        command += ["--steps", "1", "--generation-repeats", "1", "--rounds", "1", "--new-tokens", "4",
+                    "--batch-size", "4", "--no-write"]  # fmt: skip
+    start = time.time()
+    code = run(command, log=args.out / "speed.log", cwd=ROOT)
+    if code == 0 and not args.tiny:
+        shutil.copy(ROOT / "BENCHMARKS.md", args.out / "BENCHMARKS.md")  # the section it wrote, to bring back
+    record(args.out, "speed", {"exit": code, "seconds": round(time.time() - start, 1), "shape": shape})
+    return code
+
+
+def compare(args: argparse.Namespace) -> int:
+    """Step 4: a suite's runs (resumed where a previous machine stopped), several side by side on the GPU;
+    the results come back as one archive."""
+    if not args.suite:
+        raise SystemExit("compare needs --suite (examples/suites/bible6.yaml, examples/suites/bible11_gpu.yaml).")
+    command = [sys.executable, "-m", "hf_langspec.cli", "compare", "--suite", args.suite, "--workers",
+               str(args.workers), "--off-target-later", *(["--systems", args.systems] if args.systems else []),
+               *(["--output-dir", args.output_dir] if args.output_dir else [])]  # fmt: skip
+    start = time.time()
+    # the suite runs as it is: a run trains on the GPU where one is present (suites leave training.use_cpu unset)
+    code = run(command, log=args.out / "compare.log", cwd=ROOT)
+    from hf_langspec.compare.suite import load_suite
+
+    suite = load_suite(args.suite)
+    results = (
+        suite.results_dir if not args.output_dir or suite.results_dir_setting else Path(args.output_dir) / "results"
+    )
+    archive = args.out / f"{suite.name}-results.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in sorted(results.glob("*/seed*.*")):  # the finished runs' results files, nothing else
+            tar.add(path, arcname=str(path.relative_to(results)))
+    record(args.out, "compare", {"exit": code, "seconds": round(time.time() - start, 1), "suite": suite.name,
+                                 "archive": archive.name, "results_dir": str(results)})  # fmt: skip
+    return code
+
+
+STEPS = {"tests": tests, "fsdp": fsdp, "speed": speed, "compare": compare}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("step", choices=["bundle", *STEPS])
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-plan-out")))
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: the same path, tiny budget")
+    parser.add_argument("--python-version", default="3.12", help="bundle: the GPU image's Python")
+    parser.add_argument("--no-ct2", action="store_true", help="bundle: leave CTranslate2 (43 MB) out")
+    parser.add_argument("--suite", help="compare: the suite to run")
+    parser.add_argument("--systems", help="compare: comma-separated systems (default: all)")
+    parser.add_argument("--workers", type=int, default=4, help="compare: runs side by side on the one GPU")
+    parser.add_argument("--output-dir", help="compare: the suite's output_dir elsewhere")
+    args = parser.parse_args()
+    if args.step == "bundle":
+        bundle(args)
+        return 0
+    ensure_installed()
+    args.tiny = args.device == "cpu"
+    args.out.mkdir(parents=True, exist_ok=True)
+    return STEPS[args.step](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The GPU plan's commands (scripts/gpu_plan.py) on the CPU, with a tiny budget: the code path a GPU machine
+runs, checked here so that nothing waits for a GPU to find its first bug; and the comparison's off-target
+rates left for later (a GPU machine lacks the language identifiers) and measured from the saved outputs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PLAN = ROOT / "scripts" / "gpu_plan.py"
+
+
+def plan(step: str, out: Path, *extra: str) -> dict:
+    command = [sys.executable, str(PLAN), step, "--device", "cpu", "--out", str(out), *extra]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads((out / f"{step}.json").read_text())
+
+
+@pytest.mark.slow
+def test_the_tests_step_runs_the_device_tests_and_reports_them(tmp_path):
+    result = plan("tests", tmp_path)
+    assert result["exit"] == 0 and result["device"] == "cpu"
+    report = (tmp_path / "tests.xml").read_text()
+    assert 'failures="0"' in report and 'errors="0"' in report and "test_device" in report
+
+
+@pytest.mark.slow
+def test_the_fsdp_step_trains_under_the_fsdp_config_and_the_model_reloads(tmp_path):
+    result = plan("fsdp", tmp_path)
+    assert result["reloads"] and result["parameters"] > 0
+    assert result["fsdp_applied"] is False  # accelerate applies FSDP on GPUs only, and the log says so here
+    assert "applies FSDP only on GPUs" in (tmp_path / "fsdp.log").read_text()
+
+
+@pytest.mark.slow
+def test_the_speed_step_measures_every_method_against_the_backbone_and_marian(tmp_path):
+    result = plan("speed", tmp_path)
+    assert result["shape"] == "tiny"
+    log = (tmp_path / "speed.log").read_text()
+    for row in ("MarianMTModel", "baseline backbone", "LAA dec.self", "FCLL", "monolingual adapters"):
+        assert f"| {row}" in log
+
+
+@pytest.mark.slow
+def test_the_compare_step_archives_the_finished_runs_with_their_off_target_pending(tmp_path):
+    import tarfile
+
+    result = plan("compare", tmp_path / "out", "--suite", "examples/suites/tiny.yaml", "--workers", "2",
+                  "--output-dir", str(tmp_path / "suite"))  # fmt: skip
+    assert result["exit"] == 0
+    with tarfile.open(tmp_path / "out" / result["archive"]) as tar:
+        names = sorted(tar.getnames())
+    assert names == [f"{system}/seed{seed}.{kind}" for system in ("baseline", "fcll") for seed in (1, 2)
+                     for kind in ("json", "outputs.json.gz")]  # fmt: skip
+
+
+def test_off_target_rates_left_for_later_are_measured_from_the_saved_outputs(tmp_path, monkeypatch):
+    """A run made where the identifier is missing records its sets as pending; a later compare where it is
+    installed measures them from the outputs: the same rates as a run that measured them itself."""
+    from hf_langspec.compare import compare
+    from hf_langspec.compare import runner as runner_module
+    from hf_langspec.compare.suite import load_suite
+    from hf_langspec.evaluation import language_id
+
+    suite = load_suite(ROOT / "examples" / "suites" / "tiny.yaml").select(seeds=[1])
+    suite.output_dir = tmp_path / "measured"
+    compare(suite, systems=None)
+    measured = json.loads((tmp_path / "measured" / "results" / "baseline" / "seed1.json").read_text())
+
+    suite.output_dir = tmp_path / "later"
+    real = language_id.language_identifier
+
+    def missing(prefer=None):
+        raise ImportError("py3langid is not installed")
+
+    monkeypatch.setattr(language_id, "language_identifier", missing)
+    monkeypatch.setattr(runner_module, "check_identifier_installed", lambda name: pytest.fail("checked"))
+    compare(suite, off_target_later=True)
+    path = tmp_path / "later" / "results" / "baseline" / "seed1.json"
+    pending = json.loads(path.read_text())
+    assert pending["off_target_pending"] == ["zero-shot"]
+    assert all("off_target" not in s for s in pending["sets"]["zero-shot"].values())
+
+    monkeypatch.setattr(language_id, "language_identifier", real)
+    compare(suite, report_only=True)
+    filled = json.loads(path.read_text())
+    assert "off_target_pending" not in filled and filled["language_identifier"] == measured["language_identifier"]
+    outputs = json.loads(gzip.decompress(path.with_name("seed1.outputs.json.gz").read_bytes()))
+    assert outputs["zero-shot"] == json.loads(gzip.decompress(
+        (tmp_path / "measured" / "results" / "baseline" / "seed1.outputs.json.gz").read_bytes()))["zero-shot"]  # fmt: skip
+    for direction, scores in measured["sets"]["zero-shot"].items():
+        assert filled["sets"]["zero-shot"][direction]["off_target"] == scores["off_target"]
+
+
+def test_a_suite_whose_identifier_is_missing_is_refused_before_training_with_both_fixes(monkeypatch):
+    import importlib.util
+
+    from hf_langspec.compare.runner import check_identifier_installed
+    from hf_langspec.training.config import ConfigError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "lingua" else real(name, *a))
+    with pytest.raises(ConfigError, match=r"lingua, which is not installed here .*--off-target-later"):
+        check_identifier_installed("lingua")
+    check_identifier_installed(None)  # any installed one will do when the suite names none
