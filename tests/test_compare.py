@@ -364,7 +364,7 @@ def test_a_bad_system_is_refused_before_anything_runs(tmp_path, system, message)
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "examples/suites").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((ROOT / "examples/suites").rglob("*.yaml")), ids=lambda p: p.name)
 def test_every_shipped_suite_loads_and_each_system_builds_its_model(path):
     suite = load_suite(path)  # checks every system's overrides, budget and model (built on the meta device)
     assert suite.baseline in suite.systems and len(suite.seeds) >= 2
@@ -528,3 +528,63 @@ def test_workers_take_the_users_omp_num_threads_or_split_the_cores(monkeypatch):
     assert runner.worker_threads(4, 1, {"OMP_NUM_THREADS": "3"}) == 3
     with pytest.raises(ValueError, match=r"OMP_NUM_THREADS='two'"):
         runner.worker_threads(2, 0, {"OMP_NUM_THREADS": "two"})
+
+
+@pytest.mark.slow
+def test_a_learning_curve_point_is_the_bleu_of_that_steps_model_on_the_validation_set(tmp_path):
+    """`hf-langspec curve`: the last point's per-direction BLEU equals sacreBLEU on the saved model's own
+    translations of the validation sentences, decoded as the suite's evaluation decodes."""
+    import sacrebleu
+    from transformers import AutoModelForSeq2SeqLM
+
+    from hf_langspec import LangSpecTokenizer
+    from hf_langspec.cli import main
+    from hf_langspec.data.local import load_local
+    from hf_langspec.data.processing import per_direction
+    from hf_langspec.evaluation.translate import translate
+
+    suite = yaml.safe_load((ROOT / "examples" / "suites" / "tiny.yaml").read_text())
+    suite["output_dir"], suite["results_dir"] = str(tmp_path / "suite"), str(tmp_path / "results")
+    for key in ("train_files", "valid_files"):
+        suite["base"]["data"][key] = [str(ROOT / p) for p in suite["base"]["data"][key]]
+    suite["base"]["data"]["test_files"] = {k: str(ROOT / p) for k, p in suite["base"]["data"]["test_files"].items()}
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(suite))
+    code = main(["curve", "--suite", str(tmp_path / "tiny.yaml"), "--max-steps", "150", "--every", "50",
+                 "--sentences", "6", "--target", "xx-en=1", "--output-dir", str(tmp_path / "run")])  # fmt: skip
+    assert code == 0
+    curve = json.loads((tmp_path / "results" / "learning_curve.baseline.json").read_text())
+    assert [p["step"] for p in curve["points"]] == [50, 100, 150]
+    last = curve["points"][-1]
+    assert sum(last["directions"].values()) > 1  # scores that can differ: the tiny task is being learnt
+    model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "run" / "model").eval()
+    tokenizer = LangSpecTokenizer.from_pretrained(tmp_path / "run" / "model")
+    valid = per_direction(load_local(tmp_path / "suite" / "shared" / "data" / "valid.jsonl").to_list(), 6)
+    evaluation = suite["base"]["evaluation"]
+    for direction, rows in valid.items():
+        hyps = translate(model, tokenizer, [r["src"] for r in rows], rows[0]["src_lang"], rows[0]["tgt_lang"],
+                         num_beams=evaluation["num_beams"], batch_size=evaluation["batch_size"],
+                         max_new_tokens=evaluation["max_new_tokens"], show_progress=False)  # fmt: skip
+        bleu = sacrebleu.corpus_bleu(hyps, [[r["tgt"] for r in rows]]).score
+        assert last["directions"][direction] == pytest.approx(bleu, abs=1e-6), direction
+    xx_en = [last["directions"][d] for d in valid if d.endswith("-en")]
+    assert last["groups"]["xx-en"] == pytest.approx(sum(xx_en) / len(xx_en))
+    reached = [p["step"] for p in curve["points"] if p["groups"]["xx-en"] >= 1]
+    assert curve["first_reaching"] == (reached[0] if reached else None)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "examples/suites/papers").glob("*.yaml")), ids=lambda p: p.name)
+def test_the_papers_suites_plan_every_run_at_one_budget(path):
+    """The papers' settings cannot run here (their corpora are on the Hub): each loads and plans its runs, every
+    system at the same steps x batch, on the shared data a machine with the corpus would prepare."""
+    from hf_langspec.compare.runner import plan_runs
+    from hf_langspec.compare.suite import training_budget
+
+    suite = load_suite(path)
+    shared = {"data": {"train_files": ["train.jsonl"], "valid_files": ["valid.jsonl"]}, "tokenizer": "tokenizer",
+              "sets": {}, "train_sizes": {}, "corpus_fingerprint": "-", "tokenizer_fingerprint": "-"}  # fmt: skip
+    runs = plan_runs(suite, shared, threads=1)
+    assert [(r.system, r.seed) for r in runs] == suite.runs and len(runs) == len(suite.systems) * len(suite.seeds)
+    budgets = {training_budget(r.spec["config"]) for r in runs}
+    assert len(budgets) == 1, budgets
+    steps, batch = budgets.pop()
+    assert steps >= 100_000 and batch >= 512  # the papers' budgets, not a CPU's

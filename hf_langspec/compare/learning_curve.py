@@ -62,9 +62,11 @@ def curve_config(suite: Suite, shared: dict[str, Any], system: str, seed: int, m
     config = run_config(suite, system, seed, shared)
     evaluation = suite.base.get("evaluation", {})
     training = config["training"]
+    # decoded as the suite's evaluation decodes: its beams, its batch size, its new tokens (+ the start token)
     training.update(
         max_steps=max_steps, eval_strategy="steps", eval_steps=every, predict_with_generate=True,
-        generation_num_beams=evaluation.get("num_beams", 4), generation_max_length=evaluation.get("max_new_tokens", 128),
+        generation_num_beams=evaluation.get("num_beams", 4),
+        generation_max_length=evaluation.get("max_new_tokens", 128) + 1,
         per_device_eval_batch_size=evaluation.get("batch_size", 32), save_strategy="steps",
         save_steps=every, save_total_limit=1,
     )  # fmt: skip
