@@ -389,8 +389,9 @@ class LangSpecDecoderLayer(_Sublayers):
 
 # ---------------------------------------------------------------------------- stacks
 def _padding_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    """`[B, S]` 1/0 mask -> additive `[B, 1, 1, S]` SDPA mask, or None when nothing is padded."""
-    if mask is None or bool(mask.all()):
+    """`[B, S]` 1/0 mask -> additive `[B, 1, 1, S]` SDPA mask, or None when nothing is padded (eager mode only:
+    under torch.compile the test would read the mask back, a graph break, so the mask is always applied)."""
+    if mask is None or (not torch.compiler.is_compiling() and bool(mask.all())):
         return None
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask.bool(), torch.finfo(dtype).min)[
         :, None, None, :

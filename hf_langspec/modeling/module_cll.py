@@ -138,21 +138,30 @@ class CentralLanguageAwareLayers(nn.Module):
             rows = self.row_of(tgt.device).index_select(0, tgt)
             for code in self.disabled:
                 rows = rows.masked_fill(tgt == self.languages.index(code), -1)
-            keep = (rows >= 0).nonzero().squeeze(1)
-            router = LanguageRouter(rows.index_select(0, keep), len(self.specific), lang.routing_strategy)
-            lang.scratch[key] = (keep, router)
+            if torch.compiler.is_compiling():  # static shapes: every row computes, central rows are zeroed below
+                router = LanguageRouter(rows.clamp(min=0), len(self.specific), lang.routing_strategy)
+                lang.scratch[key] = (rows >= 0, router)
+            else:
+                keep = (rows >= 0).nonzero().squeeze(1)
+                router = LanguageRouter(rows.index_select(0, keep), len(self.specific), lang.routing_strategy)
+                lang.scratch[key] = (keep, router)
         keep, router = lang.scratch[key]
+        if keep.dtype == torch.bool:  # the compiled path's mask of the rows that have an LSL
+            return self._term(hidden, slot, lang, router) * keep.view(-1, *([1] * (hidden.dim() - 1)))
         if keep.numel() == 0:
             return torch.zeros_like(hidden)
         every_row = keep.numel() == hidden.shape[0]  # no central-language example: no selection needed
+        term = self._term(hidden if every_row else hidden.index_select(0, keep), slot, lang, router)
+        return term if every_row else torch.zeros_like(hidden).index_copy(0, keep, term)
+
+    def _term(self, x: torch.Tensor, slot: int, lang: LanguageContext, router: LanguageRouter) -> torch.Tensor:
+        """`t_l LSL_l(x)` with dropout, for rows `x` whose languages `router` holds."""
         w = self._weights(slot, lang.scratch)
-        x = hidden if every_row else hidden.index_select(0, keep)
         cache = {name: self._gathered.setdefault((slot, name), GatheredWeights()) for name in ("fc1", "fc2")}
         inner = F.relu(router.matmul(x, w["fc1"], w["fc1_bias"], cache=cache["fc1"]))
         lsl = router.matmul(inner, w["fc2"], w["fc2_bias"], cache=cache["fc2"])
         scaled = lsl * router.lookup(w["scale"]).view(-1, *([1] * (lsl.dim() - 1)))
-        term = F.dropout(scaled, p=self.dropout, training=self.training)
-        return term if every_row else torch.zeros_like(hidden).index_copy(0, keep, term)
+        return F.dropout(scaled, p=self.dropout, training=self.training)
 
 
 __all__ = ["CentralLanguageAwareLayers"]

@@ -116,10 +116,16 @@ class SelectiveLanguagePool(nn.Module):
         alpha = self.probabilities(embed_tokens, tgt)
         if self.training:
             self.aux_loss = self.disparity_loss(embed_tokens, tgt.device)
-            if torch.rand(()) >= self.hard_probability:  # soft (equation 6): every adapter, weighted
-                every = torch.stack([self.adapter(hidden, torch.full_like(tgt, t)) for t in range(self.num_adapters)])
-                return torch.einsum("tbsd,bt->bsd", every, alpha)
+            soft = torch.rand(()) >= self.hard_probability  # soft (equation 6): every adapter, weighted
+            if torch.compiler.is_compiling():  # no data-dependent branch in a graph: both, then the draw picks
+                return torch.where(soft, self._soft(hidden, tgt, alpha), self.adapter(hidden, alpha.argmax(-1)))
+            if soft:
+                return self._soft(hidden, tgt, alpha)
         return self.adapter(hidden, alpha.argmax(-1))  # hard (equations 3 and 5)
+
+    def _soft(self, hidden: torch.Tensor, tgt: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+        every = torch.stack([self.adapter(hidden, torch.full_like(tgt, t)) for t in range(self.num_adapters)])
+        return torch.einsum("tbsd,bt->bsd", every, alpha)
 
 
 __all__ = ["SelectiveLanguagePool"]

@@ -15,7 +15,7 @@ forward and offers two ways to apply a ``[L, d_in, d_out]`` weight to ``[B, T, d
   keeps its own language's block. L times the FLOPs, but one kernel and no weight copies (explicit
   choice only: measured slower than ``group`` at every decoding shape tried, even with 2 languages).
 
-``auto`` picks ``gather`` for a single example; otherwise ``group`` when the batch holds at most half as
+``auto`` picks ``gather`` for a single example and under ``torch.compile`` (static shapes, no graph break); otherwise ``group`` when the batch holds at most half as
 many distinct languages as examples or when the gathered weights would exceed
 :data:`GATHER_BUDGET_ELEMENTS` times the number of matmuls one gather serves (``uses``: LAA's shared
 matrices serve two per layer); otherwise ``gather`` (at inference, modules with a cache gather once
@@ -49,6 +49,8 @@ class GatheredWeights:
 
     def get(self, weight: torch.Tensor, ids: torch.Tensor, uses: int = 1) -> torch.Tensor | None:
         if torch.is_grad_enabled() or ids.numel() * weight[0].numel() > GATHER_BUDGET_ELEMENTS * uses:
+            return None
+        if torch.compiler.is_compiling():  # the cache's key is storage addresses, which a graph cannot compare
             return None
         # the storage address, not id(): modules pass a fresh view of a stacked parameter on every call
         key = (weights_stamp(weight), tuple(weight.shape))
@@ -109,7 +111,10 @@ class LanguageRouter:
         return len(self._present)
 
     def single_language(self) -> int | None:
-        """The id every example shares, or None when the batch mixes languages (asked once per layer)."""
+        """The id every example shares, or None when the batch mixes languages (asked once per layer).
+        Under torch.compile always None: the answer is read back from the device (a graph break)."""
+        if torch.compiler.is_compiling():
+            return None
         self._group_index()
         return self._present[0] if len(self._present) == 1 else None
 
@@ -117,6 +122,8 @@ class LanguageRouter:
         """The strategy for a `[d_in, d_out]` weight whose gather would serve `uses` matmuls (module docstring)."""
         if self.strategy != "auto":
             return self.strategy
+        if torch.compiler.is_compiling():  # `group` sizes its matmuls by counts read back from the device
+            return "gather"
         batch = self.lang_ids.numel()
         if batch == 1:
             return "gather"
@@ -277,6 +284,8 @@ def check_language_ids(
         raise ValueError(
             f"{name} was passed but config.languages is empty: set `languages` in the config to use language ids."
         )
+    if torch.compiler.is_compiling():  # the range check reads the ids back (a graph break); eager mode checked them
+        return ids.long()
     low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= num_languages:
         bad = low if low < 0 else high

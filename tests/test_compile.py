@@ -1,0 +1,98 @@
+"""torch.compile: every model class's training step is one graph, and compiled decoding decodes as eager does.
+
+The data-dependent parts of the eager path (the range check of language ids, skipping an all-ones padding
+mask, routing rows by language with counts read back from the device, CLL's selection of the non-central
+rows, HLT-MT's per-step draw between hard and soft routing) take a static-shape path under compilation
+(`torch.compiler.is_compiling()`), so `fullgraph=True` holds for the training step. Generation with the
+dynamic cache compiles three graphs (the first step, the second, then one for every later length:
+recompilations, not graph breaks). Tested with the `aot_eager` backend (dynamo's tracing and autograd, no
+code generation: seconds); the Trainer's `torch_compile` (inductor) is tested on the baseline.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from conftest import generation_inputs, random_batch, tiny_config, with_diverse_outputs
+from test_decoding import CLASSES
+
+torch_dynamo = pytest.importorskip("torch._dynamo")
+
+
+def build(name: str):
+    config_class, model_class, overrides = CLASSES[name]
+    torch.manual_seed(0)
+    return with_diverse_outputs(model_class(tiny_config(config_class, **overrides)))
+
+
+def training_batch() -> dict[str, torch.Tensor]:
+    batch = random_batch(batch=4, seed=3)
+    batch["src_lang_ids"] = torch.tensor([0, 1, 2, 3])
+    batch["tgt_lang_ids"] = torch.tensor([1, 0, 3, 0])  # English (the central language of CLL) twice
+    batch["labels"] = batch.pop("decoder_input_ids").roll(-1, 1)
+    batch.pop("decoder_attention_mask")
+    return batch
+
+
+def loss_and_grads(model, batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    torch.manual_seed(5)  # HLT-MT's hard/soft draw and dropout, if any, draw the same numbers
+    model.zero_grad()
+    loss = model(**batch).loss
+    loss.backward()
+    grads = {n.removeprefix("_orig_mod."): p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return loss.detach(), grads
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_the_training_step_is_one_graph_and_equals_eager(name):
+    torch_dynamo.reset()
+    model = build(name).train()
+    batch = training_batch()
+    eager_loss, eager_grads = loss_and_grads(model, batch)
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)  # a graph break fails here
+    loss, grads = loss_and_grads(compiled, batch)
+    torch.testing.assert_close(loss, eager_loss, atol=1e-5, rtol=1e-5)
+    assert grads.keys() == eager_grads.keys()
+    for key, grad in eager_grads.items():
+        torch.testing.assert_close(grads[key], grad, atol=1e-5, rtol=1e-4, msg=key)
+
+
+@pytest.mark.slow  # three compilations per class: 20-40 s each
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_compiled_decoding_decodes_as_eager_without_graph_breaks(name):
+    from torch._dynamo.utils import counters
+
+    torch_dynamo.reset()
+    counters.clear()
+    model = build(name).eval()
+    batch = generation_inputs(random_batch(batch=4, seed=11))
+    batch["src_lang_ids"] = torch.tensor([0, 1, 2, 3])
+    batch["tgt_lang_ids"] = torch.tensor([1, 2, 3, 0])
+    kwargs = dict(num_beams=2, max_new_tokens=6, min_new_tokens=6)
+    eager = model.generate(**batch, **kwargs)
+    model.forward = torch.compile(model.forward, backend="aot_eager", dynamic=True)
+    assert torch.equal(model.generate(**batch, **kwargs), eager)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+
+
+@pytest.mark.slow
+def test_the_trainers_torch_compile_trains_the_baseline_as_eager_does(tmp_path):
+    """`training.torch_compile: true` (inductor, the Trainer's default backend): the same losses as eager."""
+    from test_training import _config
+
+    from hf_langspec.training.experiment import run_experiment
+
+    losses = {}
+    for compiled in (False, True):
+        (tmp_path / str(compiled)).mkdir()
+        config = _config(tmp_path / str(compiled), evaluation={"splits": []},
+                         model={"dropout": 0.0},  # inductor draws dropout masks with its own generator
+                         training={"max_steps": 6, "logging_steps": 1, "save_strategy": "steps", "save_steps": 6,
+                                   "torch_compile": compiled})  # fmt: skip
+        run_experiment(config)
+        state = json.loads(next((tmp_path / str(compiled)).rglob("trainer_state.json")).read_text())
+        losses[compiled] = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+    assert len(losses[True]) == 6
+    assert losses[True] == pytest.approx(losses[False], rel=1e-3)
