@@ -4,6 +4,7 @@
     python3 scripts/gpu_plan.py tests   --out $OUT      # step 1: the device-aware tests on cuda
     python3 scripts/gpu_plan.py fsdp    --out $OUT      # step 2: accelerate's FSDP plugin applies, trains, saves
     python3 scripts/gpu_plan.py speed   --out $OUT      # step 3: bench_methods at Transformer-base in bf16
+    python3 scripts/gpu_plan.py compile --out $OUT      # step 3b: torch.compile against eager (bench_compile)
     python3 scripts/gpu_plan.py compare --out $OUT --suite examples/suites/bible6.yaml --workers 4   # step 4
 
 On the GPU machine (`device` tool: carry `.whl`, and `runs/compare-<suite>/shared` for step 4) every step but
@@ -172,6 +173,21 @@ def speed(args: argparse.Namespace) -> int:
     return code
 
 
+def compile_speed(args: argparse.Namespace) -> int:
+    """Step 3b: torch.compile against eager mode, training step of every model (benchmarks/bench_compile.py)."""
+    command = [sys.executable, str(ROOT / "benchmarks" / "bench_compile.py"), "--device", args.device]
+    if args.tiny:
+        command += ["--shape", "tiny", "--kinds", "baseline,laa", "--steps", "2", "--batch-size", "4", "--no-write"]
+    else:
+        command += ["--shape", "base", "--bf16", "--vocab", "32000"]
+    start = time.time()
+    code = run(command, log=args.out / "compile.log", cwd=ROOT / "benchmarks")
+    if code == 0 and not args.tiny:
+        shutil.copy(ROOT / "BENCHMARKS.md", args.out / "BENCHMARKS.md")
+    record(args.out, "compile", {"exit": code, "seconds": round(time.time() - start, 1)})
+    return code
+
+
 def compare(args: argparse.Namespace) -> int:
     """Step 4: a suite's runs (resumed where a previous machine stopped), several side by side on the GPU;
     the results come back as one archive."""
@@ -198,7 +214,7 @@ def compare(args: argparse.Namespace) -> int:
     return code
 
 
-STEPS = {"tests": tests, "fsdp": fsdp, "speed": speed, "compare": compare}
+STEPS = {"tests": tests, "fsdp": fsdp, "speed": speed, "compile": compile_speed, "compare": compare}
 
 
 def main() -> int:

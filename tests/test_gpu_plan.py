@@ -49,6 +49,13 @@ def test_the_speed_step_measures_every_method_against_the_backbone_and_marian(tm
 
 
 @pytest.mark.slow
+def test_the_compile_step_measures_compiled_against_eager_training(tmp_path):
+    plan("compile", tmp_path)
+    log = (tmp_path / "compile.log").read_text()
+    assert "| baseline backbone |" in log and "| LAA dec.self |" in log and "speed-up" in log
+
+
+@pytest.mark.slow
 def test_the_compare_step_archives_the_finished_runs_with_their_off_target_pending(tmp_path):
     import tarfile
 
