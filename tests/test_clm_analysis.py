@@ -106,3 +106,44 @@ def test_cli_clm_atp_prints_the_table_and_writes_the_vectors(model_and_tokenizer
     saved = json.loads((tmp_path / "atp.json").read_text())
     assert set(saved["atp"]) == {"en-de", "en-fr", "de-en"} and len(saved["atp"]["en-de"]["encoder"]) == 5
     assert saved["table"] == out.strip()
+
+
+def test_token_statistics_match_a_hand_computation():
+    from hf_langspec.evaluation.encoder_collapse import _token_stats
+
+    a, b = torch.tensor([1.0, 0.0, 0.0]), torch.tensor([0.0, 2.0, 0.0])
+    states = torch.stack([torch.stack([a, b, a]), torch.stack([a, a, a])])  # sentence 2: one token repeated
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]])  # sentence 1: a and b (orthogonal), the padded a ignored
+    cosine, absolute, share = _token_stats(states, mask)
+    # sentence 1: cosine 0, mean (0.5, 1, 0) -> 1.25 over mean squared norm (1 + 4) / 2 = 2.5: 0.5; sentence 2: 1 and 1
+    assert cosine == absolute == pytest.approx((0 + 1) / 2) and share == pytest.approx((0.5 + 1) / 2)
+    opposite = torch.stack([a, -a]).unsqueeze(0)
+    assert _token_stats(opposite, torch.ones(1, 2))[:2] == pytest.approx((-1.0, 1.0))
+
+
+def test_the_collapse_probe_finds_a_mix_that_writes_one_vector_into_every_token(model_and_tokenizer):
+    """Make the encoder's shared maps one large rank-1 map: every CLM output becomes the same vector up to sign,
+    the probe's output similarity goes to 1 and its mix-to-input ratio far above 1; the untouched model's stays low."""
+    from hf_langspec.evaluation.encoder_collapse import encoder_collapse
+
+    model, tok = model_and_tokenizer
+    before = encoder_collapse(model, tok, TEXTS["en"], "en", "de")
+    assert set(before["points"]) == {"embeddings", "layer 0", "layer 1", "output"}
+    assert set(before["clm"]) == {f"layer {i} {s}" for i in (0, 1) for s in ("self_attn", "ffn")}
+    assert before["clm_maps"]["dimension"] == 32 and len(before["clm_maps"]["largest_singular_value"]) == 5
+    broken = CLMForConditionalGeneration(model.config).eval()
+    broken.load_state_dict(model.state_dict())
+    weight = broken.clm_modules()["encoder"].weight
+    with torch.no_grad():
+        u, v = torch.randn(2, 32, generator=torch.Generator().manual_seed(0))
+        weight.copy_(50 * torch.outer(v, u).expand_as(weight) / 32)  # h W = 50 (h . v / 32) u: one direction
+    after = encoder_collapse(broken, tok, TEXTS["en"], "en", "de")
+    assert after["clm"]["layer 0 self_attn"]["mix_to_input"] > 5 > before["clm"]["layer 0 self_attn"]["mix_to_input"]
+    assert after["clm_maps"]["mean_map_effective_rank"] == pytest.approx(1.0, abs=0.01)
+    # the tokens pushed onto one line by the mix of layer 1's attention, the common part of its output 0.62 -> 0.93
+    assert (
+        after["clm"]["layer 1 self_attn"]["common_share_out"]
+        > 0.9
+        > before["clm"]["layer 1 self_attn"]["common_share_out"]
+    )
+    assert after["points"]["layer 1"]["token_abs_cosine"] > before["points"]["layer 1"]["token_abs_cosine"] + 0.2
