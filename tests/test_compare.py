@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +68,26 @@ def test_results_files_record_the_versions_they_were_made_with(finished):
     assert stored["versions"] == {
         name: metadata.version(name) for name in ("torch", "transformers", "tokenizers", "sacrebleu")
     }
+
+
+def test_the_report_marks_which_device_made_which_runs(finished, tmp_path):
+    from hf_langspec.compare.report import build_report, markdown
+
+    suite = finished["suite"]
+    stored = json.loads(results_paths(suite.results_dir, "fcll", 1)[0].read_text())
+    assert stored["training"]["device"] == "cpu"
+    copy = tmp_path / "results"
+    shutil.copytree(suite.results_dir, copy)
+    for seed in (1, 2):  # as if FCLL had run on a GPU machine
+        path = results_paths(copy, "fcll", seed)[0]
+        result = json.loads(path.read_text())
+        result["training"]["device"] = "NVIDIA H100 80GB HBM3"
+        path.write_text(json.dumps(result))
+    report = build_report(replace(suite, results_dir_setting=copy), write=False)
+    text = markdown(report, image_prefix=None)
+    assert "trained on NVIDIA H100 80GB HBM3 and cpu." in text
+    assert "| FCLL [NVIDIA H100 80GB HBM3] |" in text and "| Transformer (source tags) [cpu] |" in text
+    assert "trained on cpu." in markdown(finished["report"], image_prefix=None)
 
 
 def test_the_tiny_suite_trains_every_run_and_reports(finished):

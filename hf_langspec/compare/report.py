@@ -176,6 +176,7 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
                 r["decoding"]["sentences"] / r["decoding"]["seconds"] for r in results
             ),
             "final_loss": _final_loss(results),
+            "devices": sorted({r["training"].get("device", "cpu") for r in results}),  # older results: the CPU
             "groups": groups,
         }
     base = systems.get(suite.baseline)
@@ -323,7 +324,9 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         f"Budget per run: {setting['steps']} steps x {setting['batch']} examples ({setting['shape']}); seeds "
         f"{report['seeds']}{_own_seeds(report['own_seeds'])}; test sentences per run: "
         + ", ".join(f"{n} {name}" for name, n in setting["sentences"].items())
-        + f"; beam {evaluation.get('num_beams', 4)}; off-target by {setting['language_identifier']}.",
+        + f"; beam {evaluation.get('num_beams', 4)}; off-target by {setting['language_identifier']}; trained on "
+        + " and ".join(devices := sorted({d for s in systems.values() for d in s.get("devices", ["cpu"])}))
+        + ".",
         "",
     ]
     if not systems:
@@ -380,8 +383,11 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         params = s["parameters"]
         distinct = [_cell(s["groups"].get(g, {}).get("distinct"), "distinct", True) for g in ("en-xx", "xx-en")]
         loss = s.get("final_loss")
+        where = (
+            f" [{', '.join(s.get('devices', ['cpu']))}]" if len(devices) > 1 else ""
+        )  # which device made which runs
         lines.append(
-            f"| {s['label']} | {params['total'] / 1e6:.2f}M | {params['added'] / 1e6:.3f}M "
+            f"| {s['label']}{where} | {params['total'] / 1e6:.2f}M | {params['added'] / 1e6:.3f}M "
             f"| {s['train_tokens_per_second']:.0f} ({s['train_tokens_relative'] or 0:.2f}x) "
             f"| {s['decode_sentences_per_second']:.1f} ({s['decode_sentences_relative'] or 0:.2f}x) "
             f"| {_cell(zs.get('length_ratio'), 'length_ratio', True)} | {_cell(zs.get('degenerate'), 'degenerate', True)} "

@@ -137,8 +137,9 @@ def run(spec: dict[str, Any]) -> None:
     if previous is not None:
         directions = {**previous["sets"], **directions}
         outputs = {**json.loads(gzip.decompress(outputs_path.read_bytes())), **outputs}
-        kept = ("signatures", "language_identifier", "parameters", "decoding", "off_target_pending")
-        meta = {**{k: previous[k] for k in kept if k in previous}, **meta}
+        kept = ("signatures", "language_identifier", "parameters", "decoding")
+        pending = previous.get("off_target_pending", []) + meta.get("off_target_pending", [])
+        meta = {**{k: previous[k] for k in kept}, **meta, **({"off_target_pending": pending} if pending else {})}
     trained = run_info["trained"]
     result = {
         "format": RESULTS_FORMAT,
