@@ -1,14 +1,15 @@
 """One command per step of `../shared/GPU_PLAN.md`, each resumable and each under 10 minutes on one H100.
 
-    python3 scripts/gpu_plan.py bundle                  # here, with PyPI: the wheels the GPU image lacks, in .whl/
+    .venv/bin/python scripts/gpu_plan.py bundle         # here, with PyPI: the wheels the GPU image lacks, in .whl/
+    .venv/bin/python scripts/gpu_plan.py pack --suite examples/suites/bible6.yaml   # here: its shared data, into .whl/
     python3 scripts/gpu_plan.py tests   --out $OUT      # step 1: the device-aware tests on cuda
     python3 scripts/gpu_plan.py fsdp    --out $OUT      # step 2: accelerate's FSDP plugin applies, trains, saves
     python3 scripts/gpu_plan.py speed   --out $OUT      # step 3: bench_methods at Transformer-base in bf16
     python3 scripts/gpu_plan.py compile --out $OUT      # step 3b: torch.compile against eager (bench_compile)
     python3 scripts/gpu_plan.py compare --out $OUT --suite examples/suites/bible6.yaml --workers 4   # step 4
 
-On the GPU machine (`device` tool: carry `.whl`, and `runs/compare-<suite>/shared` for step 4) every step but
-`bundle` first installs the bundle without network (`pip install --no-index --no-deps --target /tmp/site`)
+On the GPU machine (`device` tool: carry `.whl`; about 6 MiB of wheels, 12 MiB per packed suite) every step but
+`bundle` and `pack` first installs the bundle without network (`pip install --no-index --no-deps --target /tmp/site`)
 unless the packages import already, and re-runs itself with them on the path. Each step prints its figures
 and writes them under `--out` as a few files (a log, a JSON, one archive of a comparison's results), so they
 come back and are committed. `--device cpu` runs the same code path on a CPU with a tiny budget, which is
@@ -32,7 +33,7 @@ BUNDLE = ROOT / ".whl"
 SITE = Path("/tmp/site")
 # what the GPU image lacks (its package list: /work/.library/device/KINDS.md), at the lock's versions; lingua's
 # wheel (96 MB) does not fit the 64 MB a call carries, so off-target rates of GPU runs use what travels
-MISSING = ["datasets", "dill", "multiprocess", "evaluate", "py3langid", "ctranslate2"]
+MISSING = ["datasets", "dill", "multiprocess", "evaluate", "py3langid"]
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
 TINY_CONFIG = ROOT / "tests" / "fixtures" / "gpu_plan_tiny.yaml"
 
@@ -60,21 +61,55 @@ def lock_versions() -> dict[str, str]:
 
 
 def bundle(args: argparse.Namespace) -> None:
-    """Download the GPU image's missing wheels (CPython `--python-version`, x86-64) and build the package's."""
+    """Download the GPU image's missing wheels (CPython `--python-version`, x86-64); the package itself travels as
+    the working tree and runs from it (PYTHONPATH)."""
     pins = lock_versions()
     BUNDLE.mkdir(exist_ok=True)
     for old in BUNDLE.glob("*.whl"):
         old.unlink()
     platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]
-    wanted = [f"{name}=={pins[name]}" for name in MISSING if args.no_ct2 is False or name != "ctranslate2"]
+    wanted = [f"{name}=={pins[name]}" for name in MISSING + ["ctranslate2"] * args.ct2]
     code = run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
                 args.python_version, "--implementation", "cp", *platforms, "-d", str(BUNDLE), *wanted])  # fmt: skip
-    code = code or run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(BUNDLE), str(ROOT)])
     if code:
         raise SystemExit(f"bundle: pip failed (exit {code}); the wheels above are incomplete.")
     size = sum(p.stat().st_size for p in BUNDLE.glob("*.whl"))
     print(f"bundle: {len(list(BUNDLE.glob('*.whl')))} wheels, {size / 2**20:.1f} MiB in {BUNDLE} "
           f"(carry it: the `device` tool's carry=['.whl'])")  # fmt: skip
+
+
+def pack(args: argparse.Namespace) -> None:
+    """Prepare a suite's shared data here (the corpus is built on this machine) and put it into the bundle as one
+    archive, which the compare step unpacks: a GPU machine then runs the suite without the corpus."""
+    from hf_langspec.compare.shared import prepare_shared
+    from hf_langspec.compare.suite import load_suite
+
+    if not args.suite:
+        raise SystemExit("pack needs --suite.")
+    suite = load_suite(args.suite)
+    prepare_shared(suite)
+    shared = suite.output_dir / "shared"
+    BUNDLE.mkdir(exist_ok=True)
+    archive = BUNDLE / f"{suite.name}-shared.tar.xz"
+    with tarfile.open(archive.with_suffix(".tmp"), "w:xz") as tar:
+        for path in [shared / "data.json", *sorted((shared / "data").glob("*.jsonl"))]:
+            tar.add(path, arcname=str(path.relative_to(shared)))
+    os.replace(archive.with_suffix(".tmp"), archive)
+    print(f"pack: {archive} ({archive.stat().st_size / 2**20:.1f} MiB); commit {suite.results_dir}/tokenizer and "
+          f"references.json.gz (the suite's vocabulary and test sets travel with the working tree)")  # fmt: skip
+
+
+def unpack(suite_path: str, output_dir: str | None) -> None:
+    """Unpack `<suite>-shared.tar.xz` of the bundle into the suite's output_dir/shared, unless it is there."""
+    from hf_langspec.compare.suite import load_suite
+
+    suite = load_suite(suite_path)
+    shared = Path(output_dir) / "shared" if output_dir else suite.output_dir / "shared"
+    archive = BUNDLE / f"{suite.name}-shared.tar.xz"
+    if archive.exists() and not (shared / "data.json").exists():
+        with tarfile.open(archive) as tar:
+            tar.extractall(shared, filter="data")
+        print(f"compare: the shared data of {suite.name} unpacked from {archive} into {shared}")
 
 
 def ensure_installed() -> None:
@@ -93,7 +128,8 @@ def ensure_installed() -> None:
                 "--no-cache-dir", "--upgrade", "--target", str(SITE), *map(str, wheels)])  # fmt: skip
     if code:
         raise SystemExit(f"installing the bundle failed (exit {code}).")
-    env = dict(os.environ, GPU_PLAN_INSTALLED="1", PYTHONPATH=os.pathsep.join([str(SITE), str(ROOT)]),
+    # the working tree's package first (it travels with the command; no wheel of it can go stale), then the bundle
+    env = dict(os.environ, GPU_PLAN_INSTALLED="1", PYTHONPATH=os.pathsep.join([str(ROOT), str(SITE)]),
                PATH=f"{SITE / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")  # fmt: skip
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
@@ -196,6 +232,7 @@ def compare(args: argparse.Namespace) -> int:
     command = [sys.executable, "-m", "hf_langspec.cli", "compare", "--suite", args.suite, "--workers",
                str(args.workers), "--off-target-later", *(["--systems", args.systems] if args.systems else []),
                *(["--output-dir", args.output_dir] if args.output_dir else [])]  # fmt: skip
+    unpack(args.suite, args.output_dir)
     start = time.time()
     # the suite runs as it is: a run trains on the GPU where one is present (suites leave training.use_cpu unset)
     code = run(command, log=args.out / "compare.log", cwd=ROOT)
@@ -219,18 +256,18 @@ STEPS = {"tests": tests, "fsdp": fsdp, "speed": speed, "compile": compile_speed,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=["bundle", *STEPS])
+    parser.add_argument("step", choices=["bundle", "pack", *STEPS])
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-plan-out")))
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: the same path, tiny budget")
     parser.add_argument("--python-version", default="3.12", help="bundle: the GPU image's Python")
-    parser.add_argument("--no-ct2", action="store_true", help="bundle: leave CTranslate2 (43 MB) out")
+    parser.add_argument("--ct2", action="store_true", help="bundle: CTranslate2 too (43 MB; no plan step needs it)")
     parser.add_argument("--suite", help="compare: the suite to run")
     parser.add_argument("--systems", help="compare: comma-separated systems (default: all)")
     parser.add_argument("--workers", type=int, default=4, help="compare: runs side by side on the one GPU")
     parser.add_argument("--output-dir", help="compare: the suite's output_dir elsewhere")
     args = parser.parse_args()
-    if args.step == "bundle":
-        bundle(args)
+    if args.step in ("bundle", "pack"):
+        bundle(args) if args.step == "bundle" else pack(args)
         return 0
     ensure_installed()
     args.tiny = args.device == "cpu"

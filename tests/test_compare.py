@@ -609,3 +609,26 @@ def test_the_papers_suites_plan_every_run_at_one_budget(path):
     assert len(budgets) == 1, budgets
     steps, batch = budgets.pop()
     assert steps >= 100_000 and batch >= 512  # the papers' budgets, not a CPU's
+
+
+def test_a_prepared_shared_folder_runs_the_suite_without_its_corpus(tmp_path):
+    """What a GPU machine gets (scripts/gpu_plan.py pack): the shared folder alone, the corpus files gone, gives
+    the same data, sets and fingerprints; a changed sentence limit rebuilds the sets from the corpus."""
+    from hf_langspec.compare.shared import prepare_shared
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(ROOT / "examples/suites/tiny", corpus)
+    suite_file = tiny_suite(tmp_path)
+    config = yaml.safe_load(suite_file.read_text())
+    data = config["base"]["data"]
+    data["train_files"], data["valid_files"] = [str(corpus / "train.jsonl")], [str(corpus / "valid.jsonl")]
+    data["test_files"] = {k: str(corpus / Path(p).name) for k, p in data["test_files"].items()}
+    suite_file.write_text(yaml.safe_dump(config))
+    first = prepare_shared(load_suite(suite_file))
+    shutil.rmtree(corpus)
+    again = prepare_shared(load_suite(suite_file))
+    assert again == first
+    config["base"]["evaluation"]["max_sentences_per_direction"] = 3
+    suite_file.write_text(yaml.safe_dump(config))
+    with pytest.raises(FileNotFoundError):  # the sets must be cut anew, from the corpus
+        prepare_shared(load_suite(suite_file))

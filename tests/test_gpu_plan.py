@@ -117,3 +117,37 @@ def test_a_suite_whose_identifier_is_missing_is_refused_before_training_with_bot
     with pytest.raises(ConfigError, match=r"lingua, which is not installed here .*--off-target-later"):
         check_identifier_installed("lingua")
     check_identifier_installed(None)  # any installed one will do when the suite names none
+
+
+def test_a_packed_suite_unpacks_into_shared_data_that_needs_no_corpus(tmp_path, monkeypatch):
+    import argparse
+    import importlib.util
+    import shutil
+
+    import yaml
+
+    from hf_langspec.compare.shared import prepare_shared
+    from hf_langspec.compare.suite import load_suite
+
+    spec = importlib.util.spec_from_file_location("gpu_plan", PLAN)
+    gpu_plan = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_plan)
+    monkeypatch.setattr(gpu_plan, "BUNDLE", tmp_path / "bundle")
+    corpus = tmp_path / "corpus"
+    shutil.copytree(ROOT / "examples/suites/tiny", corpus)
+    config = yaml.safe_load((ROOT / "examples/suites/tiny.yaml").read_text())
+    data = config["base"]["data"]
+    data["train_files"], data["valid_files"] = [str(corpus / "train.jsonl")], [str(corpus / "valid.jsonl")]
+    data["test_files"] = {k: str(corpus / Path(p).name) for k, p in data["test_files"].items()}
+    config["output_dir"], config["results_dir"] = str(tmp_path / "here"), str(tmp_path / "results")
+    suite_file = tmp_path / "tiny.yaml"
+    suite_file.write_text(yaml.safe_dump(config))
+    gpu_plan.pack(argparse.Namespace(suite=str(suite_file)))
+    here = prepare_shared(load_suite(suite_file))
+    shutil.rmtree(corpus)  # the GPU machine has neither the corpus nor the shared folder, only the archive
+    gpu_plan.unpack(str(suite_file), str(tmp_path / "there"))
+    suite = load_suite(suite_file)
+    suite.output_dir = tmp_path / "there"
+    there = prepare_shared(suite)
+    assert there["corpus_fingerprint"] == here["corpus_fingerprint"] and there["sets"] == here["sets"]
+    assert there["train_sizes"] == here["train_sizes"]

@@ -75,38 +75,26 @@ def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, An
     """Build (or reuse) the shared corpus, tokenizer and evaluation sets; return their paths and fingerprints."""
     from ..data.local import load_local
     from ..tokenization import LangSpecTokenizer
-    from ..training.experiment import cap_directions
 
     shared = suite.output_dir / "shared"
     data_dir = shared / "data"
     base_data = suite.base.get("data", {})
     evaluation = suite.base.get("evaluation", {})
-    if "bible" in base_data:
-        from ..data.bible import BibleCorpusConfig, build_bible_corpus
-
-        print(f"[{suite.name}] data: the Bible corpus ({', '.join(base_data['bible'].get('languages', []))})")
-        corpus = build_bible_corpus(shared / "bible", BibleCorpusConfig(**base_data["bible"]))
-        train_files, valid_files = [corpus.files["train"]], [corpus.files["valid"]]
-        test_files = {"supervised": corpus.files["test"], "zero-shot": corpus.files["test.zeroshot"]}
-    else:
-        listed = base_data["train_files"]
-        train_files = listed if isinstance(listed, list) else [listed]
-        valid = base_data.get("valid_files", [])
-        valid_files = valid if isinstance(valid, list) else [valid]
-        tests = base_data["test_files"]
-        test_files = tests if isinstance(tests, dict) else {"supervised": tests}
     paths = {"train": data_dir / "train.jsonl", "valid": data_dir / "valid.jsonl"}
+    # what the files in data_dir were made from: a complete, matching set is used as it is, without the corpus
+    # (so a machine without it, a GPU machine given this folder, runs the suite)
+    stamp = {"data": base_data, "max_sentences_per_direction": evaluation.get("max_sentences_per_direction")}
+    recorded = json.loads((shared / "data.json").read_text()) if (shared / "data.json").exists() else None
+    test_paths = {name: data_dir / f"test.{name}.jsonl" for name in (recorded or {}).get("test_sets", [])}
     if (
-        not all(p.exists() for p in paths.values())
-        or not (shared / "data.json").exists()
-        or json.loads((shared / "data.json").read_text()) != base_data
+        recorded is not None
+        and {k: recorded.get(k) for k in stamp} == stamp
+        and test_paths
+        and all(p.exists() for p in [*paths.values(), *test_paths.values()])
     ):
-        train = [row for path in train_files for row in load_local(path)]
-        cap = base_data.get("max_train_examples_per_direction")
-        train = cap_directions(train, cap) if cap else train
-        write_jsonl(paths["train"], train)
-        write_jsonl(paths["valid"], [row for path in valid_files for row in load_local(path)])
-        write_atomic(shared / "data.json", json.dumps(base_data, sort_keys=True).encode())
+        sets = {name: _first_per_direction(load_local(path).to_list(), None) for name, path in test_paths.items()}
+    else:
+        sets, test_paths = _build_shared_data(suite, data_dir, paths, stamp)
     train_rows = load_local(paths["train"]).to_list()
     train_sizes: dict[str, int] = {}
     for row in train_rows:
@@ -116,14 +104,6 @@ def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, An
     tokenizer_dir = _shared_tokenizer(suite, shared / "tokenizer", train_rows)
     tokenizer = LangSpecTokenizer.from_pretrained(tokenizer_dir)
 
-    sets = {
-        name: _first_per_direction(load_local(path).to_list(), sentence_limit(evaluation, name))
-        for name, path in test_files.items()
-    }
-    test_paths = {}
-    for name, by_direction in sets.items():
-        test_paths[name] = data_dir / f"test.{name}.jsonl"
-        write_jsonl(test_paths[name], [row for rows in by_direction.values() for row in rows])
     corpus_fingerprint = file_digest([paths["train"], paths["valid"], *test_paths.values()])
     for file in eval_set_files:
         name = f"eval:{Path(file).name.removesuffix('.jsonl')}"
@@ -145,6 +125,45 @@ def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, An
         "train_sizes": dict(sorted(train_sizes.items())),
         "sets": {name: {d: rows for d, rows in by_dir.items()} for name, by_dir in sets.items()},
     }
+
+
+def _build_shared_data(
+    suite: Suite, data_dir: Path, paths: dict[str, Path], stamp: dict[str, Any]
+) -> tuple[dict[str, dict[str, list]], dict[str, Path]]:
+    """Write the suite's training, validation and test files into `data_dir` from its corpus (the Bible, built
+    or reused, or its JSONL files); returns the test sets by direction and their paths."""
+    from ..data.local import load_local
+    from ..training.experiment import cap_directions
+
+    base_data, evaluation = stamp["data"], suite.base.get("evaluation", {})
+    if "bible" in base_data:
+        from ..data.bible import BibleCorpusConfig, build_bible_corpus
+
+        print(f"[{suite.name}] data: the Bible corpus ({', '.join(base_data['bible'].get('languages', []))})")
+        corpus = build_bible_corpus(data_dir.parent / "bible", BibleCorpusConfig(**base_data["bible"]))
+        train_files, valid_files = [corpus.files["train"]], [corpus.files["valid"]]
+        test_files = {"supervised": corpus.files["test"], "zero-shot": corpus.files["test.zeroshot"]}
+    else:
+        listed = base_data["train_files"]
+        train_files = listed if isinstance(listed, list) else [listed]
+        valid = base_data.get("valid_files", [])
+        valid_files = valid if isinstance(valid, list) else [valid]
+        tests = base_data["test_files"]
+        test_files = tests if isinstance(tests, dict) else {"supervised": tests}
+    train = [row for path in train_files for row in load_local(path)]
+    cap = base_data.get("max_train_examples_per_direction")
+    write_jsonl(paths["train"], cap_directions(train, cap) if cap else train)
+    write_jsonl(paths["valid"], [row for path in valid_files for row in load_local(path)])
+    sets = {
+        name: _first_per_direction(load_local(path).to_list(), sentence_limit(evaluation, name))
+        for name, path in test_files.items()
+    }
+    test_paths = {name: data_dir / f"test.{name}.jsonl" for name in sets}
+    for name, by_direction in sets.items():
+        write_jsonl(test_paths[name], [row for rows in by_direction.values() for row in rows])
+    record = {**stamp, "test_sets": list(sets)}
+    write_atomic(data_dir.parent / "data.json", json.dumps(record, sort_keys=True).encode())
+    return sets, test_paths
 
 
 def _shared_tokenizer(suite: Suite, tokenizer_dir: Path, train_rows: list[dict[str, str]]) -> Path:
