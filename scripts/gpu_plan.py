@@ -38,17 +38,26 @@ PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x
 TINY_CONFIG = ROOT / "tests" / "fixtures" / "gpu_plan_tiny.yaml"
 
 
-def run(command: list[str], log: Path | None = None, **kwargs) -> int:
-    """Run a command with its output shown and, with `log`, appended to that file too."""
+def run(command: list[str], log: Path | None = None, minutes: float | None = None, **kwargs) -> int:
+    """Run a command with its output shown and, with `log`, appended to that file too; after `minutes` it is
+    stopped with SIGTERM (a compare runner then stops its workers, whose runs resume from their checkpoints)."""
+    import threading
+
     print("$ " + " ".join(map(str, command)), flush=True)
     if log is None:
         return subprocess.run(command, **kwargs).returncode
     with log.open("a") as out:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+        timer = threading.Timer(minutes * 60, process.terminate) if minutes else None
+        if timer:
+            timer.start()
         for line in process.stdout:
             sys.stdout.write(line)
             out.write(line)
-        return process.wait()
+        code = process.wait()
+        if timer:
+            timer.cancel()
+        return code
 
 
 def lock_versions() -> dict[str, str]:
@@ -235,7 +244,7 @@ def compare(args: argparse.Namespace) -> int:
     unpack(args.suite, args.output_dir)
     start = time.time()
     # the suite runs as it is: a run trains on the GPU where one is present (suites leave training.use_cpu unset)
-    code = run(command, log=args.out / "compare.log", cwd=ROOT)
+    code = run(command, log=args.out / "compare.log", minutes=args.minutes, cwd=ROOT)
     from hf_langspec.compare.suite import load_suite
 
     suite = load_suite(args.suite)
@@ -246,9 +255,17 @@ def compare(args: argparse.Namespace) -> int:
     with tarfile.open(archive, "w:gz") as tar:
         for path in sorted(results.glob("*/seed*.*")):  # the finished runs' results files, nothing else
             tar.add(path, arcname=str(path.relative_to(results)))
-    record(args.out, "compare", {"exit": code, "seconds": round(time.time() - start, 1), "suite": suite.name,
+    stopped = code == -15  # our SIGTERM after --minutes: the unfinished runs resume on the next call
+    finished = sorted({str(Path(p).parent) + " " + Path(p).name.split(".")[0] for p in tar_names(archive)})
+    record(args.out, "compare", {"exit": code, "stopped_after_minutes": stopped, "finished_runs": finished,
+                                 "seconds": round(time.time() - start, 1), "suite": suite.name,
                                  "archive": archive.name, "results_dir": str(results)})  # fmt: skip
-    return code
+    return 0 if stopped else code
+
+
+def tar_names(archive: Path) -> list[str]:
+    with tarfile.open(archive) as tar:
+        return tar.getnames()
 
 
 STEPS = {"tests": tests, "fsdp": fsdp, "speed": speed, "compile": compile_speed, "compare": compare}
@@ -265,6 +282,9 @@ def main() -> int:
     parser.add_argument("--systems", help="compare: comma-separated systems (default: all)")
     parser.add_argument("--workers", type=int, default=4, help="compare: runs side by side on the one GPU")
     parser.add_argument("--output-dir", help="compare: the suite's output_dir elsewhere")
+    parser.add_argument("--minutes", type=float, default=8.0,
+                        help="compare: stop after this long (the machine's 10-minute command limit), archive what "
+                             "finished; the next call resumes the rest")  # fmt: skip
     args = parser.parse_args()
     if args.step in ("bundle", "pack"):
         bundle(args) if args.step == "bundle" else pack(args)

@@ -59,9 +59,12 @@ def test_the_compile_step_measures_compiled_against_eager_training(tmp_path):
 def test_the_compare_step_archives_the_finished_runs_with_their_off_target_pending(tmp_path):
     import tarfile
 
-    result = plan("compare", tmp_path / "out", "--suite", "examples/suites/tiny.yaml", "--workers", "2",
-                  "--output-dir", str(tmp_path / "suite"))  # fmt: skip
-    assert result["exit"] == 0
+    common = ("--suite", "examples/suites/tiny.yaml", "--workers", "2", "--output-dir", str(tmp_path / "suite"))
+    stopped = plan("compare", tmp_path / "first", *common, "--minutes", "0.02")  # the machine's time is up
+    assert stopped["stopped_after_minutes"] and stopped["exit"] == -15
+    result = plan("compare", tmp_path / "out", *common)  # the next call resumes and finishes every run
+    assert result["exit"] == 0 and not result["stopped_after_minutes"]
+    assert result["finished_runs"] == [f"{system} seed{seed}" for system in ("baseline", "fcll") for seed in (1, 2)]
     with tarfile.open(tmp_path / "out" / result["archive"]) as tar:
         names = sorted(tar.getnames())
     assert names == [f"{system}/seed{seed}.{kind}" for system in ("baseline", "fcll") for seed in (1, 2)
