@@ -87,8 +87,13 @@ class SelectiveLanguagePool(nn.Module):
     def route_table(self) -> torch.Tensor:
         """Stage 2: `[L]` adapter of every target language (its fixed one, or the universal one).
 
-        Built once per assignment (checked then, not at every decoding step: no host synchronisation).
+        Built once per assignment (checked then, not at every decoding step: no host synchronisation); under
+        torch.compile built in the graph, unchecked (the check and the cache key read the device).
         """
+        if torch.compiler.is_compiling():
+            high = torch.zeros_like(self.assignment, dtype=torch.bool)
+            high[self.high] = True
+            return torch.where(high, self.assignment, torch.full_like(self.assignment, self.num_adapters))
         key = weights_stamp(self.assignment)
         if self._route is None or self._route[0] != key:
             high = torch.zeros_like(self.assignment, dtype=torch.bool)
