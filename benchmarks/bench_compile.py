@@ -3,7 +3,8 @@
 The same models, batches and training step as bench_methods.py (forward + backward + fused AdamW on a padded
 batch whose examples have random source and target languages), each in eager mode and compiled with
 `torch.compile` (inductor, the Trainer's `torch_compile=True`), the 2 x N variants interleaved step by step
-after a warm-up step that compiles; the compile time is reported on its own. Under compilation the methods
+after a warm-up step that compiles; the compile time is reported on its own (inductor keeps compiled code in
+an on-disk cache, so a second run of the script reports a warm cache's time). Under compilation the methods
 take their static-shape path (language routing by gathered weights, CLL's masked rows, HLT-MT's both-branch
 draw; tests/test_compile.py), so a compiled step is one graph.
 
@@ -87,6 +88,8 @@ def main() -> None:
     section = (
         "compile" + (f"-{args.device.type}" if args.device.type != "cpu" else "") + ("-bf16" if args.bf16 else "")
     )
+    if kinds != KINDS:  # a subset gets its own section, so that it does not replace the full table
+        section += "-" + "-".join(kinds)
     publish(section, "torch.compile against eager mode (training step)", "\n".join(rows), write=not args.no_write)
 
 
