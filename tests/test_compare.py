@@ -591,6 +591,18 @@ def test_a_learning_curve_point_is_the_bleu_of_that_steps_model_on_the_validatio
     assert last["groups"]["xx-en"] == pytest.approx(sum(xx_en) / len(xx_en))
     reached = [p["step"] for p in curve["points"] if p["groups"]["xx-en"] >= 1]
     assert curve["first_reaching"] == (reached[0] if reached else None)
+    # the last point on the suite's test set too: sacreBLEU of the same model's translations of those sentences
+    test = curve["test_at_last_step"]
+    rows = json.loads(gzip.decompress((tmp_path / "results" / "references.json.gz").read_bytes()))["sets"][
+        "supervised"
+    ]
+    assert test["step"] == 150 and set(test["directions"]) == set(rows)
+    for direction, pair in rows.items():
+        src, tgt = direction.split("-")
+        hyps = translate(model, tokenizer, pair["src"], src, tgt, num_beams=evaluation["num_beams"],
+                         batch_size=evaluation["batch_size"], max_new_tokens=evaluation["max_new_tokens"],
+                         show_progress=False)  # fmt: skip
+        assert test["directions"][direction] == pytest.approx(sacrebleu.corpus_bleu(hyps, [pair["ref"]]).score)
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "examples/suites/papers").glob("*.yaml")), ids=lambda p: p.name)
