@@ -26,7 +26,11 @@ LOCK_FILE = ".hf_langspec.lock"
 FREE_KEYS = ("output_dir", "evaluation", "translate", "card", "expected", "data.num_proc", "training.logging_steps",
              "training.logging_strategy", "training.save_steps", "training.save_strategy", "training.save_total_limit",
              "training.disable_tqdm", "training.report_to", "training.dataloader_num_workers",
-             "training.include_num_input_tokens_seen")  # fmt: skip
+             "training.include_num_input_tokens_seen",
+             # validation during training and where it runs: what is trained stays the same
+             "training.eval_strategy", "training.eval_steps", "training.per_device_eval_batch_size",
+             "training.predict_with_generate", "training.generation_num_beams", "training.generation_max_length",
+             "training.use_cpu")  # fmt: skip
 
 
 def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
