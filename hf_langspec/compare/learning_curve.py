@@ -22,6 +22,7 @@ from typing import Any
 
 from ..data.schema import write_atomic
 from ..evaluation.metrics import direction_groups
+from ..training.checkpoints import last_complete_checkpoint
 from ..training.config import ConfigError
 from .suite import Suite, load_suite
 
@@ -106,11 +107,10 @@ def learning_curve(
     shared = prepare_shared(suite)
     config = curve_config(suite, shared, system, seed, max_steps, every, sentences, run_dir)
     run_experiment(config)
-    states = sorted((run_dir / "checkpoints").glob("checkpoint-*/trainer_state.json"),
-                    key=lambda p: int(p.parent.name.rsplit("-", 1)[1]))  # fmt: skip
-    if not states:
-        raise RuntimeError(f"{run_dir}/checkpoints has no trainer_state.json: the run saved no checkpoint.")
-    state = json.loads(states[-1].read_text())
+    last = last_complete_checkpoint(run_dir / "checkpoints")  # its trainer state holds every validation
+    if last is None:
+        raise RuntimeError(f"{run_dir}/checkpoints has no complete checkpoint: the run saved none.")
+    state = json.loads((Path(last) / "trainer_state.json").read_text())
     pivot = suite.report.get("pivot", "en")
     curve = curve_points(state["log_history"], pivot)
     result = {
@@ -136,26 +136,19 @@ def learning_curve(
 
 
 def _test_scores(suite: Suite, shared: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """BLEU of the run's final model on the suite's supervised test set, per group and direction."""
-    import torch
-    from transformers import AutoModelForSeq2SeqLM
+    """BLEU of the run's final model on the suite's supervised test set, per group and direction, decoded as the
+    suite's runs are (`worker.evaluate_run`; no off-target rate: the curve is about BLEU)."""
+    from .worker import evaluate_run
 
-    from ..evaluation import evaluate_model
-    from ..tokenization import LangSpecTokenizer
-
-    evaluation = suite.base.get("evaluation", {})
-    rows = [row for rows in shared["sets"]["supervised"].values() for row in rows]
-    model = AutoModelForSeq2SeqLM.from_pretrained(run_dir / "model").eval()
-    tokenizer = LangSpecTokenizer.from_pretrained(run_dir / "model")
-    with torch.inference_mode():
-        scores = evaluate_model(
-            model, tokenizer, {"supervised": rows}, batch_size=evaluation.get("batch_size", 32),
-            num_beams=evaluation.get("num_beams", 4), max_new_tokens=evaluation.get("max_new_tokens", 128),
-            off_target=False, pivot=suite.report.get("pivot", "en"), show_progress=False,
-        )  # fmt: skip
+    spec = {"run_dir": str(run_dir), "tokenizer_fingerprint": shared["tokenizer_fingerprint"], "sets": shared["sets"],
+            "evaluation": {**suite.base.get("evaluation", {}), "off_target": False}}  # fmt: skip
+    bleu = {direction: s["bleu"] for direction, s in evaluate_run(spec, ["supervised"])[0]["supervised"].items()}
+    groups = direction_groups(sorted(bleu), pivot=suite.report.get("pivot", "en"))
     return {
-        "groups": {name: value for name, value in scores["groups"]["bleu"].items() if name != "other"},
-        "directions": {direction: s["bleu"] for direction, s in scores["directions"].items()},
+        "groups": {
+            name: mean(bleu[d] for d in members) for name, members in sorted(groups.items()) if name != "other"
+        },
+        "directions": bleu,
         "sentences_per_direction": max(len(rows) for rows in shared["sets"]["supervised"].values()),
     }
 

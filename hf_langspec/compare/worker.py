@@ -170,37 +170,33 @@ def run(spec: dict[str, Any]) -> None:
     write_atomic(scores_path, (json.dumps(result, indent=1, ensure_ascii=False) + "\n").encode())
 
 
-def fill_pending_off_target(results_dir: Path, evaluation: dict[str, Any]) -> list[str]:
+def fill_pending_off_target(results_dir: Path, evaluation: dict[str, Any]) -> None:
     """Measure the off-target rates that runs made with `--off-target-later` left pending (a GPU machine without
-    the suite's language identifier), from their saved outputs, and rewrite their results files atomically.
-
-    Returns the runs still pending: those left when the identifier is not installed here either (said in a line).
-    """
-    from ..evaluation.language_id import language_identifier, off_target_rate
+    the suite's language identifier), from their saved outputs, and rewrite their results files atomically; where
+    the identifier is not installed here either, say so in a line and leave them pending."""
+    from ..evaluation.evaluate import direction_off_target
+    from ..evaluation.language_id import language_identifier
 
     waiting = sorted(p for p in results_dir.glob("*/seed*.json") if "off_target_pending" in json.loads(p.read_text()))
     if not waiting:
-        return []
+        return
     try:
         identify = language_identifier(evaluation.get("language_identifier"))
     except ImportError as err:
         print(f"{len(waiting)} run(s) await their off-target rates ({err}); the report leaves them out until then.")
-        return [f"{p.parent.name} {p.stem}" for p in waiting]
+        return
     for scores_path in waiting:
         result = json.loads(scores_path.read_text())
-        outputs = json.loads(
-            gzip.decompress(scores_path.with_name(f"{scores_path.stem}.outputs.json.gz").read_bytes())
-        )
+        _, outputs_path = results_paths(results_dir, result["system"], result["seed"])
+        outputs = json.loads(gzip.decompress(outputs_path.read_bytes()))
         for set_name in result.pop("off_target_pending"):
             for direction, scores in result["sets"][set_name].items():
-                target = direction.split("-")[1]
-                rate = off_target_rate(outputs[set_name][direction], target, identify.for_language(target) or identify)
-                if rate is not None:
-                    scores["off_target"] = rate
+                measured = direction_off_target(outputs[set_name][direction], direction, identify)
+                if measured is not None:
+                    scores["off_target"] = measured[0]
         result["language_identifier"] = identify.name
         write_atomic(scores_path, (json.dumps(result, indent=1, ensure_ascii=False) + "\n").encode())
-        print(f"off-target rates measured for {scores_path.parent.name} {scores_path.stem} ({identify.name})")
-    return []
+        print(f"off-target rates measured for {result['system']} seed {result['seed']} ({identify.name})")
 
 
 def die_with_runner(runner_pid: int) -> None:

@@ -15,6 +15,17 @@ from .metrics import corpus_scores, direction_groups, group_means
 from .translate import translate
 
 
+def direction_off_target(
+    hypotheses: Sequence[str], direction: str, identifier: LanguageIdentifier
+) -> tuple[float, str] | None:
+    """(off-target rate, name of the identifier that measured it) of one direction's outputs, by the first of
+    `identifier`'s members that covers the target language; None where none does (warned once)."""
+    target = direction.split("-")[1]
+    chosen = identifier.for_language(target)  # looked up once: it measures and it is named
+    rate = off_target_rate(hypotheses, target, chosen or identifier)
+    return None if rate is None else (rate, chosen.name)
+
+
 def evaluate_model(
     model: Any,
     tokenizer: Any,
@@ -57,14 +68,11 @@ def evaluate_model(
             scores = corpus_scores(hyps, refs) | {"set": set_name}
             if measure_off_target:
                 identifier = identifier or language_identifier()  # loaded once (lingua preloads its models)
-                target = direction.split("-")[1]
-                chosen = identifier.for_language(target)  # looked up once: it measures and it is named
-                rate = off_target_rate(hyps, target, chosen or identifier)
-                if rate is None:  # no identifier covers the target language: not measured (warned)
+                measured = direction_off_target(hyps, direction, identifier)
+                if measured is None:  # no identifier covers the target language: not measured (warned)
                     not_measured.append(direction)
                 else:
-                    scores["off_target"] = rate
-                    scores["language_identifier"] = chosen.name
+                    scores["off_target"], scores["language_identifier"] = measured
             results["directions"][direction] = scores
             results["hypotheses"][direction] = hyps
         if set_name == "zero-shot":
@@ -163,4 +171,12 @@ def test_sets_from_files(
     return sets
 
 
-__all__ = ["copy_baseline", "evaluate_model", "load_results", "results_table", "save_results", "test_sets_from_files"]
+__all__ = [
+    "copy_baseline",
+    "direction_off_target",
+    "evaluate_model",
+    "load_results",
+    "results_table",
+    "save_results",
+    "test_sets_from_files",
+]

@@ -91,23 +91,26 @@ class SelectiveLanguagePool(nn.Module):
         torch.compile built in the graph, unchecked (the check and the cache key read the device).
         """
         if torch.compiler.is_compiling():
-            high = torch.zeros_like(self.assignment, dtype=torch.bool)
-            high[self.high] = True
-            return torch.where(high, self.assignment, torch.full_like(self.assignment, self.num_adapters))
+            return self._route_of(self._high_mask())
         key = weights_stamp(self.assignment)
         if self._route is None or self._route[0] != key:
-            high = torch.zeros_like(self.assignment, dtype=torch.bool)
-            high[self.high] = True
+            high = self._high_mask()
             if bool((high & (self.assignment < 0)).any()):
                 raise ValueError(
                     "hlt_stage=2 but the adapter assignment of some high-resource languages is not fixed; call "
                     "HLTForConditionalGeneration.fix_assignment() at the end of stage 1."
                 )
-            self._route = (
-                key,
-                torch.where(high, self.assignment, torch.full_like(self.assignment, self.num_adapters)),
-            )
+            self._route = (key, self._route_of(high))
         return self._route[1]
+
+    def _high_mask(self) -> torch.Tensor:
+        high = torch.zeros_like(self.assignment, dtype=torch.bool)
+        high[self.high] = True
+        return high
+
+    def _route_of(self, high: torch.Tensor) -> torch.Tensor:
+        """High-resource languages to their assigned adapter, the others to the universal one."""
+        return torch.where(high, self.assignment, torch.full_like(self.assignment, self.num_adapters))
 
     # ------------------------------------------------------------------ forward
     def prepare(self, lang: LanguageContext, hidden: torch.Tensor) -> None:
