@@ -145,9 +145,10 @@ def ensure_installed() -> None:
 
 def versions() -> dict[str, str]:
     import torch
-    import transformers
 
-    found = {"python": sys.version.split()[0], "torch": torch.__version__, "transformers": transformers.__version__}
+    from hf_langspec.evaluation.expected import library_versions
+
+    found = {"python": sys.version.split()[0], **library_versions()}
     found["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     found["commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                                      text=True).stdout.strip() or "unknown"  # fmt: skip
@@ -200,37 +201,34 @@ def fsdp(args: argparse.Namespace) -> int:
     return 0 if code == 0 and result["reloads"] else 1
 
 
+def benchmark(args: argparse.Namespace, step: str, script: str, arguments: list[str], **figures) -> int:
+    """Run a benchmarks/ script on the device; bring back the BENCHMARKS.md section it wrote (not in the CPU check)."""
+    start = time.time()
+    command = [sys.executable, str(ROOT / "benchmarks" / script), "--device", args.device, *arguments]
+    code = run(command, log=args.out / f"{step}.log", cwd=ROOT)
+    if code == 0 and not args.tiny:
+        shutil.copy(ROOT / "BENCHMARKS.md", args.out / "BENCHMARKS.md")
+    record(args.out, step, {"exit": code, "seconds": round(time.time() - start, 1), **figures})
+    return code
+
+
 def speed(args: argparse.Namespace) -> int:
     """Step 3: training and decoding speed of every method against the backbone and MarianMTModel."""
-    shape = "tiny" if args.tiny else "base"
-    command = [sys.executable, str(ROOT / "benchmarks" / "bench_methods.py"), "--device", args.device,
-               "--shape", shape, "--languages", "2" if args.tiny else "2,50"]  # fmt: skip
-    if args.device == "cuda":
-        command.append("--bf16")
     if args.tiny:
-        command += ["--steps", "1", "--generation-repeats", "1", "--rounds", "1", "--new-tokens", "4",
-                    "--batch-size", "4", "--no-write"]  # fmt: skip
-    start = time.time()
-    code = run(command, log=args.out / "speed.log", cwd=ROOT)
-    if code == 0 and not args.tiny:
-        shutil.copy(ROOT / "BENCHMARKS.md", args.out / "BENCHMARKS.md")  # the section it wrote, to bring back
-    record(args.out, "speed", {"exit": code, "seconds": round(time.time() - start, 1), "shape": shape})
-    return code
+        arguments = ["--shape", "tiny", "--languages", "2", "--steps", "1", "--generation-repeats", "1",
+                     "--rounds", "1", "--new-tokens", "4", "--batch-size", "4", "--no-write"]  # fmt: skip
+    else:
+        arguments = ["--shape", "base", "--languages", "2,50", "--bf16"]
+    return benchmark(args, "speed", "bench_methods.py", arguments, shape="tiny" if args.tiny else "base")
 
 
 def compile_speed(args: argparse.Namespace) -> int:
     """Step 3b: torch.compile against eager mode, training step of every model (benchmarks/bench_compile.py)."""
-    command = [sys.executable, str(ROOT / "benchmarks" / "bench_compile.py"), "--device", args.device]
     if args.tiny:
-        command += ["--shape", "tiny", "--kinds", "baseline,laa", "--steps", "2", "--batch-size", "4", "--no-write"]
+        arguments = ["--shape", "tiny", "--kinds", "baseline,laa", "--steps", "2", "--batch-size", "4", "--no-write"]
     else:
-        command += ["--shape", "base", "--bf16", "--vocab", "32000"]
-    start = time.time()
-    code = run(command, log=args.out / "compile.log", cwd=ROOT / "benchmarks")
-    if code == 0 and not args.tiny:
-        shutil.copy(ROOT / "BENCHMARKS.md", args.out / "BENCHMARKS.md")
-    record(args.out, "compile", {"exit": code, "seconds": round(time.time() - start, 1)})
-    return code
+        arguments = ["--shape", "base", "--bf16", "--vocab", "32000"]
+    return benchmark(args, "compile", "bench_compile.py", arguments)
 
 
 def compare(args: argparse.Namespace) -> int:
