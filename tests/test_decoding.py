@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import generation_inputs, random_batch, run_without_package, tiny_config, with_diverse_outputs
+from conftest import DEVICE, generation_inputs, random_batch, run_without_package, tiny_config, with_diverse_outputs
 from test_variants import VARIANTS
 from transformers import AutoModelForSeq2SeqLM
 
@@ -27,9 +27,10 @@ CLASSES.update(VARIANTS)
 def mixed_direction_model(name: str):
     config_class, model_class, overrides = CLASSES[name]
     torch.manual_seed(0)
-    return with_diverse_outputs(model_class(tiny_config(config_class, **overrides)).eval())
+    return with_diverse_outputs(model_class(tiny_config(config_class, **overrides)).eval()).to(DEVICE)
 
 
+@pytest.mark.device  # on the device of HF_LANGSPEC_TEST_DEVICE too (tests/test_device.py)
 @pytest.mark.parametrize("num_beams", [1, 4])
 @pytest.mark.parametrize("name", list(CLASSES))
 def test_cached_decoding_equals_uncached_decoding(name, num_beams):
@@ -37,6 +38,7 @@ def test_cached_decoding_equals_uncached_decoding(name, num_beams):
     batch = generation_inputs(random_batch(batch=4, seed=11))
     batch["src_lang_ids"] = torch.tensor([0, 1, 2, 3])
     batch["tgt_lang_ids"] = torch.tensor([1, 2, 3, 0])  # four directions in one batch
+    batch = {k: v.to(DEVICE) for k, v in batch.items()}
     kwargs = dict(
         num_beams=num_beams, max_new_tokens=10, min_new_tokens=10, output_scores=True, return_dict_in_generate=True
     )

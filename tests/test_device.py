@@ -6,7 +6,7 @@ The device comes from one setting, `HF_LANGSPEC_TEST_DEVICE` (default: cuda wher
     HF_LANGSPEC_TEST_DEVICE=cuda python -m pytest -m device
 
 Every class trains a step (forward, backward, optimizer step) in float32 and under bf16 autocast; cached
-decoding equals uncached decoding; a batch mixing four directions decodes as each example alone; a model
+decoding equals uncached decoding (tests/test_decoding.py, marked `device` as well); a batch mixing four directions decodes as each example alone; a model
 saved as remote code reloads in a fresh process (without the package) and decodes the same tokens there.
 """
 
@@ -68,19 +68,6 @@ def test_every_class_trains_a_step_in_float32_and_under_bf16_autocast(name):
     with torch.autocast(DEVICE.type, dtype=torch.bfloat16):
         out = model.generate(**mixed_batch(), num_beams=2, max_new_tokens=6)
     assert out.shape[0] == 4 and out.device.type == DEVICE.type
-
-
-@pytest.mark.parametrize("num_beams", [1, 4])
-@pytest.mark.parametrize("name", list(CLASSES))
-def test_cached_decoding_equals_uncached_decoding_on_the_device(name, num_beams):
-    model = on_device(name)
-    kwargs = dict(num_beams=num_beams, max_new_tokens=8, min_new_tokens=8, output_scores=True,
-                  return_dict_in_generate=True)  # fmt: skip
-    cached = model.generate(**mixed_batch(), use_cache=True, **kwargs)
-    uncached = model.generate(**mixed_batch(), use_cache=False, **kwargs)
-    assert torch.equal(cached.sequences, uncached.sequences)
-    for step, (with_cache, without) in enumerate(zip(cached.scores, uncached.scores, strict=True)):
-        torch.testing.assert_close(with_cache, without, atol=1e-4, rtol=1e-4, msg=f"step {step}")
 
 
 @pytest.mark.parametrize("name", list(CLASSES))
