@@ -586,6 +586,81 @@ def test_a_second_process_on_the_same_output_dir_is_refused_and_a_stale_lock_is_
     assert not (tmp_path / "run" / LOCK_FILE).exists()
 
 
+_SIGNAL_EVERYWHERE = r"""
+import atexit, json, os, sys
+from pathlib import Path
+from hf_langspec.training import run_guard
+
+directory, stale = Path(sys.argv[1]), json.loads(sys.argv[2])
+
+
+def landing(n):  # a SystemExit (what the worker's SIGTERM handler raises) at the n-th line the lock runs
+    seen = 0
+
+    def local(frame, event, arg):
+        nonlocal seen
+        if event == "line":
+            seen += 1
+            if seen == n:
+                raise SystemExit(143)
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code.co_filename == run_guard.__file__ or frame.f_code.co_name == "cycle" else None
+
+    return tracer
+
+
+def cycle():
+    with run_guard.RunLock(directory):
+        pass
+
+
+landed, n = [], 0
+while True:
+    n += 1
+    if stale:
+        (directory / run_guard.LOCK_FILE).write_text(json.dumps(stale))
+    pid = os.fork()
+    if pid == 0:
+        sys.settrace(landing(n))
+        try:
+            cycle()
+            code = 0
+        except SystemExit:
+            code = 3
+        sys.settrace(None)
+        atexit._run_exitfuncs()  # what the interpreter does on its way out
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    left = sorted(p.name for p in directory.iterdir() if str(pid) in p.name or str(pid) in p.read_text())
+    landed.append({"n": n, "landed": os.waitstatus_to_exitcode(status) == 3, "left": left})
+    if not landed[-1]["landed"]:
+        break
+    (directory / run_guard.LOCK_FILE).unlink(missing_ok=True)
+print(json.dumps(landed))
+"""
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("stale", [False, True], ids=["free", "stale lock"])
+def test_an_exit_signal_anywhere_in_taking_or_releasing_the_lock_leaves_nothing_behind(tmp_path, stale):
+    """The compare worker turns its runner's death into SIGTERM and SystemExit, which may land in any line of
+    the lock's own code (seen in CI: a lock left behind by a worker that had ended). Land one at every line
+    that taking and releasing it runs, free or taking over a stale lock: after the process exits, no lock
+    and no file names it."""
+    import socket
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    holder = {"pid": int(gone.stdout), "host": socket.gethostname(), "started": "2026-11-23 10:00:00"}
+    out = subprocess.run([sys.executable, "-c", _SIGNAL_EVERYWHERE, str(tmp_path), json.dumps(holder if stale else {})],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    landings = json.loads(out.stdout)
+    assert sum(r["landed"] for r in landings) >= 15  # every line of __enter__, release and __exit__
+    assert not landings[-1]["landed"]  # and then a cycle with no signal ran to its end
+    assert [r for r in landings if r["left"]] == []
+
+
 def _probe_output_dir(directory: str, times: int, ready, start) -> None:
     from hf_langspec.training.experiment import _check_writable
 

@@ -11,6 +11,7 @@ process at a time trains into an output directory.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -89,44 +90,69 @@ def _alive(pid: int) -> bool:
 
 
 class RunLock:
-    """`with RunLock(output_dir):` one training process per output directory (see the module docstring)."""
+    """`with RunLock(output_dir):` one training process per output directory (see the module docstring).
+
+    A signal can end the process anywhere, inside `__enter__` and `__exit__` too (the compare worker turns its
+    runner's death into SIGTERM and SystemExit). So the lock is never half made: its content is written to a
+    private file that is then hard-linked into place (atomic, and refused when the lock exists), and an exit
+    hook, registered before the link, removes the lock at interpreter exit when it still names this process.
+    A SystemExit that lands between the link and the `with` body therefore leaves nothing stale behind.
+    """
 
     def __init__(self, output_dir: Path) -> None:
         self.path = Path(output_dir) / LOCK_FILE
-        self.held = False
+        self.me = {"pid": os.getpid(), "host": socket.gethostname()}
+        self.private = self.path.with_name(f"{LOCK_FILE}.{self.me['pid']}")  # the lock's content before the link
+
+    def _holder(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _mine(self, holder: dict[str, Any]) -> bool:
+        return holder.get("pid") == self.me["pid"] and holder.get("host") == self.me["host"]
+
+    def release(self) -> None:
+        """Remove the lock if this process holds it (idempotent; also the exit hook)."""
+        self.private.unlink(missing_ok=True)
+        if self._mine(self._holder()):
+            self.path.unlink(missing_ok=True)
 
     def __enter__(self) -> RunLock:
         from .config import ConfigError
 
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
+        me = {**self.me, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+        atexit.register(self.release)
+        try:
+            self.private.write_text(json.dumps(me))
+            for _ in range(2):
                 try:
-                    holder = json.loads(self.path.read_text())
-                except (OSError, ValueError):
-                    holder = {}
-                same_host = holder.get("host") == me["host"]
-                if holder and (not same_host or _alive(int(holder.get("pid", -1)))):
-                    raise ConfigError(
-                        f"{self.path.parent} is being trained by process {holder.get('pid')} on {holder.get('host')} "
-                        f"(since {holder.get('started')}); wait for it to finish or use another output_dir"
-                        + ("." if same_host else f", or remove {self.path} if that process is gone.")
-                    ) from None
-                logger.warning("Taking over the stale lock %s of a process that is gone (%s).", self.path, holder)
-                self.path.unlink(missing_ok=True)
-                continue
-            with os.fdopen(fd, "w") as handle:
-                json.dump(me, handle)
-            self.held = True
-            return self
-        raise ConfigError(f"Could not take the lock {self.path}; another process keeps creating it.")
+                    os.link(self.private, self.path)
+                    return self
+                except FileExistsError:
+                    holder = self._holder()
+                    same_host = holder.get("host") == me["host"]
+                    if holder and (not same_host or _alive(int(holder.get("pid", -1)))):
+                        raise ConfigError(
+                            f"{self.path.parent} is being trained by process {holder.get('pid')} on "
+                            f"{holder.get('host')} (since {holder.get('started')}); wait for it to finish or use "
+                            "another output_dir"
+                            + ("." if same_host else f", or remove {self.path} if that process is gone.")
+                        ) from None
+                    logger.warning("Taking over the stale lock %s of a process that is gone (%s).", self.path, holder)
+                    self.path.unlink(missing_ok=True)
+            raise ConfigError(f"Could not take the lock {self.path}; another process keeps creating it.")
+        except BaseException:  # a signal may land just after the link: the lock may be ours already
+            self.release()
+            atexit.unregister(self.release)
+            raise
+        finally:
+            self.private.unlink(missing_ok=True)
 
     def __exit__(self, *exc: Any) -> None:
-        if self.held:
-            self.path.unlink(missing_ok=True)
-            self.held = False
+        self.release()
+        atexit.unregister(self.release)
 
 
 __all__ = ["RunLock", "check_resumed_config", "flatten", "record_config"]
