@@ -147,3 +147,25 @@ def test_the_collapse_probe_finds_a_mix_that_writes_one_vector_into_every_token(
         > before["clm"]["layer 1 self_attn"]["common_share_out"]
     )
     assert after["points"]["layer 1"]["token_abs_cosine"] > before["points"]["layer 1"]["token_abs_cosine"] + 0.2
+
+
+def test_the_probe_measures_each_branch_against_the_stream_it_is_added_to(model_and_tokenizer):
+    """Scale layer 0's fc2 by 10: its FFN branch grows exactly 10x (it is fc2's output), the stream it is added
+    to and its attention branch stay as they were, and the branch's common share does not move (a scale)."""
+    from hf_langspec.evaluation.encoder_collapse import encoder_collapse
+
+    model, tok = model_and_tokenizer
+    before = encoder_collapse(model, tok, TEXTS["en"], "en", "de")["sublayers"]
+    assert set(before) == {f"layer {i} {s}" for i in (0, 1) for s in ("self_attn", "ffn")}
+    scaled = CLMForConditionalGeneration(model.config).eval()
+    scaled.load_state_dict(model.state_dict())
+    fc2 = scaled.get_encoder().layers[0].fc2
+    with torch.no_grad():
+        fc2.weight.mul_(10)
+        fc2.bias.mul_(10)
+    after = encoder_collapse(scaled, tok, TEXTS["en"], "en", "de")["sublayers"]
+    assert after["layer 0 ffn"]["branch_norm"] == pytest.approx(10 * before["layer 0 ffn"]["branch_norm"], rel=1e-4)
+    assert after["layer 0 ffn"]["branch_common_share"] == pytest.approx(before["layer 0 ffn"]["branch_common_share"])
+    for name in ("stream_norm", "branch_norm"):
+        assert after["layer 0 self_attn"][name] == pytest.approx(before["layer 0 self_attn"][name])
+    assert after["layer 0 ffn"]["stream_norm"] == pytest.approx(before["layer 0 ffn"]["stream_norm"])

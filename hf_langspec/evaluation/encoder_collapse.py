@@ -8,6 +8,12 @@ the states' energy that is their sentence mean (the token-independent part):
 
     common_share = ||mean_t h_t||^2 / mean_t ||h_t||^2          (1: every token the same vector)
 
+For every sublayer it also reports the size of what the sublayer adds (its branch: the attention output, the
+FFN's fc2 output) against the residual stream it is added to, and the common share of that branch. In a
+pre-norm Transformer the stream grows layer by layer and each branch adds a bounded, mostly token-specific
+increment; a branch many times larger than its stream and almost all common replaces the stream with one
+vector instead of adding to it.
+
 For a CLM model (Liu et al. 2023, equations 1-3: `z = LN(h + sum_j P_j(h) h W_j)`), every encoder CLM call
 adds the size of the mix against its input (`||h~|| / ||h||`), the entropy of its feature proportions over
 log k (1: uniform), and `common_share` of its input and output; and the shared maps' spectra: the largest
@@ -57,6 +63,37 @@ def map_spectra(weight: torch.Tensor) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
+def _recording_branches(encoder: Any, pre_norm: bool) -> Iterator[dict[str, dict[str, torch.Tensor]]]:
+    """Forward hooks on every encoder layer: the stream each sublayer's branch is added to and the branch.
+
+    The stream is the input of the sublayer's LayerNorm in a pre-norm layer, the sublayer's own input in a
+    post-norm one; the branch is the attention output and the FFN's fc2 output.
+    """
+    records: dict[str, dict[str, torch.Tensor]] = {}
+    handles = []
+    for i, layer in enumerate(getattr(encoder, "layers", [])):
+        sublayers = {
+            "self_attn": (layer.self_attn_layer_norm if pre_norm else layer.self_attn, layer.self_attn),
+            "ffn": (layer.final_layer_norm if pre_norm else layer.fc1, layer.fc2),
+        }
+        for name, (stream, branch) in sublayers.items():
+            entry = records.setdefault(f"layer {i} {name}", {})
+
+            def keep_stream(module, args, entry=entry):
+                entry["stream"] = args[0].detach()
+
+            def keep_branch(module, args, output, entry=entry):
+                entry["branch"] = (output[0] if isinstance(output, tuple) else output).detach()
+
+            handles += [stream.register_forward_pre_hook(keep_stream), branch.register_forward_hook(keep_branch)]
+    try:
+        yield records
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextlib.contextmanager
 def _recording_clm(model: Any) -> Iterator[list[dict[str, Any]]]:
     """Forward hooks on the encoder's CLM module: each call's input, output and proportions."""
     module = (model.clm_modules() if hasattr(model, "clm_modules") else {}).get("encoder")
@@ -95,7 +132,9 @@ def encoder_collapse(
     model.eval()
     points: dict[str, list[tuple[float, float, float, int]]] = {}
     clm: dict[str, list[tuple[float, float, float, float, int]]] = {}
+    branches: dict[str, list[tuple[float, float, float, int]]] = {}
     encoder = model.get_encoder()
+    pre_norm = bool(getattr(model.config, "normalize_before", True))
     with torch.no_grad():
         for start in range(0, len(sources), batch_size):
             batch = tokenizer(list(sources[start : start + batch_size]), src_lang=src_lang, tgt_lang=tgt_lang,
@@ -103,16 +142,21 @@ def encoder_collapse(
             inputs = {
                 k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "src_lang_ids", "tgt_lang_ids")
             }
-            with _recording_clm(model) as calls:
+            with _recording_clm(model) as calls, _recording_branches(encoder, pre_norm) as sublayers:
                 out = encoder(**inputs, output_hidden_states=True, return_dict=True)
             mask, n = batch["attention_mask"], batch["input_ids"].shape[0]
+            keep = mask.bool()
+            for name, entry in sublayers.items():
+                stream, branch = entry["stream"][keep].norm(dim=-1).mean(), entry["branch"][keep].norm(dim=-1).mean()
+                branches.setdefault(name, []).append(
+                    (stream.item(), branch.item(), _token_stats(entry["branch"], mask)[2], n)
+                )
             names = ["embeddings", *[f"layer {i}" for i in range(len(out.hidden_states) - 1)]]
             for name, states in zip(names, out.hidden_states, strict=True):
                 points.setdefault(name, []).append((*_token_stats(states, mask), n))
             points.setdefault("output", []).append((*_token_stats(out.last_hidden_state, mask), n))
             for call in calls:
                 key = f"layer {call['layer']} {call['sublayer']}"
-                keep = mask.bool()
                 ratio = (
                     (call["mix"][keep].norm(dim=-1) / call["input"][keep].norm(dim=-1)).mean().item()
                     if "mix" in call
@@ -135,6 +179,10 @@ def encoder_collapse(
         "points": {
             name: {"token_cosine": mean(rows, 0), "token_abs_cosine": mean(rows, 1), "common_share": mean(rows, 2)}
             for name, rows in points.items()
+        },
+        "sublayers": {
+            name: {"stream_norm": mean(rows, 0), "branch_norm": mean(rows, 1), "branch_common_share": mean(rows, 2)}
+            for name, rows in branches.items()
         },
     }
     if clm:
