@@ -661,6 +661,25 @@ def test_an_exit_signal_anywhere_in_taking_or_releasing_the_lock_leaves_nothing_
     assert [r for r in landings if r["left"]] == []
 
 
+def test_the_lock_works_where_the_file_system_has_no_hard_links(tmp_path, monkeypatch):
+    """Some network and FUSE mounts refuse hard links: the lock is then created in place, and still refuses a
+    second holder and leaves nothing behind."""
+    import os
+
+    from hf_langspec.training.run_guard import LOCK_FILE, RunLock
+
+    def no_links(*args):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    with RunLock(tmp_path):
+        assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
+        with pytest.raises(ConfigError, match=f"is being trained by process {os.getpid()}"):
+            RunLock(tmp_path).__enter__()
+        assert (tmp_path / LOCK_FILE).exists()  # the refused second holder took nothing away
+    assert list(tmp_path.iterdir()) == []
+
+
 def _probe_output_dir(directory: str, times: int, ready, start) -> None:
     from hf_langspec.training.experiment import _check_writable
 

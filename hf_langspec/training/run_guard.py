@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -95,14 +96,15 @@ class RunLock:
     A signal can end the process anywhere, inside `__enter__` and `__exit__` too (the compare worker turns its
     runner's death into SIGTERM and SystemExit). So the lock is never half made: its content is written to a
     private file that is then hard-linked into place (atomic, and refused when the lock exists), and an exit
-    hook, registered before the link, removes the lock at interpreter exit when it still names this process.
+    hook, registered before the link, removes the lock at interpreter exit when it still holds this holder's token.
     A SystemExit that lands between the link and the `with` body therefore leaves nothing stale behind.
     """
 
     def __init__(self, output_dir: Path) -> None:
         self.path = Path(output_dir) / LOCK_FILE
-        self.me = {"pid": os.getpid(), "host": socket.gethostname()}
-        self.private = self.path.with_name(f"{LOCK_FILE}.{self.me['pid']}")  # the lock's content before the link
+        # the token tells this holder from another in the same process (which the pid would not)
+        self.me = {"pid": os.getpid(), "host": socket.gethostname(), "token": uuid.uuid4().hex}
+        self.private = self.path.with_name(f"{LOCK_FILE}.{self.me['token']}")  # the lock's content before the link
 
     def _holder(self) -> dict[str, Any]:
         try:
@@ -111,13 +113,24 @@ class RunLock:
             return {}
 
     def _mine(self, holder: dict[str, Any]) -> bool:
-        return holder.get("pid") == self.me["pid"] and holder.get("host") == self.me["host"]
+        return holder.get("token") == self.me["token"]
 
     def release(self) -> None:
-        """Remove the lock if this process holds it (idempotent; also the exit hook)."""
+        """Remove the lock if this holder holds it (idempotent; also the exit hook)."""
         self.private.unlink(missing_ok=True)
         if self._mine(self._holder()):
             self.path.unlink(missing_ok=True)
+
+    def _place(self, me: dict[str, Any]) -> None:
+        """Put the lock in place with its content; FileExistsError when there is one."""
+        try:
+            os.link(self.private, self.path)
+        except FileExistsError:
+            raise
+        except OSError:  # a file system without hard links (some network and FUSE mounts): create it in place
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            with os.fdopen(fd, "w") as handle:
+                json.dump(me, handle)
 
     def __enter__(self) -> RunLock:
         from .config import ConfigError
@@ -128,7 +141,7 @@ class RunLock:
             self.private.write_text(json.dumps(me))
             for _ in range(2):
                 try:
-                    os.link(self.private, self.path)
+                    self._place(me)
                     return self
                 except FileExistsError:
                     holder = self._holder()
