@@ -63,17 +63,22 @@ def probe(run_dir: Path, tokenizer_dir: str, test_file: Path, sentences: int) ->
     from hf_langspec.evaluation.encoder_collapse import encoder_collapse
 
     rows = [json.loads(line) for line in test_file.read_text().splitlines() if line.strip()]
+    probed: dict[tuple[str, str], dict[str, str]] = {}  # the same sentences at every checkpoint
+    for src, tgt in DIRECTIONS:
+        pairs = probed[src, tgt] = {}
+        for row in rows:  # Bible verses repeat: distinct sources, as source_use requires
+            if row["src_lang"] == src and row["tgt_lang"] == tgt and len(pairs) < sentences:
+                pairs.setdefault(row["src"], row["tgt"])
     tokenizer = LangSpecTokenizer.from_pretrained(tokenizer_dir)
     points = []
-    checkpoints = sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    for checkpoint in checkpoints:
+
+    def step(checkpoint: Path) -> int:
+        return int(checkpoint.name.split("-")[1])
+
+    for checkpoint in sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=step):
         model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint)
-        point: dict = {"step": int(checkpoint.name.split("-")[1]), "directions": {}}
-        for src, tgt in DIRECTIONS:
-            pairs = {}
-            for row in rows:  # Bible verses repeat: distinct sources, as source_use requires
-                if row["src_lang"] == src and row["tgt_lang"] == tgt and len(pairs) < sentences:
-                    pairs.setdefault(row["src"], row["tgt"])
+        point: dict = {"step": step(checkpoint), "directions": {}}
+        for (src, tgt), pairs in probed.items():
             use = source_use(model, tokenizer, list(pairs), list(pairs.values()), src, tgt)
             collapse = encoder_collapse(model, tokenizer, list(pairs), src, tgt)
             entry = {
