@@ -112,13 +112,10 @@ class RunLock:
         except (OSError, ValueError):
             return {}
 
-    def _mine(self, holder: dict[str, Any]) -> bool:
-        return holder.get("token") == self.me["token"]
-
     def release(self) -> None:
         """Remove the lock if this holder holds it (idempotent; also the exit hook)."""
         self.private.unlink(missing_ok=True)
-        if self._mine(self._holder()):
+        if self._holder().get("token") == self.me["token"]:
             self.path.unlink(missing_ok=True)
 
     def _place(self, me: dict[str, Any]) -> None:
