@@ -644,3 +644,61 @@ def test_a_prepared_shared_folder_runs_the_suite_without_its_corpus(tmp_path):
     suite_file.write_text(yaml.safe_dump(config))
     with pytest.raises(FileNotFoundError):  # the sets must be cut anew, from the corpus
         prepare_shared(load_suite(suite_file))
+
+
+def test_claims_are_judged_at_other_budgets_by_the_same_test(finished, tmp_path):
+    """A suite reading seed 1 alone, with the finished two-seed suite as its other budget: at the other budget
+    each claim carries exactly the other suite's own verdict and numbers (a claim it stated) or is marked as
+    judged after the fact (one it did not), and the table says where the two verdicts differ."""
+    raw = yaml.safe_load(finished["path"].read_text())
+    raw["seeds"] = [1]
+    extra = {"paper": "CLL", "system": "fcll", "group": "zero-shot", "metric": "bleu", "expect": "up",
+             "effect": "zero-shot BLEU up"}  # fmt: skip
+    raw["report"] = {"claims": [*raw["report"]["claims"], extra], "other_budgets": [str(finished["path"])]}
+    path = tmp_path / "one_seed.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    suite = load_suite(path)
+    suite.results_dir_setting = finished["suite"].results_dir
+    report = build_report(suite, write=False)
+    [other] = report["other_budgets"]
+    assert other["suite"] == finished["suite"].name and other["steps"] == finished["report"]["setting"]["steps"]
+    stated, after = other["claims"]
+    own = finished["report"]["claims"][0]  # what the finished suite's own report says of its claim
+    assert (stated["verdict"], stated["delta"], stated["test"]) == (own["verdict"], own["delta"], own["test"])
+    assert stated["stated_in_advance"] and not after["stated_in_advance"]
+    base = finished["report"]["systems"]["baseline"]["groups"]
+    assert other["baseline_bleu"]["xx-en"] == base["xx-en"]["bleu"]["mean"]
+    assert after["delta"] == pytest.approx(
+        finished["report"]["systems"]["fcll"]["groups"]["zero-shot"]["bleu"]["delta"]
+    )
+    text = markdown(report)
+    rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| zero-shot ")}
+    for claim, there in zip(report["claims"], other["claims"], strict=True):
+        row = rows[f"| {claim['effect']}"]
+        assert f"{there['verdict']}" in row and claim["verdict"] in row
+        assert row.endswith("| the same |" if claim["verdict"] == there["verdict"] else "| **differ** |")
+    assert "(judged after the fact)" in rows["| zero-shot BLEU up"]
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("other_budgets", "message"),
+    [
+        ("bible11.yaml", r"\[report.other_budgets\]: a list of suite files, got 'bible11.yaml'"),
+        (["nowhere.yaml"], r"\[report.other_budgets\]: nowhere.yaml is not a file"),
+        (["SELF"], r"\[report.other_budgets\]: .*bad.yaml is this suite"),
+        (["OTHER"], r"\[report.other_budgets\]: tiny has no report .*report.json.*--report-only"),
+    ],
+)
+def test_other_budgets_that_cannot_be_read_are_refused_before_anything_runs(tmp_path, other_budgets, message):
+    other = tiny_suite(tmp_path, name="other.yaml", results_dir=str(tmp_path / "no_results"))
+    suite = yaml.safe_load(tiny_suite(tmp_path).read_text())
+    path = tmp_path / "bad.yaml"
+    named = {"SELF": str(path), "OTHER": str(other)}
+    if isinstance(other_budgets, list):
+        other_budgets = [named.get(p, p) for p in other_budgets]
+    suite["report"]["other_budgets"] = other_budgets
+    path.write_text(yaml.safe_dump(suite))
+    with pytest.raises(ConfigError, match=message):
+        compare(path, workers=2)
+    assert not (tmp_path / "out").exists()

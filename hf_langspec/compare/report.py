@@ -28,6 +28,8 @@ from typing import Any
 
 from ..data.schema import write_atomic
 from ..training.config import ConfigError
+from .budgets import judge_at_other_budgets, load_other_budgets
+from .budgets import markdown_lines as other_budget_lines
 from .shared import REFERENCES_FILE, load_references, results_paths
 from .statistics import (
     BOOTSTRAP_SAMPLES,
@@ -145,6 +147,7 @@ def _off_target_flags(suite: Suite, runs: dict, system: str, seed: int, pairs: l
 
 def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) -> dict[str, Any]:
     """Aggregate the results files of `suite` into the report (and write report.md/json/csv and the plots)."""
+    others = load_other_budgets(suite)  # before the bootstrap: a missing report is refused at once
     runs, missing = _load_runs(suite)
     pivot = suite.report.get("pivot", "en")
     resource = suite.report.get("resource_groups")
@@ -194,6 +197,7 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
         "baseline_on_suite_seeds": _baseline_on_suite_seeds(suite, per_run, base_seeds),
         "runs": {f"{s} seed {seed}": groups for (s, seed), groups in per_run.items()},
         "claims": [claim_verdict(claim, systems, suite.baseline) for claim in suite.report.get("claims", [])],
+        "other_budgets": judge_at_other_budgets(suite.report.get("claims", []), others),
         "setting": _setting(suite, runs),
         "eval_sets": list(eval_sets),
     }
@@ -436,6 +440,7 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
                 f"({c['delta'] * (100 if pct else 1):+.2f}{' points' if pct else ''}; {c['test']}): **{c['verdict']}**."
                 + (f" {c['note']}" if c.get("note") else "")
             )
+    lines += other_budget_lines(report)
     if report["missing"]:
         lines += ["", f"Missing runs ({len(report['missing'])}; not averaged in): {', '.join(report['missing'])}."]
     if report.get("failed"):

@@ -209,6 +209,7 @@ def compare(
     off-target rates to a machine that has the suite's language identifier (a GPU machine may not): the
     next `compare` there, `--report-only` too, measures them from the saved outputs before reporting.
     """
+    from .budgets import load_other_budgets
     from .report import build_report
     from .worker import fill_pending_off_target
 
@@ -221,6 +222,7 @@ def compare(
     for file in eval_sets:
         if not Path(file).is_file():
             raise FileNotFoundError(f"--eval-set {file} does not exist.")
+    load_other_budgets(whole)  # the report compares with them: refuse a missing one before hours of training
     failed: dict[str, str] = {}
     evaluation = suite.base.get("evaluation", {})
     if not report_only and not off_target_later and evaluation.get("off_target", "zero-shot"):

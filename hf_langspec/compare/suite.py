@@ -22,6 +22,7 @@ report:
     - {paper: "CLL", system: fcll, group: zero-shot, metric: off_target, expect: down,
        note: "where this setting departs from the paper's"}      # printed after the verdict
   insert_into: [README.md]               # replace the text between <!-- compare:NAME --> markers
+  other_budgets: [examples/suites/bible11.yaml]   # the claims judged on these suites' reports too (budgets.py)
 ```
 
 A system's `set` takes the keys of `hf-langspec train --set` (dotted paths into the config, values
@@ -46,7 +47,7 @@ from ..training.config import ConfigError, check_keys, model_classes, set_keys, 
 
 SUITE_KEYS = {"name", "description", "output_dir", "results_dir", "seeds", "baseline", "base", "systems", "report"}
 SYSTEM_KEYS = {"label", "paper", "description", "set", "seeds"}
-REPORT_KEYS = {"resource_groups", "claims", "insert_into", "pivot"}
+REPORT_KEYS = {"resource_groups", "claims", "insert_into", "pivot", "other_budgets"}
 CLAIM_KEYS = {"paper", "system", "group", "metric", "expect", "effect", "note"}
 CLAIM_METRICS = ("bleu", "chrfpp", "off_target")
 # the comparison's fixed points: a system that changes them is not compared at an equal budget
@@ -176,6 +177,7 @@ def load_suite(path: str | os.PathLike) -> Suite:
         check_system(suite, name)
     for i, claim in enumerate(report.get("claims", [])):
         _check_claim(suite, claim, f"{path} [report.claims][{i}]")
+    _check_other_budgets(report.get("other_budgets", []), path)
     return suite
 
 
@@ -196,6 +198,20 @@ def _check_claim(suite: Suite, claim: Any, where: str) -> None:
         raise ConfigError(f"{where}: system {claim['system']!r} is not in the suite ({list(suite.systems)}).")
     if claim["metric"] not in CLAIM_METRICS or claim["expect"] not in ("up", "down"):
         raise ConfigError(f"{where}: metric must be one of {list(CLAIM_METRICS)} and expect up or down, got {claim}.")
+
+
+def _check_other_budgets(others: Any, path: Path) -> None:
+    """Suite files, not this one (they are read when the report is built, so a loop of suites cannot recurse)."""
+    where = f"{path} [report.other_budgets]"
+    if not (isinstance(others, list) and all(isinstance(o, str) for o in others)):
+        raise ConfigError(f"{where}: a list of suite files, got {others!r}.")
+    for other in others:
+        if not Path(other).is_file():
+            raise ConfigError(
+                f"{where}: {other} is not a file; name other suites' YAML files, e.g. examples/suites/bible11.yaml."
+            )
+        if Path(other).resolve() == path.resolve():
+            raise ConfigError(f"{where}: {other} is this suite; name the suites run at other budgets.")
 
 
 def check_system(suite: Suite, name: str) -> None:
