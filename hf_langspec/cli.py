@@ -298,7 +298,7 @@ def _load_model(path: str, device: str | None, codes: Sequence[str] = ()):
     from . import LangSpecTokenizer
     from .model_folder import check_model_folder, load_model_folder
 
-    check_model_folder(path)  # before anything is loaded: missing, damaged or pickled files named
+    check_model_folder(path, tokenizer=True)  # before anything is loaded: missing, damaged or pickled files named
     if device and device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"--device {device}: this machine has no CUDA GPU that PyTorch can use; use --device cpu.")
     tokenizer = LangSpecTokenizer.from_pretrained(path)
@@ -385,6 +385,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from .evaluation import copy_baseline, evaluate_model, load_results, results_table, save_results, win_ratio
     from .evaluation.evaluate import test_sets_from_files
 
+    reference = load_results(args.reference) if args.reference else None  # a bad one fails before decoding
     files = dict(item.split("=", 1) if "=" in item else ("supervised", item) for item in args.test)
     tests = test_sets_from_files(files, _codes(args.directions) if args.directions else None)
     if args.max_sentences_per_direction:
@@ -412,8 +413,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         model, tokenizer, tests, batch_size=args.batch_size, num_beams=args.num_beams, max_new_tokens=args.max_new_tokens,
         off_target=off_target, identifier=language_identifier(args.language_identifier) if off_target else None,
     )  # fmt: skip
-    if args.reference:
-        results["win_ratio"] = win_ratio(results["directions"], load_results(args.reference)["directions"])
+    if reference:
+        results["win_ratio"] = win_ratio(results["directions"], reference["directions"])
     baseline = copy_baseline(tests)
     save_results(results, args.output_dir, baseline)
     print(results_table(results, baseline))

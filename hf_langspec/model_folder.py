@@ -4,7 +4,13 @@ Every command that reads a model (`translate`, `evaluate`, `export`, `serve --mo
 through :func:`load_model_folder`. What a user can meet, and what each gets instead of a traceback or,
 worse, an empty translation:
 
-* no `config.json`, or one that is not JSON;
+* no folder (or a file where the folder should be); no `config.json`, or one that is not JSON;
+* a `config.json` of another kind of model (its `model_type` is not one of this package's translation models;
+  read before transformers, which would otherwise ask interactively whether to run the folder's code), or one
+  whose values the config class or the model refuses;
+* a `config.json` that does not match the weights (edited, or copied from another model): tensors the config
+  asks for and the file lacks, tensors of another shape, or tensors the config has no place for;
+* no `tokenizer.json` where a command needs the vocabulary (`check_model_folder(..., tokenizer=True)`);
 * no weights, or weights only as a pickle (`pytorch_model.bin`: never unpickled, since unpickling runs code);
 * a `*.safetensors` file that is truncated or has a damaged header (safetensors checks that its header
   parses and that the tensors it lists cover the file exactly: a cheap read, no tensor loaded), or a shard
@@ -95,8 +101,37 @@ def weights_problem(folder: Path) -> str | None:
     return None
 
 
-def folder_problem(folder: str | os.PathLike) -> str | None:
-    """None when the folder looks loadable; otherwise what is wrong, in one clause."""
+def config_problem(folder: Path, translation: bool = True) -> str | None:
+    """What is wrong with a parsed config.json's kind of model, or None: it must name one of this package's
+    translation models, or with `translation=False` also its XLP encoder (a model of another library or an
+    edited model_type is named as such)."""
+    from . import VARIANTS
+    from .modeling import XLPConfig
+
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    if not isinstance(config, dict):
+        return f"config.json is not a JSON object (it holds a {type(config).__name__})"
+    model_type = config.get("model_type")
+    if model_type == XLPConfig.model_type and translation:
+        return (
+            f"config.json describes an XLP encoder (model_type {model_type!r}, pre-training), not a translation "
+            "model; give the translation model trained from it (model.init_encoder_from)"
+        )
+    kinds = sorted(config_class.model_type for config_class, _, _ in VARIANTS)
+    kinds += [] if translation else [XLPConfig.model_type]
+    if model_type not in kinds:
+        named = f"config.json's model_type is {model_type!r}" if model_type else "config.json names no model_type"
+        return (
+            f"{named}, not one of this package's {'translation ' if translation else ''}models ({', '.join(kinds)}); "
+            "the folder holds another kind of model, or config.json was edited"
+        )
+    return None
+
+
+def folder_problem(folder: str | os.PathLike, tokenizer: bool = False, translation: bool = True) -> str | None:
+    """None when the folder looks loadable; otherwise what is wrong, in one clause. `tokenizer`: the
+    vocabulary (tokenizer.json) is needed too; `translation=False`: any of this package's models will do
+    (an XLP encoder to start from)."""
     folder = Path(folder)
     if not (folder / "config.json").is_file():
         hint = f"; it looks like a run folder: its model is {folder / 'model'}" if (folder / "model").is_dir() else ""
@@ -106,7 +141,12 @@ def folder_problem(folder: str | os.PathLike) -> str | None:
             problem = _json_problem(folder / name)
             if problem:
                 return problem
-    return weights_problem(folder)
+    if tokenizer and not (folder / "tokenizer.json").is_file():
+        return (
+            "it has no tokenizer.json (the vocabulary the model was trained with); save the model with its "
+            "tokenizer, or copy tokenizer.json and tokenizer_config.json from the run's tokenizer folder"
+        )
+    return config_problem(folder, translation) or weights_problem(folder)
 
 
 def non_finite_tensor(model: Any) -> str | None:
@@ -119,26 +159,29 @@ def non_finite_tensor(model: Any) -> str | None:
     return None
 
 
-def check_model_folder(path: str | os.PathLike) -> None:
-    """Raise :class:`ModelFolderError` naming the fault when `path` is not a loadable model folder."""
+def check_model_folder(path: str | os.PathLike, tokenizer: bool = False, translation: bool = True) -> None:
+    """Raise :class:`ModelFolderError` naming the fault when `path` is not a loadable model folder
+    (`tokenizer`: with its vocabulary; `translation`: a translation model, not only an encoder)."""
     if not Path(path).is_dir():
-        raise ModelFolderError(f"Model folder {path} does not exist; give the folder `hf-langspec train` saved.")
-    problem = folder_problem(path)
+        what = "is a file, not a folder" if Path(path).exists() else "does not exist"
+        raise ModelFolderError(f"Model folder {path} {what}; give the folder `hf-langspec train` saved.")
+    problem = folder_problem(path, tokenizer, translation)
     if problem:
         raise ModelFolderError(f"Model folder {path}: {problem}.")
 
 
-def load_model_folder(path: str | os.PathLike, folder_checked: bool = False) -> Any:
+def load_model_folder(path: str | os.PathLike, folder_checked: bool = False, translation: bool = True) -> Any:
     """`AutoModelForSeq2SeqLM.from_pretrained(path)`, with the folder checked before and the weights after.
 
     Raises :class:`ModelFolderError` with one line for every fault listed in the module docstring.
     `folder_checked=True`: the caller ran :func:`check_model_folder` already (before loading its tokenizer).
+    `translation=False`: `AutoModel` (the bare model, an XLP encoder too), for a model to start an encoder from.
     """
-    from transformers import AutoModelForSeq2SeqLM
+    from transformers import AutoModel, AutoModelForSeq2SeqLM
 
     if not folder_checked:
-        check_model_folder(path)
-    model = AutoModelForSeq2SeqLM.from_pretrained(path)  # the variant's own class (baseline, XLP, ...)
+        check_model_folder(path, translation=translation)
+    model = _load_matching(path, AutoModelForSeq2SeqLM if translation else AutoModel)
     bad = non_finite_tensor(model)
     if bad:
         raise ModelFolderError(
@@ -148,9 +191,51 @@ def load_model_folder(path: str | os.PathLike, folder_checked: bool = False) -> 
     return model
 
 
+def _load_matching(path: str | os.PathLike, auto_class: Any) -> Any:
+    """The model, its config built first (values it refuses are config.json's fault), then the weights, which
+    must fill exactly the tensors the config makes (transformers would start missing or mis-shaped ones at
+    random and only warn: a model that translates nonsense)."""
+    from transformers import AutoConfig
+    from transformers.utils import logging as hf_logging
+
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (ValueError, TypeError, KeyError) as err:
+        raise ModelFolderError(f"Model folder {path}: config.json is refused ({str(err).rstrip('.')}).") from None
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # transformers' load report: its faults are refused below in one line
+    try:
+        model, info = auto_class.from_pretrained(
+            path, config=config, output_loading_info=True, ignore_mismatched_sizes=True
+        )  # the variant's own class (baseline, XLP, ...)
+    except (ValueError, TypeError, KeyError) as err:
+        raise ModelFolderError(
+            f"Model folder {path}: config.json does not build a model ({str(err).rstrip('.')})."
+        ) from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    fix = "config.json was edited or belongs to other weights; use the config saved with them"
+    if info["mismatched_keys"]:
+        name, in_file, in_config = sorted(info["mismatched_keys"])[0]
+        more = f" (and {len(info['mismatched_keys']) - 1} more)" if len(info["mismatched_keys"]) > 1 else ""
+        raise ModelFolderError(
+            f"Model folder {path}: config.json does not match the weights: {name} is {list(in_file)} in the weights "
+            f"and {list(in_config)} by config.json{more}; {fix}."
+        )
+    for key, what in (("missing_keys", "the weights lack"), ("unexpected_keys", "config.json has no place for")):
+        names = sorted(info[key])
+        if names:
+            raise ModelFolderError(
+                f"Model folder {path}: config.json does not match the weights: {what} {len(names)} tensor(s) "
+                f"({', '.join(names[:2])}{', ...' if len(names) > 2 else ''}); {fix}."
+            )
+    return model
+
+
 __all__ = [
     "ModelFolderError",
     "check_model_folder",
+    "config_problem",
     "folder_problem",
     "load_model_folder",
     "non_finite_tensor",

@@ -86,6 +86,27 @@ def broken_tokenizer(folder: Path) -> None:
     (folder / "tokenizer.json").write_text("{ not json")
 
 
+def edit_config(**changes):
+    def edit(folder: Path) -> None:
+        config = json.loads((folder / "config.json").read_text())
+        config.update(changes)
+        for key in [k for k, v in changes.items() if v is None]:
+            del config[key]
+        (folder / "config.json").write_text(json.dumps(config))
+
+    return edit
+
+
+def extra_tensor(folder: Path) -> None:
+    tensors = load_file(folder / "model.safetensors")
+    tensors["model.encoder.extra.weight"] = torch.zeros(2)
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+def remove_tokenizer(folder: Path) -> None:
+    (folder / "tokenizer.json").unlink()
+
+
 CASES = {
     "truncated": (truncate, r"model\.safetensors is truncated \([\d,]+ bytes, its header describes [\d,]+\)"),
     "corrupted header": (corrupt_header, r"model\.safetensors is damaged \("),
@@ -94,6 +115,15 @@ CASES = {
     "NaN": (nan_weights, r"tensor model\.decoder\.layers\.0\.fc1\.weight holds NaN or infinite values"),
     "config": (broken_config, r"config\.json is not valid JSON"),
     "tokenizer": (broken_tokenizer, r"tokenizer\.json is not valid JSON"),
+    "no tokenizer": (remove_tokenizer, r"it has no tokenizer\.json \(the vocabulary the model was trained with\)"),
+    # config.json of another model, with its code: transformers would ask interactively whether to run it
+    "another model": (edit_config(model_type="bert"), r"model_type is 'bert', not one of this package's (translation )?models"),
+    "no model type": (edit_config(model_type=None), r"config\.json names no model_type"),
+    "XLP encoder": (edit_config(model_type="langspec_xlp"), r"describes an XLP encoder .* not a translation model"),
+    "refused value": (edit_config(languages=["en"]), r"config\.json is refused \(lang_tag_token_ids has 2 ids for 1"),
+    "edited shape": (edit_config(d_model=32), r"does not match the weights: model\.\S+ is \[\d+(, \d+)?\] in the weights"),
+    "more layers": (edit_config(encoder_layers=2), r"does not match the weights: the weights lack \d+ tensor\(s\) \((model\.)?encoder\.layers\.1\."),
+    "extra tensor": (extra_tensor, r"config\.json has no place for 1 tensor\(s\) \(model\.encoder\.extra\.weight\)"),
 }  # fmt: skip
 
 
@@ -130,6 +160,18 @@ def test_a_damaged_model_folder_is_one_line_naming_the_file(case, command, copy,
     assert "Traceback" not in err and err.count("error:") == 1
     assert last.startswith(f"hf-langspec {command}: error: Model folder {copy}: ")
     assert re.search(message, last), err
+
+
+@pytest.mark.reliability
+def test_a_file_given_as_the_model_folder_is_named_a_file(tmp_path, capsys):
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 16)
+    (tmp_path / "in.txt").write_text("In the beginning.\n")
+    code, out, err = run(capsys, *translate_args(tmp_path / "model.safetensors"))
+    assert code == 2 and out == ""
+    assert (
+        err
+        == f"hf-langspec translate: error: Model folder {tmp_path / 'model.safetensors'} is a file, not a folder; give the folder `hf-langspec train` saved.\n"
+    )
 
 
 @pytest.mark.reliability
@@ -242,3 +284,61 @@ def test_the_pipeline_translates_a_blank_text_to_blank_and_refuses_a_foreign_tok
                             show_progress=False)  # fmt: skip
     with pytest.raises(ValueError, match="This tokenizer does not match the model"):
         pipeline("langspec-translation", model=model, tokenizer=other)
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("case", ["truncated", "another model", "more layers"])
+@pytest.mark.parametrize("key", ["init_from", "init_encoder_from"])
+def test_a_damaged_model_to_start_from_is_one_line_before_the_run_starts(case, key, copy, capsys):
+    """`hf-langspec train` from a saved model (model.init_from, or its encoder): the folder's fault in one line,
+    before the corpus or the output folder is made."""
+    damage, message = CASES[case]
+    damage(copy)
+    output = copy.parent / "run"
+    rows = "".join(json.dumps({"src_lang": a, "tgt_lang": b, "src": TEXTS[a][0], "tgt": TEXTS[b][0]}) + "\n"
+                   for a, b in (("en", "de"), ("de", "en")))  # fmt: skip
+    (copy.parent / "train.jsonl").write_text(rows)
+    config = {"output_dir": str(output), "data": {"train_files": [str(copy.parent / "train.jsonl")],
+                                                  "test_files": {"supervised": str(copy.parent / "train.jsonl")}},
+              "model": {key: str(copy)}, "tokenizer": {"path": str(copy)}, "training": {"max_steps": 2}}  # fmt: skip
+    (copy.parent / "run.yaml").write_text(json.dumps(config))
+    argv = ["train", "--config", copy.parent / "run.yaml"]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "", err
+    last = err.rstrip("\n").split("\n")[-1].split("\r")[-1]  # after the weights' progress bar, if loaded
+    assert "Traceback" not in err and err.count("error:") == 1
+    assert last.startswith(f"hf-langspec train: error: Model folder {copy}: ") and re.search(message, last), err
+    assert not output.exists()
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, r"missing\.json does not exist or is not a file"),
+        ("{not json", r"results\.json is not a results file: not valid JSON"),
+        ("[1, 2]", r"results\.json is not a results file: it has no 'directions' entry"),
+        ('{"directions": 3}', r"results\.json is not a results file: it has no 'directions' entry"),
+    ],
+)
+@pytest.mark.parametrize("command", ["card", "evaluate"])
+def test_a_bad_results_file_is_one_line_naming_it(command, content, message, copy, capsys):
+    """`card --results` and `evaluate --reference` read a results.json: a missing, unparsable or foreign one is
+    one line naming the file and what to give instead."""
+    results = copy.parent / ("missing.json" if content is None else "results.json")
+    if content is not None:
+        results.write_text(content)
+    (copy.parent / "test.jsonl").write_text(
+        json.dumps({"src_lang": "en", "tgt_lang": "de", "src": "In the beginning.", "tgt": "Am Anfang."}) + "\n"
+    )
+    argv = {
+        "card": ["card", copy, "--results", results],
+        "evaluate": ["evaluate", copy, "--test", copy.parent / "test.jsonl", "--output-dir", copy.parent / "ev",
+                     "--reference", results],
+    }[command]  # fmt: skip
+    code, out, err = run(capsys, *argv)
+    last = err.rstrip("\n").split("\n")[-1].split("\r")[-1]
+    assert code == 2 and out == "" and "Traceback" not in err, err
+    assert last.startswith(f"hf-langspec {command}: error: {results} ") and re.search(message, last), err
+    assert last.endswith("give the results.json that `hf-langspec evaluate` or `train` wrote.")
+    assert not (copy.parent / "ev").exists() and not (copy / "README.md").exists()  # refused before any work

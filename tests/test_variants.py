@@ -62,3 +62,18 @@ def test_bf16_autocast_trains_close_to_float32(name):
 
 def test_every_method_of_the_experiment_configs_is_covered_here():
     assert set(OVERRIDES) == set(model_classes()) - {"baseline"}
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_every_method_saved_loads_through_the_checked_loader_with_the_same_outputs(name, tmp_path):
+    """`load_model_folder` refuses a config that does not match its weights (a tensor missing, extra or of another
+    shape): each method's own save must match exactly, and reload to the same logits."""
+    from hf_langspec.model_folder import load_model_folder
+
+    model = build(name).eval()
+    model.save_pretrained(tmp_path)
+    batch = random_batch(batch=2, seed=5)
+    loaded = load_model_folder(tmp_path).eval()
+    assert type(loaded) is type(model)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**batch).logits, model(**batch).logits)

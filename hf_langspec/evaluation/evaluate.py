@@ -150,9 +150,15 @@ def save_results(
 
 def load_results(path: str | os.PathLike) -> dict[str, Any]:
     """A `results.json` written by `save_results` (for win ratios against a reference run)."""
-    data = json.loads(Path(path).read_text())
-    if "directions" not in data:
-        raise ValueError(f"{path} is not a results file: it has no 'directions' entry.")
+    hint = "give the results.json that `hf-langspec evaluate` or `train` wrote"
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path} does not exist or is not a file; {hint}.")
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"{path} is not a results file: not valid JSON ({err}); {hint}.") from None
+    if not isinstance(data, dict) or not isinstance(data.get("directions"), dict):
+        raise ValueError(f"{path} is not a results file: it has no 'directions' entry; {hint}.")
     return data
 
 

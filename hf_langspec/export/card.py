@@ -162,7 +162,9 @@ def build_model_card(
     from transformers import AutoConfig
 
     from ..evaluation.evaluate import results_table
+    from ..model_folder import check_model_folder
 
+    check_model_folder(model_dir)  # missing, damaged or foreign folders in one line, as for every command
     config = AutoConfig.from_pretrained(model_dir)
     if config.model_type not in METHODS:
         raise ValueError(f"{model_dir} holds a {config.model_type!r} model; cards exist for {sorted(METHODS)}.")

@@ -183,6 +183,7 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     from .trainer import LangSpecTrainingArguments, check_processes_joined
 
     validate_config(config)
+    _check_saved_models(config.get("model", {}))
     output_dir = Path(config["output_dir"])
     _check_writable(output_dir)
     # the base arguments give the seed and the main-process-first guard; each stage builds its own
@@ -193,6 +194,19 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
         if main:
             check_resumed_config(output_dir, config, resume)
         return _run(config, resume, output_dir, base_args)
+
+
+def _check_saved_models(model: dict[str, Any]) -> None:
+    """The saved models a run starts from (`init_from`, `init_encoder_from`), checked before any data is built:
+    a missing, damaged or foreign folder, or a config that does not fit its weights, is one line (model_folder.py
+    lists the faults). Each is loaded to check it, and loaded again where the run builds its model."""
+    from ..model_folder import load_model_folder
+
+    if "init_from" in model:
+        load_model_folder(model["init_from"])
+    encoder = model.get("init_encoder_from")
+    if encoder is not None:
+        load_model_folder(encoder if isinstance(encoder, str) else encoder["path"], translation=False)
 
 
 def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any) -> dict[str, Any]:
@@ -236,9 +250,9 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     model_section = dict(config.get("model", {}))
     torch.manual_seed(base_args.seed)
     if "init_from" in model_section:  # continue a saved model (e.g. one extended with a new language)
-        from transformers import AutoModelForSeq2SeqLM
+        from ..model_folder import load_model_folder
 
-        model = AutoModelForSeq2SeqLM.from_pretrained(model_section["init_from"])
+        model = load_model_folder(model_section["init_from"], folder_checked=True)  # its config must fit its weights
     else:
         # the trained directions: mCLM keys its gates by them (and every checkpoint records them)
         model_section.setdefault("language_pairs", sorted(train_sizes))

@@ -13,13 +13,14 @@ import os
 from typing import Any
 
 import torch
-from transformers import AutoModel
 
 ENCODER_ONLY = ("self_attn.", "self_attn_layer_norm.", "fc1.", "fc2.", "final_layer_norm.")
 
 
 def _encoder_state(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], Any]:
-    source = AutoModel.from_pretrained(path)  # XLPModel (or the encoder family's base model)
+    from ..model_folder import load_model_folder
+
+    source = load_model_folder(path, translation=False)  # XLPModel (or a translation model's bare model); checked
     encoder = getattr(source, "encoder", None)
     if encoder is None:
         raise ValueError(f"{path} holds a {type(source).__name__}, which has no `encoder`; save an XLP/XLM encoder.")
