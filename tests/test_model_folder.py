@@ -131,7 +131,8 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("command", ["translate", "evaluate", "export", "serve"])
 def test_a_damaged_model_folder_is_one_line_naming_the_file(case, command, copy, capsys):
-    """A damaged model folder (truncated or corrupted weights, none, a pickle, NaN, bad JSON): one line naming the file."""
+    """A damaged model folder (truncated or corrupted weights, none, a pickle, NaN, bad JSON, no tokenizer, a config of
+    another model, refused by its class or not matching the weights): one line naming the file."""
     damage, message = CASES[case]
     damage(copy)
     (copy.parent / "in.txt").write_text("In the beginning.\n")
