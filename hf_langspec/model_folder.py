@@ -35,7 +35,8 @@ class ModelFolderError(ValueError):
     """A model folder that cannot be used; the message names the folder, the file and what is wrong."""
 
 
-def _json_problem(path: Path) -> str | None:
+def json_problem(path: Path) -> str | None:
+    """'NAME is not valid JSON (...)' or 'NAME is not UTF-8 text', or None."""
     try:
         json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
@@ -70,7 +71,7 @@ def weights_problem(folder: Path) -> str | None:
 
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        problem = _json_problem(index)
+        problem = json_problem(index)
         if problem:
             return problem
         listed = sorted(set(json.loads(index.read_text())["weight_map"].values()))
@@ -138,7 +139,7 @@ def folder_problem(folder: str | os.PathLike, tokenizer: bool = False, translati
         return f"it holds no saved model (config.json){hint}"
     for name in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"):
         if (folder / name).is_file():
-            problem = _json_problem(folder / name)
+            problem = json_problem(folder / name)
             if problem:
                 return problem
     if tokenizer and not (folder / "tokenizer.json").is_file():
@@ -237,6 +238,7 @@ __all__ = [
     "check_model_folder",
     "config_problem",
     "folder_problem",
+    "json_problem",
     "load_model_folder",
     "non_finite_tensor",
     "weights_problem",

@@ -308,6 +308,23 @@ def test_push_refuses_pickled_weights_and_leaves_pickles_behind(model_and_tokeni
 
 
 @pytest.mark.reliability
+def test_push_refuses_a_damaged_model_before_uploading(model_and_tokenizer, tmp_path):
+    """A folder whose config.json no longer fits its weights (an edited layer count) is not published."""
+    from hf_langspec.model_folder import ModelFolderError
+
+    model, tok = model_and_tokenizer
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    build_model_card(tmp_path).save(tmp_path / "README.md")
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(config | {"decoder_layers": config["decoder_layers"] + 1}))
+    hub = FakeHub()
+    with pytest.raises(ModelFolderError, match=r"config\.json does not match the weights: the weights lack"):
+        push_model(tmp_path, "me/tiny", api=hub)
+    assert hub.calls == []
+
+
+@pytest.mark.reliability
 def test_push_without_a_network_is_one_line_naming_the_hub_and_the_token(model_and_tokenizer, tmp_path):
     from huggingface_hub import HfApi
 

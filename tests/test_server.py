@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -167,3 +168,42 @@ def test_export_and_serve_usage_errors_are_one_line_before_any_work(args, messag
     assert main(args) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def _remove(folder, name):
+    (folder / "en-de" / "ctranslate2" / name).unlink()
+
+
+def _cut(folder, name):
+    path = folder / "en-de" / "ctranslate2" / name
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def _garble(folder, name):
+    (folder / "en-de" / "ctranslate2" / name).write_text("{ not json")
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("damage", "name", "message"),
+    [
+        (_remove, "model.bin", r"Exported direction \S+/en-de/ctranslate2 cannot be loaded \(Unable to open file 'model\.bin'"),
+        (_cut, "model.bin", r"Exported direction \S+/en-de/ctranslate2 cannot be loaded \(.*model\.bin is incomplete"),
+        (_garble, "config.json", r"Exported direction \S+/en-de/ctranslate2: config\.json is not valid JSON"),
+        (_garble, "tokenizer.json", r"Exported direction \S+/en-de/ctranslate2: tokenizer\.json is not valid JSON"),
+        (_remove, "direction.json", r"\S+: en-de has no ctranslate2/direction\.json; export it again"),
+    ],
+)  # fmt: skip
+def test_a_damaged_export_is_one_line_naming_the_direction(model_and_export, tmp_path, damage, name, message, capsys):
+    """`serve --export` on an export with one direction damaged (a file removed, cut or not JSON): one line naming
+    the direction's folder and the fix, never a traceback and never the other directions served without a word."""
+    import shutil
+
+    from hf_langspec.cli import main
+
+    folder = shutil.copytree(model_and_export[2], tmp_path / "export")
+    damage(folder, name)
+    assert main(["serve", "--export", str(folder), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert re.search(message, err) and err.rstrip().endswith("--output-dir DIR`."), err

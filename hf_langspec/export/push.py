@@ -26,7 +26,8 @@ def push_model(
 ) -> str:
     """Create `repo_id` if needed and upload `model_dir`'s safetensors, configs, tokenizer, card and code.
 
-    Pickled files are refused (they can run code on the downloader's machine) unless `allow_pickles`.
+    Pickled files are refused (they can run code on the downloader's machine) unless `allow_pickles`. The model
+    is loaded first (`load_model_folder`): a damaged folder is refused before anything is uploaded.
     `api` is a `huggingface_hub.HfApi` (the default) or any object with `create_repo` and `upload_folder`,
     which is how tests exercise this without a Hub.
     """
@@ -50,6 +51,10 @@ def push_model(
             f"{folder} lacks {missing}; push a folder written by `hf-langspec train` (model, tokenizer and card) "
             "or add the card with `hf-langspec card`."
         )
+    if not pickled_weights:  # what is published must load: damaged weights or a config that does not fit them stay
+        from ..model_folder import load_model_folder
+
+        load_model_folder(folder)
     if api is None:
         from huggingface_hub import HfApi
 

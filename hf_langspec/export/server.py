@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.schema import split_direction
+from ..model_folder import json_problem
 from .ct2 import DIRECTION_FILE, generation_budget, translate_ctranslate2
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,15 @@ class RequestError(ValueError):
 
 
 # ---------------------------------------------------------------------------- backends
+def _is_direction(name: str) -> bool:
+    """Whether a folder name is a direction (`en-de`, `pt_BR-en`): what `export --directions` names its folders."""
+    try:
+        split_direction(name)
+    except ValueError:
+        return False
+    return True
+
+
 class CTranslate2Backend:
     """Directions exported by `export_directions`: every `<src>-<tgt>/ctranslate2` folder under `export_dir`."""
 
@@ -61,22 +71,33 @@ class CTranslate2Backend:
         import ctranslate2
         from transformers import AutoTokenizer
 
-        folders = sorted(Path(export_dir).glob(f"*/ctranslate2/{DIRECTION_FILE}"))
+        export_dir = Path(export_dir)
+        folders = sorted(export_dir.glob(f"*/ctranslate2/{DIRECTION_FILE}"))
+        command = "`hf-langspec export --model MODEL --directions en-de,de-en --output-dir DIR`"
         if not folders:
-            raise ValueError(
-                f"{export_dir} holds no exported direction (no */ctranslate2/{DIRECTION_FILE}); write one with "
-                "`hf-langspec export --model MODEL --directions en-de,de-en --output-dir DIR`."
-            )
+            raise ValueError(f"{export_dir} holds no exported direction (no */ctranslate2/{DIRECTION_FILE}); write one with {command}.")  # fmt: skip
+        again = f"export it again with {command}"
+        # a direction's folder without its files (an interrupted export, a removed folder) is not served silently
+        broken = [f.name for f in sorted(export_dir.iterdir()) if f.is_dir() and _is_direction(f.name) and not (f / "ctranslate2" / DIRECTION_FILE).is_file()]  # fmt: skip
+        if broken:
+            raise ValueError(f"{export_dir}: {', '.join(broken)} has no ctranslate2/{DIRECTION_FILE}; {again}.")
         self.translators, self.tokenizers, self.settings = {}, {}, {}
         for path in folders:
-            settings = json.loads(path.read_text())
-            direction = f"{settings['src_lang']}-{settings['tgt_lang']}"
-            folder = str(path.parent)
-            self.translators[direction] = ctranslate2.Translator(
-                folder, device=device, inter_threads=1, intra_threads=threads, compute_type=compute_type
-            )
-            self.tokenizers[direction] = AutoTokenizer.from_pretrained(folder)
-            self.settings[direction] = settings
+            folder = path.parent
+            damaged = next(filter(None, (json_problem(f) for f in sorted(folder.glob("*.json")))), None)
+            if damaged:
+                raise ValueError(f"Exported direction {folder}: {damaged}; {again}.")
+            try:
+                settings = json.loads(path.read_text(encoding="utf-8"))
+                direction = f"{settings['src_lang']}-{settings['tgt_lang']}"
+                translator = ctranslate2.Translator(
+                    str(folder), device=device, inter_threads=1, intra_threads=threads, compute_type=compute_type
+                )
+                self.tokenizers[direction] = AutoTokenizer.from_pretrained(folder)
+            except (ValueError, KeyError, TypeError, RuntimeError, OSError) as err:  # JSON, ctranslate2, tokenizers
+                reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                raise ValueError(f"Exported direction {folder} cannot be loaded ({reason}); {again}.") from None
+            self.translators[direction], self.settings[direction] = translator, settings
 
     @property
     def directions(self) -> list[str]:
