@@ -102,13 +102,15 @@ def _data_hub_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="train")
     p.add_argument("--data-files", nargs="+", help="local files with the Hub's rows instead of the Hub")
     p.add_argument("--output", required=True, type=Path)
+    p.add_argument("--force", action="store_true", help="replace --output if it exists")
 
 
 @command("data hub", _data_hub_arguments, help="a papers' corpus from the Hub (or local files in its layout)")
 def cmd_data_hub(args: argparse.Namespace) -> None:
     from .data.hub import load_corpus
-    from .data.schema import write_jsonl
+    from .data.schema import check_output_file, write_jsonl
 
+    check_output_file(args.output, "--output", args.force, keep=args.data_files or ())
     dataset = load_corpus(args.corpus, _codes(args.directions), split=args.split, data_files=args.data_files)
     count = write_jsonl(args.output, dataset)
     print(f"wrote {count} examples to {args.output}")
@@ -121,13 +123,17 @@ def _data_local_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--src-lang")
     p.add_argument("--tgt-lang")
     p.add_argument("--output", required=True, type=Path)
+    p.add_argument("--force", action="store_true", help="replace --output if it exists")
 
 
 @command("data local", _data_local_arguments, help="a local JSONL / TSV / Moses pair, validated line by line")
 def cmd_data_local(args: argparse.Namespace) -> None:
     from .data.local import load_local
-    from .data.schema import write_jsonl
+    from .data.schema import check_output_file, write_jsonl
 
+    check_output_file(
+        args.output, "--output", args.force, keep=[args.path, *([args.tgt_path] if args.tgt_path else [])]
+    )
     dataset = load_local(args.path, args.format, args.src_lang, args.tgt_lang, args.tgt_path)
     count = write_jsonl(args.output, dataset)
     print(f"wrote {count} examples to {args.output}")
@@ -340,17 +346,21 @@ def _translate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tgt-lang", required=True)
     p.add_argument("--input", help="input file (default: stdin)")
     p.add_argument("--output", help="output file (default: stdout)")
+    p.add_argument("--force", action="store_true", help="replace --output if it exists")
 
 
 @command("translate", _translate_arguments, help="translate a file or stdin, one sentence per line")
 def cmd_translate(args: argparse.Namespace) -> None:
-    from .data.schema import write_atomic
+    from .data.schema import check_output_file, write_atomic
     from .evaluation import translate
 
-    if args.input and args.output and Path(args.input).resolve() == Path(args.output).resolve():
-        raise ValueError(f"--output {args.output} is the input file; write the translation to another file.")
     if args.input and not Path(args.input).is_file():
-        raise FileNotFoundError(f"--input {args.input} does not exist.")
+        what = "is a folder, not a file" if Path(args.input).is_dir() else "does not exist"
+        raise FileNotFoundError(f"--input {args.input} {what}.")
+    if args.output:
+        check_output_file(
+            args.output, "--output", args.force, keep=[args.model, *([args.input] if args.input else [])]
+        )
     model, tokenizer = _load_model(args.model, args.device, [args.src_lang, args.tgt_lang])
     raw = _read_text(args.input)
     texts = raw.splitlines()
@@ -430,6 +440,7 @@ def _clm_atp_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device")
     p.add_argument("--output", help="write the ATP vectors and the table as JSON")
+    p.add_argument("--force", action="store_true", help="replace --output if it exists")
 
 
 @command(
@@ -441,9 +452,11 @@ def cmd_clm_atp(args: argparse.Namespace) -> None:
     import json
 
     from .data.processing import per_direction
-    from .data.schema import read_jsonl
+    from .data.schema import check_output_file, read_jsonl, write_atomic
     from .evaluation.feature_proportions import average_token_proportions, similarity_table
 
+    if args.output:
+        check_output_file(args.output, "--output", args.force, keep=[args.model, args.data])
     rows = [
         r for group in per_direction(read_jsonl(args.data), args.max_sentences_per_direction).values() for r in group
     ]
@@ -452,7 +465,7 @@ def cmd_clm_atp(args: argparse.Namespace) -> None:
     table = similarity_table(atp, top=args.top)
     if args.output:
         payload = {d: {side: v.tolist() for side, v in sides.items()} for d, sides in atp.items()}
-        Path(args.output).write_text(json.dumps({"atp": payload, "table": table}, indent=2))
+        write_atomic(args.output, json.dumps({"atp": payload, "table": table}, indent=2))
     print(table)
 
 
@@ -462,6 +475,7 @@ def _typology_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label", help="the model's name in the table (default: the folder name)")
     p.add_argument("--output", help="write the accuracies as JSON")
     p.add_argument("--plot", help="write Figure 3's plot (accuracy against k) to this image file")
+    p.add_argument("--force", action="store_true", help="replace --output and --plot if they exist")
 
 
 @command(
@@ -472,15 +486,19 @@ def _typology_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_typology(args: argparse.Namespace) -> None:
     import json
 
+    from .data.schema import check_output_file, write_atomic
     from .evaluation.typology import format_typology_table, language_representations, plot_typology, typology_table
 
+    for option, path in (("--output", args.output), ("--plot", args.plot)):
+        if path:
+            check_output_file(path, option, args.force, keep=[args.model])
     model, _ = _load_model(args.model, "cpu")
     representations = language_representations(model, args.source)
     table = typology_table(representations)
     label = args.label or Path(args.model).name
     print(format_typology_table(table, label))
     if args.output:
-        Path(args.output).write_text(json.dumps({label: table}, indent=2))
+        write_atomic(args.output, json.dumps({label: table}, indent=2))
     if args.plot:
         plot_typology({label: table}, args.plot)
 
@@ -536,6 +554,7 @@ def _card_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-name")
     p.add_argument("--repo-id")
     p.add_argument("--license", default="apache-2.0")
+    p.add_argument("--force", action="store_true", help="replace a README.md that hf_langspec did not write")
 
 
 @command("card", _card_arguments, help="write README.md (model card with model-index) into a model folder")
@@ -545,7 +564,7 @@ def cmd_card(args: argparse.Namespace) -> None:
 
     results = load_results(args.results) if args.results else None
     path = write_model_card(
-        args.model, results, model_name=args.model_name, repo_id=args.repo_id, license=args.license
+        args.model, results, force=args.force, model_name=args.model_name, repo_id=args.repo_id, license=args.license
     )
     print(f"model card written to {path}")
 

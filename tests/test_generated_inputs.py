@@ -60,7 +60,7 @@ def test_generated_data_files_are_converted_or_refused_naming_the_file(lines, ra
     path = tmp_path / "generated.jsonl"
     path.write_bytes(raw + "\n".join(lines).encode("utf-8", "surrogatepass") + b"\n")
     out = tmp_path / "out.jsonl"
-    code, err = run(capsys, ["data", "local", path, "--output", out])
+    code, err = run(capsys, ["data", "local", path, "--output", out, "--force"])  # one tmp_path for every example
     if code == 0:
         written = [json.loads(line) for line in out.read_text().splitlines()]
         assert written and all(set(row) >= set(ROW) for row in written)  # a valid file converts whole

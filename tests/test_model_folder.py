@@ -343,3 +343,60 @@ def test_a_bad_results_file_is_one_line_naming_it(command, content, message, cop
     assert last.startswith(f"hf-langspec {command}: error: {results} ") and re.search(message, last), err
     assert last.endswith("give the results.json that `hf-langspec evaluate` or `train` wrote.")
     assert not (copy.parent / "ev").exists() and not (copy / "README.md").exists()  # refused before any work
+
+
+def _output_commands(folder: Path) -> dict[str, list]:
+    """Each command that writes one file, with that file as the last argument."""
+    (folder.parent / "in.txt").write_text("In the beginning.\n")
+    (folder.parent / "rows.jsonl").write_text(
+        json.dumps({"src_lang": "en", "tgt_lang": "de", "src": "In the beginning.", "tgt": "Am Anfang."}) + "\n"
+    )
+    return {
+        "translate": [*translate_args(folder), "--output"],
+        "data local": ["data", "local", folder.parent / "rows.jsonl", "--output"],
+        "typology": ["typology", "--model", folder, "--output"],
+    }
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("command", ["translate", "data local", "typology"])
+def test_an_existing_output_file_is_replaced_only_with_force_and_never_inside_the_model(command, copy, capsys):
+    """An output file that exists is refused (one line, before the model loads) unless --force; one inside the model
+    folder the command reads, or its input, is refused even with --force, and nothing there changes."""
+    argv = _output_commands(copy)[command]
+    existing = copy.parent / "mine.txt"
+    existing.write_text("the user's own file\n")
+    code, out, err = run(capsys, *argv, existing)
+    assert code == 2 and out == "" and "Loading weights" not in err
+    prog = command.split()[0]  # `data local` reports as `hf-langspec data`
+    assert (
+        err
+        == f"hf-langspec {prog}: error: --output {existing} exists; pass --force to replace it, or give another file.\n"
+    )
+    assert existing.read_text() == "the user's own file\n"
+    assert run(capsys, *argv, existing, "--force")[0] == 0 and existing.read_text() != "the user's own file\n"
+    before = {p.name: p.read_bytes() for p in copy.iterdir()}
+    kept = {"translate": [copy / "config.json", copy / "new.txt", copy.parent / "in.txt"],
+            "typology": [copy / "config.json", copy / "new.txt"], "data local": [copy.parent / "rows.jsonl"]}  # fmt: skip
+    inputs = {p: p.read_bytes() for p in kept[command] if p.parent != copy}
+    for target in kept[command]:  # what the command reads: the model folder, the input file
+        code, _, err = run(capsys, *argv, target, "--force")
+        assert code == 2 and err.startswith(f"hf-langspec {prog}: error: --output {target} is "), err
+        assert "write it to another file" in err
+    assert {p.name: p.read_bytes() for p in copy.iterdir()} == before
+    assert {p: p.read_bytes() for p in inputs} == inputs
+
+
+@pytest.mark.reliability
+def test_card_replaces_its_own_card_but_not_the_users_readme(copy, capsys):
+    readme = copy / "README.md"
+    readme.write_text("# My notes on this model\n")
+    code, _, err = run(capsys, "card", copy)
+    assert code == 2 and readme.read_text() == "# My notes on this model\n"
+    assert (
+        err
+        == f"hf-langspec card: error: {readme} exists and is not a card hf_langspec wrote; pass --force (force=True) to replace it, or move it.\n"
+    )
+    assert run(capsys, "card", copy, "--force")[0] == 0 and "hf_langspec" in readme.read_text()
+    assert run(capsys, "card", copy, "--model-name", "renamed")[0] == 0  # its own card: replaced without --force
+    assert "renamed" in readme.read_text()

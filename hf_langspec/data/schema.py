@@ -75,6 +75,24 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
     os.replace(tmp, path)
 
 
+def check_output_file(
+    path: str | os.PathLike, option: str, force: bool = False, keep: Iterable[str | os.PathLike] = ()
+) -> None:
+    """Refuse, before any work, an output file that would replace what the user has: an existing file unless
+    `force` (the command's `--force`), a folder, or a file in or of `keep` (the model folder a command reads, its
+    input files), which not even `force` replaces."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{option} {path} is a folder; give a file name.")
+    target = path.resolve()
+    for kept in map(Path, keep):
+        if target == kept.resolve() or (kept.is_dir() and kept.resolve() in target.parents):
+            where = "the input file" if target == kept.resolve() else f"inside {kept}, which this command reads"
+            raise ValueError(f"{option} {path} is {where}; write it to another file.")
+    if path.exists() and not force:
+        raise FileExistsError(f"{option} {path} exists; pass --force to replace it, or give another file.")
+
+
 def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
     with Path(path).open(encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
@@ -90,6 +108,7 @@ __all__ = [
     "CANONICAL_COLUMNS",
     "CANONICAL_FEATURES",
     "canonical_dataset",
+    "check_output_file",
     "direction",
     "read_jsonl",
     "split_direction",

@@ -256,12 +256,30 @@ def _template(model_type: str) -> Path:
     return own if own.exists() else TEMPLATES / "langspec_base.md"
 
 
-def write_model_card(model_dir: str | os.PathLike, results: Mapping[str, Any] | None = None, **kwargs: Any) -> Path:
-    """Build the card (see `build_model_card`) and save it as `model_dir/README.md`."""
-    card = build_model_card(model_dir, results, **kwargs)
+def write_model_card(
+    model_dir: str | os.PathLike, results: Mapping[str, Any] | None = None, force: bool = False, **kwargs: Any
+) -> Path:
+    """Build the card (see `build_model_card`) and save it as `model_dir/README.md`, replacing a card this package
+    wrote (tagged `hf_langspec`) but not a README.md of the user's unless `force`."""
     path = Path(model_dir) / "README.md"
+    if path.exists() and not force and not _written_here(path):
+        raise FileExistsError(
+            f"{path} exists and is not a card hf_langspec wrote; pass --force (force=True) to replace it, or move it."
+        )
+    card = build_model_card(model_dir, results, **kwargs)
     card.save(path)
     return path
+
+
+def _written_here(path: Path) -> bool:
+    """Whether a README.md is a card of this package (its metadata carries the `hf_langspec` tag)."""
+    import yaml
+
+    try:
+        tags = ModelCard.load(path).data.to_dict().get("tags") or []
+    except (ValueError, OSError, yaml.YAMLError):  # unreadable front matter: a README of the user's
+        return False
+    return isinstance(tags, list) and "hf_langspec" in tags
 
 
 __all__ = ["build_model_card", "evaluation_note", "rewrite_repo_id", "write_model_card"]

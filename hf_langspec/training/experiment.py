@@ -359,7 +359,7 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     from ..export.card import write_model_card
 
     card_section = config.get("card", {})
-    write_model_card(model_dir, results, train_sizes=train_sizes, **card_section)
+    write_model_card(model_dir, results, force=True, train_sizes=train_sizes, **card_section)  # the run's own folder
     outcome |= {"results": results, "results_files": paths}
     example = config.get("translate")
     if example:
