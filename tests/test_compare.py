@@ -702,3 +702,35 @@ def test_other_budgets_that_cannot_be_read_are_refused_before_anything_runs(tmp_
     with pytest.raises(ConfigError, match=message):
         compare(path, workers=2)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("here", "there", "same"),
+    [
+        ("holds", "holds", True),
+        ("holds over sentences (one seed: no interval over seeds yet) (on 1 of 3 seeds so far)", "holds", True),
+        ("holds (on 2 of 3 seeds so far)", "holds over sentences, not across seeds (the per-seed interval includes 0)",
+         False),
+        ("does not hold: the opposite direction, significant over sentences (one seed: no interval over seeds yet)",
+         "does not hold (not significant)", False),
+        ("same direction, not significant", "same direction, not significant", True),
+    ],
+)  # fmt: skip
+def test_verdicts_at_two_budgets_agree_on_what_they_say_not_on_how_many_seeds_are_in(here, there, same):
+    """A verdict still missing seeds is compared on what it says (holds, not significant, the opposite, over
+    sentences only); the note on seeds still to come does not make two verdicts differ, and marks them "so far"."""
+    from hf_langspec.compare.budgets import markdown_lines, same_verdict
+
+    claim = {"system": "m", "group": "zero-shot", "metric": "bleu", "expect": "up", "effect": "m: up", "delta": 0.5}
+    assert same_verdict(claim | {"verdict": here}, claim | {"verdict": there}) is same
+    assert same_verdict(claim | {"verdict": here}, {"verdict": "not measured (runs missing)"}) is None
+    base = {"groups": {"xx-en": {"bleu": {"mean": 10.0}}}}
+    report = {"suite": "a", "baseline": "b", "systems": {"b": base}, "setting": {"steps": 12000, "batch": 32},
+              "claims": [claim | {"verdict": here}],
+              "other_budgets": [{"suite": "c", "steps": 3000, "batch": 32, "baseline_bleu": {"xx-en": 1.2},
+                                 "claims": [claim | {"verdict": there, "stated_in_advance": False}]}]}  # fmt: skip
+    row = markdown_lines(report)[-1]
+    assert row.startswith("| m: up | +0.50: " + here) and "(judged after the fact)" in row
+    provisional = "so far" in here or "one seed" in here  # seeds still to come
+    assert row.endswith(("| the same" if same else "| **differ**") + (" so far |" if provisional else " |"))
+    assert "a: 12,000 steps x 32, baseline BLEU xx-en 10.00 | c: 3,000 steps x 32" in markdown_lines(report)[3]
