@@ -340,6 +340,20 @@ def test_bad_inputs_fail_before_training(tmp_path, tokenizer):
         run_experiment(_config(tmp_path, data={"max_length": 1}))
 
 
+@pytest.mark.reliability
+@pytest.mark.parametrize("resume", [True, False])
+def test_an_output_dir_holding_a_model_no_run_recorded_is_refused(tmp_path, resume):
+    """output_dir holds a model/ of the user's (no run's recorded config beside it): refused before any work, with
+    or without --no-resume, and the folder is left as it was."""
+    mine = tmp_path / "run" / "model"
+    mine.mkdir(parents=True)
+    (mine / "config.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"run holds model/ that no hf_langspec run recorded \(no experiment_config"):
+        run_experiment(_config(tmp_path), resume=resume)
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["model"]
+    assert [p.name for p in mine.iterdir()] == ["config.json"] and (mine / "config.json").read_text() == "{}"
+
+
 def test_a_small_experiment_runs_end_to_end(tmp_path):
     outcome = run_experiment(_config(tmp_path, translate={"text": "alpha beta", "src_lang": "en", "tgt_lang": "de"}))
     model_dir = outcome["model_dir"]

@@ -54,7 +54,13 @@ def check_resumed_config(output_dir: Path, config: dict[str, Any], resume: bool)
     from .config import ConfigError
 
     path = output_dir / CONFIG_FILE
-    trained = (output_dir / "checkpoints").exists() or (output_dir / "model").exists()
+    found = [name for name in ("checkpoints", "model") if (output_dir / name).exists()]
+    trained = bool(found)
+    if trained and not path.exists():  # not a run's folder (or one from before runs recorded their config)
+        raise ConfigError(
+            f"{output_dir} holds {' and '.join(f'{name}/' for name in found)} that no hf_langspec run recorded (no "
+            f"{CONFIG_FILE}), which training would replace; use a new output_dir, or move them away."
+        )
     stored = json.loads(path.read_text()) if path.exists() and resume and trained else None
     if stored is not None:
         old, new = flatten(json.loads(json.dumps(stored))), flatten(json.loads(json.dumps(config, default=str)))
