@@ -685,7 +685,7 @@ def test_claims_are_judged_at_other_budgets_by_the_same_test(finished, tmp_path)
     ("other_budgets", "message"),
     [
         ("bible11.yaml", r"\[report.other_budgets\]: a list of suite files, got 'bible11.yaml'"),
-        (["nowhere.yaml"], r"\[report.other_budgets\]: nowhere.yaml is not a file"),
+        (["nowhere.yaml"], r"\[report.other_budgets\]: nowhere.yaml is not a file \(a suite.s paths are relative"),
         (["SELF"], r"\[report.other_budgets\]: .*bad.yaml is this suite"),
         (["OTHER"], r"\[report.other_budgets\]: tiny has no report .*report.json.*--report-only"),
     ],

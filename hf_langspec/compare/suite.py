@@ -208,7 +208,8 @@ def _check_other_budgets(others: Any, path: Path) -> None:
     for other in others:
         if not Path(other).is_file():
             raise ConfigError(
-                f"{where}: {other} is not a file; name other suites' YAML files, e.g. examples/suites/bible11.yaml."
+                f"{where}: {other} is not a file (a suite's paths are relative to the folder compare runs in, here "
+                f"{Path.cwd()}; the shipped suites run from the repository root); name other suites' YAML files."
             )
         if Path(other).resolve() == path.resolve():
             raise ConfigError(f"{where}: {other} is this suite; name the suites run at other budgets.")
