@@ -688,13 +688,20 @@ def test_claims_are_judged_at_other_budgets_by_the_same_test(finished, tmp_path)
         (["nowhere.yaml"], r"\[report.other_budgets\]: nowhere.yaml is not a file \(a suite.s paths are relative"),
         (["SELF"], r"\[report.other_budgets\]: .*bad.yaml is this suite"),
         (["OTHER"], r"\[report.other_budgets\]: tiny has no report .*report.json.*--report-only"),
+        (
+            ["BROKEN"],
+            r"\[report.other_budgets\]: \S+report.json is not a readable report \(JSONDecodeError.*--report-only",
+        ),
     ],
 )
 def test_other_budgets_that_cannot_be_read_are_refused_before_anything_runs(tmp_path, other_budgets, message):
     other = tiny_suite(tmp_path, name="other.yaml", results_dir=str(tmp_path / "no_results"))
     suite = yaml.safe_load(tiny_suite(tmp_path).read_text())
     path = tmp_path / "bad.yaml"
-    named = {"SELF": str(path), "OTHER": str(other)}
+    broken = tiny_suite(tmp_path, name="broken.yaml", results_dir=str(tmp_path / "broken_results"))
+    (tmp_path / "broken_results").mkdir()
+    (tmp_path / "broken_results" / "report.json").write_text('{"systems": ')
+    named = {"SELF": str(path), "OTHER": str(other), "BROKEN": str(broken)}
     if isinstance(other_budgets, list):
         other_budgets = [named.get(p, p) for p in other_budgets]
     suite["report"]["other_budgets"] = other_budgets

@@ -41,7 +41,15 @@ def load_other_budgets(suite: Suite) -> list[tuple[Suite, dict[str, Any]]]:
                 f"{suite.path} [report.other_budgets]: {other.name} has no report ({report_path}); build it with "
                 f"`hf-langspec compare --suite {path} --report-only`, or remove it from other_budgets."
             )
-        others.append((other, json.loads(report_path.read_text())))
+        try:
+            report = json.loads(report_path.read_text(encoding="utf-8"))
+            report["systems"], report["baseline"], report["setting"]["steps"]  # what the judging reads
+        except (ValueError, KeyError, TypeError) as err:
+            raise ConfigError(
+                f"{suite.path} [report.other_budgets]: {report_path} is not a readable report ({type(err).__name__}: "
+                f"{err}); rebuild it with `hf-langspec compare --suite {path} --report-only`."
+            ) from None
+        others.append((other, report))
     return others
 
 
