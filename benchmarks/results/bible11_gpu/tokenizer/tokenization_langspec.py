@@ -1,0 +1,280 @@
+"""`LangSpecTokenizer`: one joint subword vocabulary plus language tags, and the language contract.
+
+`tok(src_texts, text_target=tgt_texts, src_lang=..., tgt_lang=...)` returns `input_ids`,
+`attention_mask`, `labels`, `src_lang_ids` and `tgt_lang_ids`, where `src_lang` / `tgt_lang` are a
+code or one code per example, so a batch can mix directions. The tag style decides where the
+target-language tag goes:
+
+* `source` (Johnson et al. 2017): `<2tgt> source </s>`, labels `target </s>`;
+* `target`: source `source </s>`, labels `<2tgt> target </s>` (the model starts decoding from `[</s>, <2tgt>]`);
+* `none`: no tag; language-specific modules alone steer.
+
+Tags are special tokens and are never part of decoded text. This file imports only
+transformers and tokenizers, so `save_pretrained` can ship it as remote code.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from transformers import BatchEncoding, PreTrainedTokenizerFast
+
+TAG_STYLES = ("source", "target", "none")
+SPECIAL_TOKENS = {"bos_token": "<s>", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}
+
+
+class LangSpecTokenizer(PreTrainedTokenizerFast):
+    """Joint multilingual tokenizer with language tags (see the module docstring).
+
+    Args:
+        languages (`list[str]`): ordered language codes; the ids returned are indexes into it, as in
+            `LangSpecConfig.languages`.
+        lang_tag_style (`str`, defaults to `"source"`): `"source"`, `"target"` or `"none"`.
+        lang_tag_template (`str`, defaults to `"<2{}>"`): how a code becomes its tag token.
+    """
+
+    model_input_names = ["input_ids", "attention_mask"]
+
+    def __init__(
+        self,
+        *args,
+        languages: Sequence[str] | None = None,
+        lang_tag_style: str = "source",
+        lang_tag_template: str = "<2{}>",
+        **kwargs,
+    ):
+        for name, token in SPECIAL_TOKENS.items():
+            kwargs.setdefault(name, token)
+        super().__init__(
+            *args, languages=list(languages or []), lang_tag_style=lang_tag_style,
+            lang_tag_template=lang_tag_template, **kwargs,
+        )  # fmt: skip
+        if lang_tag_style not in TAG_STYLES:
+            raise ValueError(f"lang_tag_style={lang_tag_style!r} is not supported; use one of {list(TAG_STYLES)}.")
+        for loading_option in ("is_local", "local_files_only"):  # how it was loaded, not what it is: not saved
+            self.init_kwargs.pop(loading_option, None)
+        self.languages = list(languages or [])
+        self.lang_tag_style = lang_tag_style
+        self.lang_tag_template = lang_tag_template
+        vocab = self.get_vocab()
+        missing = [self.lang_tag(code) for code in self.languages if self.lang_tag(code) not in vocab]
+        if missing:
+            raise ValueError(
+                f"The vocabulary has no tag tokens {missing}; train the tokenizer with these languages "
+                "(hf_langspec.train_tokenizer adds the tags) or add them as special tokens."
+            )
+        self.lang_tag_token_ids = [vocab[self.lang_tag(code)] for code in self.languages]
+        self._tag_ids = set(self.lang_tag_token_ids)
+
+    @classmethod
+    def convert_to_native_format(cls, trust_remote_code: bool = False, **kwargs: Any) -> dict[str, Any]:
+        # transformers 5 rebuilds subclasses that define __init__ from the bare vocabulary, which drops
+        # the normalizer, the Metaspace pre-tokenizer and the unknown-token id; tokenizer.json has them all.
+        tokenizer_file = kwargs.get("tokenizer_file")
+        if tokenizer_file is not None and os.path.isfile(tokenizer_file):
+            return dict(kwargs)
+        return super().convert_to_native_format(trust_remote_code=trust_remote_code, **kwargs)
+
+    # ------------------------------------------------------------------ languages
+    def lang_tag(self, code: str) -> str:
+        return self.lang_tag_template.format(code)
+
+    def language_id(self, code: str) -> int:
+        try:
+            return self.languages.index(code)
+        except ValueError:
+            raise ValueError(
+                f"Unknown language code {code!r}: this tokenizer knows {self.languages}. Train or extend the "
+                "tokenizer with that language, or use one of these codes."
+            ) from None
+
+    def _language_ids(self, codes: str | Sequence[str] | None, name: str, batch_size: int) -> list[int] | None:
+        if codes is None:
+            return None
+        if isinstance(codes, str):
+            return [self.language_id(codes)] * batch_size
+        codes = list(codes)
+        if len(codes) != batch_size:
+            raise ValueError(f"{name} has {len(codes)} codes for {batch_size} texts; give one code or one per text.")
+        return [self.language_id(code) for code in codes]
+
+    def model_config_kwargs(self) -> dict[str, Any]:
+        """The `LangSpecConfig` fields this tokenizer fixes: vocabulary, special ids and the language contract."""
+        return {
+            "vocab_size": len(self),
+            "languages": list(self.languages),
+            "lang_tag_token_ids": list(self.lang_tag_token_ids),
+            "lang_tag_style": self.lang_tag_style,
+            "pad_token_id": self.pad_token_id,
+            "bos_token_id": self.bos_token_id,
+            "eos_token_id": self.eos_token_id,
+            "decoder_start_token_id": self.eos_token_id,
+            "vocabulary_fingerprint": self.vocabulary_fingerprint(),
+        }
+
+    def vocabulary_fingerprint(self) -> str:
+        """A short hash of the vocabulary (pieces, scores or merges, ids) and the language tags.
+
+        Two tokenizers with the same fingerprint segment every text into the same ids; one of equal size
+        but another fingerprint does not (two trainings used to differ in 28-30 of 600 ids), so a model
+        records its tokenizer's fingerprint in `config.vocabulary_fingerprint` and meets only that one.
+        """
+        import hashlib
+        import json
+
+        state = self.backend_tokenizer.to_str()
+        cached = getattr(self, "_fingerprint", None)
+        if cached is None or cached[0] != hash(state):
+            model = json.loads(state)["model"]
+            key = json.dumps([model, self.languages, self.lang_tag_template], sort_keys=True, ensure_ascii=False)
+            self._fingerprint = (hash(state), hashlib.sha256(key.encode()).hexdigest()[:16])
+        return self._fingerprint[1]
+
+    def check_model(self, model_or_config: Any) -> None:
+        """Raise a ValueError when a model (or its config) was not built for this tokenizer."""
+        config = getattr(model_or_config, "config", model_or_config)
+        expected = self.model_config_kwargs()
+        expected.pop("decoder_start_token_id")
+        if getattr(config, "vocabulary_fingerprint", None) is None:  # a model saved before fingerprints existed
+            expected.pop("vocabulary_fingerprint")
+        mismatches = [
+            f"{field}: model has {getattr(config, field, None)!r}, tokenizer has {value!r}"
+            for field, value in expected.items()
+            if getattr(config, field, None) != value
+        ]
+        if mismatches:
+            raise ValueError(
+                "This tokenizer does not match the model (" + "; ".join(mismatches) + "). Load the tokenizer saved "
+                "with the model, or build the model config from LangSpecTokenizer.model_config_kwargs()."
+            )
+
+    # ------------------------------------------------------------------ encoding
+    def __call__(
+        self,
+        text: str | Sequence[str] | None = None,
+        text_target: str | Sequence[str] | None = None,
+        src_lang: str | Sequence[str] | None = None,
+        tgt_lang: str | Sequence[str] | None = None,
+        max_length: int | None = None,
+        truncation: bool = False,
+        padding: bool | str = False,
+        return_tensors: str | None = None,
+        **kwargs: Any,
+    ) -> BatchEncoding:
+        """Encode sources and/or targets with tags and language ids (see the module docstring).
+
+        Padded `labels` use -100, so a padded batch can go straight into the model's loss.
+        `truncation=True` cuts to `max_length` pieces, keeping the tag and `</s>`.
+        """
+        if kwargs:
+            raise TypeError(
+                f"LangSpecTokenizer.__call__ got unsupported arguments {sorted(kwargs)}; it takes text, text_target, "
+                "src_lang, tgt_lang, max_length, truncation, padding and return_tensors."
+            )
+        single = isinstance(text if text is not None else text_target, str)
+        sources = [text] if isinstance(text, str) else (list(text) if text is not None else None)
+        targets = (
+            [text_target] if isinstance(text_target, str) else (list(text_target) if text_target is not None else None)
+        )
+        if sources is None and targets is None:
+            raise ValueError("Pass `text` (sources), `text_target` (targets), or both.")
+        if sources is not None and targets is not None and len(sources) != len(targets):
+            raise ValueError(f"Got {len(sources)} sources but {len(targets)} targets; they must pair up.")
+        batch_size = len(sources if sources is not None else targets)
+        src_ids = self._language_ids(src_lang, "src_lang", batch_size)
+        tgt_ids = self._language_ids(tgt_lang, "tgt_lang", batch_size)
+        if self.lang_tag_style != "none" and tgt_ids is None:
+            raise ValueError(
+                f"lang_tag_style={self.lang_tag_style!r} puts the target-language tag in the input, so pass "
+                f"tgt_lang=<code> (one of {self.languages}) or one code per text."
+            )
+        limit = max_length if truncation else None
+        data: dict[str, Any] = {}
+        if sources is not None:
+            tags = [[self.lang_tag_token_ids[t]] for t in tgt_ids] if self.lang_tag_style == "source" else None
+            data["input_ids"] = self._encode_side(sources, tags, limit)
+            data["attention_mask"] = [[1] * len(ids) for ids in data["input_ids"]]
+        if targets is not None:
+            tags = [[self.lang_tag_token_ids[t]] for t in tgt_ids] if self.lang_tag_style == "target" else None
+            data["labels"] = self._encode_side(targets, tags, limit)
+        if src_ids is not None:
+            data["src_lang_ids"] = src_ids
+        if tgt_ids is not None:
+            data["tgt_lang_ids"] = tgt_ids
+        if padding or return_tensors is not None:
+            data = self._pad_batch(data, padding, max_length)
+        if single and return_tensors is None:  # as in transformers: tensors keep the batch dimension
+            data = {k: v[0] for k, v in data.items()}
+        return BatchEncoding(data, tensor_type=return_tensors)
+
+    def encode_sentences(
+        self,
+        texts: Sequence[str],
+        lang: str | Sequence[str],
+        text_pairs: Sequence[str] | None = None,
+        max_length: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Encoder-only inputs (XLM-R layout): `<s> text </s>`, or `<s> text </s> pair </s>` for sentence pairs.
+
+        Returns one feature dict per text (`input_ids`, `src_lang_ids`) for a data collator. The first
+        token `<s>` is the summary the sequence classifier reads. With `max_length`, the longer side is
+        cut first until the whole sequence fits; without it nothing is cut.
+        """
+        texts = list(texts)
+        ids = self._language_ids(lang, "lang", len(texts))
+        if text_pairs is not None and len(text_pairs) != len(texts):
+            raise ValueError(f"Got {len(texts)} texts but {len(text_pairs)} text_pairs; they must pair up.")
+        firsts = self._encode_side(texts, None, None)
+        seconds = self._encode_side(list(text_pairs), None, None) if text_pairs is not None else None
+        features = []
+        for i, first in enumerate(firsts):
+            sides = [first[:-1]] + ([seconds[i][:-1]] if seconds is not None else [])
+            if max_length is not None:
+                budget = max_length - 1 - len(sides)  # <s> and one </s> per side
+                if budget < len(sides):
+                    raise ValueError(
+                        f"max_length={max_length} leaves no room for text; use at least {2 * len(sides) + 1}."
+                    )
+                while sum(map(len, sides)) > budget:
+                    longest = max(range(len(sides)), key=lambda k: len(sides[k]))
+                    sides[longest] = sides[longest][:-1]
+            input_ids = [self.bos_token_id] + [t for side in sides for t in [*side, self.eos_token_id]]
+            features.append({"input_ids": input_ids, "src_lang_ids": ids[i]})
+        return features
+
+    def _encode_side(self, texts: list[str], tags: list[list[int]] | None, limit: int | None) -> list[list[int]]:
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise ValueError(f"Text {i} is a {type(t).__name__}, not a string.")
+        encodings = self.backend_tokenizer.encode_batch(texts, add_special_tokens=False)
+        out = []
+        for i, encoding in enumerate(encodings):
+            prefix = tags[i] if tags is not None else []
+            pieces = encoding.ids
+            if limit is not None:
+                pieces = pieces[: max(limit - len(prefix) - 1, 0)]
+            out.append(prefix + pieces + [self.eos_token_id])
+        return out
+
+    def _pad_batch(self, data: dict[str, Any], padding: bool | str, max_length: int | None) -> dict[str, Any]:
+        padded = dict(data)
+        for key, fill in (("input_ids", self.pad_token_id), ("attention_mask", 0), ("labels", -100)):
+            if key not in data:
+                continue
+            rows = data[key]
+            width = max_length if padding == "max_length" and max_length else max(len(r) for r in rows)
+            padded[key] = [r + [fill] * (width - len(r)) for r in rows]
+        return padded
+
+    # ------------------------------------------------------------------ decoding
+    def _decode(self, token_ids: int | list[int], skip_special_tokens: bool = False, **kwargs: Any) -> str:
+        if isinstance(token_ids, int):
+            token_ids = [token_ids]
+        # language tags are never text, whatever skip_special_tokens says
+        token_ids = [i for i in token_ids if i not in self._tag_ids and i != -100]
+        return super()._decode(token_ids, skip_special_tokens=skip_special_tokens, **kwargs)
+
+
+__all__ = ["LangSpecTokenizer"]
