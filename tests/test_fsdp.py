@@ -166,3 +166,34 @@ def test_processes_that_do_not_join_one_group_are_refused_with_the_fix(tmp_path)
     assert out.returncode != 0
     assert "did not join one process group (no GPU here, and training.use_cpu is false)" in out.stderr
     assert "Traceback" not in out.stderr.split("did not join")[0][-2000:]
+
+
+@pytest.mark.parametrize("checkpoints", ["SHARDED_STATE_DICT", "FULL_STATE_DICT"])
+def test_the_final_model_of_an_fsdp_run_is_saved_whole_whatever_its_checkpoints_state_dict_type(
+    tmp_path, monkeypatch, checkpoints
+):
+    """The Trainer's `save_model` under FSDP writes nothing with the SHARDED_STATE_DICT of the shipped fsdp.yaml
+    (on an H100 the run then failed without a model folder). `save_loadable_model` gathers the full state dict for
+    that one save and gives the plugin back its type. accelerate applies FSDP only on GPUs, so the Trainer is told
+    it runs under FSDP here, with accelerate's own plugin: the Trainer's and accelerate's save code run unchanged."""
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from conftest import tiny_model
+    from transformers import AutoModelForSeq2SeqLM
+
+    from hf_langspec.training.trainer import LangSpecSeq2SeqTrainer, LangSpecTrainingArguments
+
+    model = tiny_model()
+    args = LangSpecTrainingArguments(output_dir=str(tmp_path / "checkpoints"), use_cpu=True, report_to="none")
+    trainer = LangSpecSeq2SeqTrainer(model=model, args=args)
+    plugin = FullyShardedDataParallelPlugin(fsdp_version=2, state_dict_type=checkpoints)
+    monkeypatch.setattr(trainer.accelerator.state, "fsdp_plugin", plugin, raising=False)
+    monkeypatch.setattr(trainer, "is_fsdp_enabled", True)
+
+    trainer.save_model(str(tmp_path / "plain"))  # the Trainer alone: the sharded type writes no weights
+    assert (tmp_path / "plain" / "model.safetensors").exists() == (checkpoints == "FULL_STATE_DICT")
+
+    trainer.save_loadable_model(tmp_path / "model")
+    assert checkpoints in str(plugin.state_dict_type)  # the checkpoints keep their type
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "model")
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(reloaded.state_dict()[name], tensor), name

@@ -319,11 +319,11 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
             # method-specific transitions, e.g. HLT-MT fixing each high-resource language's adapter
             logger.info("End of stage %s: %s", stage["name"], model.end_of_stage())
     model_dir = output_dir / "model"
-    if not trainer.is_world_process_zero():
-        return {"model_dir": model_dir}
     # transformers' default stops generation at 20 tokens; a shared model should translate whole sentences
     model.generation_config.max_new_tokens = GENERATION_MAX_NEW_TOKENS
-    trainer.save_model(str(model_dir))
+    trainer.save_loadable_model(model_dir)  # every process: under FSDP the weights are gathered from all
+    if not trainer.is_world_process_zero():
+        return {"model_dir": model_dir}
     (model_dir / "training_args.bin").unlink(missing_ok=True)  # a pickle; the run's config is in run_info.json
     tokenizer.save_pretrained(model_dir)
     _write_run_info(output_dir, config, stage_args, report, trained)
@@ -429,8 +429,8 @@ def _run_stage(
     trainer.add_callback(timing)
     trainer.train(resume_from_checkpoint=resume)
     record |= {"steps": trainer.state.global_step, **timing.record(trainer.state)}
+    trainer.save_loadable_model(final)  # every process: under FSDP the weights are gathered from all
     if trainer.is_world_process_zero():
-        trainer.save_model(str(final))
         (final / "stage_complete.json").write_text(
             json.dumps({"stage": stage["name"], "step": trainer.state.global_step, "trained": record})
         )

@@ -212,6 +212,25 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
             write_manifest(Path(run_dir) / f"checkpoint-{self.state.global_step}")
             rotate_checkpoints(run_dir, limit, best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
 
+    def save_loadable_model(self, output_dir: str | os.PathLike) -> None:
+        """`save_model` into a folder that `from_pretrained` loads; every process must call it.
+
+        Under FSDP the weights live in shards, and `save_model` writes them only with a FULL_STATE_DICT: with the
+        SHARDED_STATE_DICT that examples/accelerate/fsdp.yaml keeps for its checkpoints it writes nothing (the
+        GPU plan's step 2 on an H100 found no model folder). So the full state dict is gathered for this save
+        (accelerate's documented "train sharded, save full"), a collective every rank joins, and only the main
+        process writes it.
+        """
+        plugin = self.accelerator.state.fsdp_plugin if self.is_fsdp_enabled else None
+        previous = plugin.state_dict_type if plugin is not None else None
+        if plugin is not None:
+            plugin.set_state_dict_type("FULL_STATE_DICT")
+        try:
+            self.save_model(str(output_dir))
+        finally:
+            if plugin is not None:
+                plugin.set_state_dict_type(previous)
+
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any):
         """`Trainer.train`; `resume_from_checkpoint=True` resumes from the last *complete* checkpoint, or
         starts from scratch when there is none."""
