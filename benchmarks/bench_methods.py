@@ -23,6 +23,11 @@ FCLL would have if its language routing cost nothing.
     python benchmarks/bench_methods.py --kinds cll,baseline_ffn6d --languages 50 --accumulation 8
     python benchmarks/bench_methods.py --kinds cll,baseline_ffn6d,ls_mnmt --languages 50 --glibc-defaults
     python benchmarks/bench_methods.py --device cuda --shape base --vocab 32000   # a GPU: own section
+    python benchmarks/bench_methods.py --kinds cll,cll@gather,cll@group --languages 50   # routing strategies
+
+`KIND@STRATEGY` builds a method with `routing_strategy` STRATEGY (auto, gather, group, dense) instead of auto:
+how the choice that `LanguageRouter.choose` makes is checked on a device (on an H100, FCLL with 22 target
+languages in a batch of 32 trained at 0.35x the backbone under auto, which chose `group` there).
 
 Memory comes from glibc's malloc set to keep freed blocks (`_report.keep_freed_memory`), as a GPU's
 caching allocator does; with glibc's defaults every training step of a model with large per-language
@@ -56,6 +61,17 @@ NAMES = {
 }
 
 
+def split_kind(kind: str) -> tuple[str, str | None]:
+    """`cll@gather` -> ("cll", "gather"); a plain kind has no strategy (the config's default, auto)."""
+    method, _, strategy = kind.partition("@")
+    return method, strategy or None
+
+
+def name_of(kind: str) -> str:
+    method, strategy = split_kind(kind)
+    return NAMES[method] + (f" [routing {strategy}]" if strategy else "")
+
+
 def build(kind: str, shape: dict, vocab: int, languages: int):
     from transformers import MarianConfig, MarianMTModel
 
@@ -74,7 +90,8 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
         XLPMTConfig,
     )
 
-    common = backbone_kwargs(shape, vocab)
+    kind, strategy = split_kind(kind)
+    common = backbone_kwargs(shape, vocab) | ({"routing_strategy": strategy} if strategy else {})
     if kind == "marian":
         return MarianMTModel(MarianConfig(**common, share_encoder_decoder_embeddings=True))
     if kind == "baseline_ffn6d":
@@ -170,7 +187,11 @@ def main() -> None:
         help="batches per optimizer step (the papers update every 16k-48k tokens)",
     )
     parser.add_argument("--rounds", type=int, default=3, help="multiplies --steps and --generation-repeats")
-    parser.add_argument("--kinds", default=",".join(KINDS[2:]), help=f"methods to measure, of {KINDS[2:]}")
+    parser.add_argument(
+        "--kinds",
+        default=",".join(KINDS[2:]),
+        help=f"methods to measure, of {KINDS[2:]}; KIND@STRATEGY routes with STRATEGY (auto, gather, group, dense)",
+    )
     parser.add_argument(
         "--glibc-defaults",
         action="store_true",
@@ -186,12 +207,18 @@ def main() -> None:
     else:
         args.allocator = "glibc's default malloc" if args.glibc_defaults else keep_freed_memory()
     args.kinds = ["marian", "baseline"] + [k for k in args.kinds.split(",") if k not in ("marian", "baseline")]
-    unknown = sorted(set(args.kinds) - set(KINDS))
+    unknown = sorted(k for k in args.kinds if split_kind(k)[0] not in KINDS)
     if unknown:
         parser.error(f"unknown --kinds {unknown}; choose from {KINDS[2:]}")
+    from hf_langspec.modeling.configuration_langspec import ROUTING_STRATEGIES
+
+    strategies = {k: split_kind(k)[1] for k in args.kinds if split_kind(k)[1]}
+    wrong = sorted(k for k, s in strategies.items() if s not in ROUTING_STRATEGIES or split_kind(k)[0] == "marian")
+    if wrong:
+        parser.error(f"--kinds {wrong}: a strategy is one of {ROUTING_STRATEGIES}, for a method other than marian")
     tables = [run(args, int(n)) for n in args.languages.split(",")]
     # a subset of the methods gets its own section, so it does not replace the full table
-    section = "methods" if args.kinds == KINDS else "methods-" + "-".join(args.kinds[2:])
+    section = "methods" if args.kinds == KINDS else "methods-" + "-".join(args.kinds[2:]).replace("@", "_")
     if args.accumulation > 1:
         section += f"-accumulation{args.accumulation}"
     if args.glibc_defaults:
@@ -202,7 +229,7 @@ def main() -> None:
         section += "-bf16"
     title = "Methods vs the baseline backbone and MarianMTModel"
     if section != "methods":
-        title += f": {', '.join(NAMES[k] for k in args.kinds[2:])}"
+        title += f": {', '.join(name_of(k) for k in args.kinds[2:])}"
     publish(section, title, "\n\n".join(tables), write=not args.no_write)
 
 
@@ -264,7 +291,7 @@ def run(args, languages: int) -> str:
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for kind in args.kinds:
-        cells = [NAMES[kind]]
+        cells = [name_of(kind)]
         for part, count in (("train", tokens), ("generate", generated), ("generate_one", generated)):
             median = statistics.median(results[kind][part])
             cells += [f"{count / median:,.0f}", f"{base[part] / median:.2f}x"]

@@ -6,6 +6,7 @@
     python3 scripts/gpu_plan.py fsdp    --out $OUT      # step 2: accelerate's FSDP plugin applies, trains, saves
     python3 scripts/gpu_plan.py speed   --out $OUT      # step 3: bench_methods at Transformer-base in bf16
     python3 scripts/gpu_plan.py compile --out $OUT      # step 3b: torch.compile against eager (bench_compile)
+    python3 scripts/gpu_plan.py routing --out $OUT      # step 3c: each language-routing strategy, 50 languages
     python3 scripts/gpu_plan.py compare --out $OUT --suite examples/suites/bible6.yaml --workers 4   # step 4
 
 On the GPU machine (`device` tool: carry `.whl`; about 6 MiB of wheels, 12 MiB per packed suite) every step but
@@ -231,6 +232,23 @@ def compile_speed(args: argparse.Namespace) -> int:
     return benchmark(args, "compile", "bench_compile.py", arguments)
 
 
+# the methods under 0.9x of the backbone on the first H100 (step 3), each routed every way LanguageRouter offers
+ROUTED = ["cll", "ls_mnmt", "xlp", "laa", "adapter"]
+
+
+def routing(args: argparse.Namespace) -> int:
+    """Step 3c: bench_methods with each routing strategy forced (`KIND@STRATEGY`) beside auto's choice, at 50
+    languages (22 targets in a batch of 32): the measurement `LanguageRouter.choose` should follow on a GPU."""
+    kinds = ["cll", "cll@gather", "cll@group"] if args.tiny else [
+        f"{kind}{suffix}" for kind in ROUTED for suffix in ("", "@gather", "@group")]  # fmt: skip
+    if args.tiny:
+        arguments = ["--shape", "tiny", "--languages", "4", "--steps", "1", "--generation-repeats", "1",
+                     "--rounds", "1", "--new-tokens", "4", "--batch-size", "4", "--no-write"]  # fmt: skip
+    else:
+        arguments = ["--shape", "base", "--languages", "50", "--bf16"]
+    return benchmark(args, "routing", "bench_methods.py", [*arguments, "--kinds", ",".join(kinds)])
+
+
 def compare(args: argparse.Namespace) -> int:
     """Step 4: a suite's runs (resumed where a previous machine stopped), several side by side on the GPU;
     the results come back as one archive."""
@@ -266,7 +284,14 @@ def tar_names(archive: Path) -> list[str]:
         return tar.getnames()
 
 
-STEPS = {"tests": tests, "fsdp": fsdp, "speed": speed, "compile": compile_speed, "compare": compare}
+STEPS = {
+    "tests": tests,
+    "fsdp": fsdp,
+    "speed": speed,
+    "compile": compile_speed,
+    "routing": routing,
+    "compare": compare,
+}
 
 
 def main() -> int:

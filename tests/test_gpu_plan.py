@@ -56,6 +56,14 @@ def test_the_compile_step_measures_compiled_against_eager_training(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_routing_step_measures_each_strategy_of_a_routed_method(tmp_path):
+    plan("routing", tmp_path)
+    log = (tmp_path / "routing.log").read_text()
+    for row in ("| FCLL (central l0, LSL inner 2d) |", "[routing gather] |", "[routing group] |", "| MarianMTModel |"):
+        assert row in log
+
+
+@pytest.mark.slow
 def test_the_compare_step_archives_the_finished_runs_with_their_off_target_pending(tmp_path):
     import tarfile
 
