@@ -7,6 +7,7 @@
     python3 scripts/gpu_plan.py speed   --out $OUT      # step 3: bench_methods at Transformer-base in bf16
     python3 scripts/gpu_plan.py compile --out $OUT      # step 3b: torch.compile against eager (bench_compile)
     python3 scripts/gpu_plan.py routing --out $OUT      # step 3c: each language-routing strategy, 50 languages
+    python3 scripts/gpu_plan.py curve   --out $OUT --suite examples/suites/bible11_gpu.yaml --max-steps 10000   # 4a
     python3 scripts/gpu_plan.py compare --out $OUT --suite examples/suites/bible6.yaml --workers 4   # step 4
 
 On the GPU machine (`device` tool: carry `.whl`; about 6 MiB of wheels, 12 MiB per packed suite) every step but
@@ -249,6 +250,38 @@ def routing(args: argparse.Namespace) -> int:
     return benchmark(args, "routing", "bench_methods.py", [*arguments, "--kinds", ",".join(kinds)])
 
 
+def curve(args: argparse.Namespace) -> int:
+    """Step 4a: a suite's budget by measurement (`hf-langspec curve`), stopped after `--minutes`; the run lives in
+    /tmp/gpu-plan-curves (or --output-dir) so that the next call on a still-warm machine resumes it. What it reached
+    comes back as the curve JSON, finished or partial (from the last complete checkpoint)."""
+    from hf_langspec.compare.learning_curve import partial_learning_curve
+    from hf_langspec.compare.suite import load_suite
+
+    if not args.suite:
+        raise SystemExit("curve needs --suite (examples/suites/bible11_gpu.yaml, ...).")
+    suite = load_suite(args.suite)
+    run_dir = Path(args.output_dir) if args.output_dir else Path("/tmp/gpu-plan-curves") / suite.name
+    targets = [a for target in args.target for a in ("--target", target)]
+    unpack(args.suite, None)
+    curve_file = suite.results_dir / f"learning_curve.{suite.baseline}.json"
+    before = curve_file.stat().st_mtime if curve_file.exists() else None
+    start = time.time()
+    code = run([sys.executable, "-m", "hf_langspec.cli", "curve", "--suite", args.suite, "--max-steps",
+                str(args.max_steps), "--every", str(args.every), "--output-dir", str(run_dir), *targets],
+               log=args.out / "curve.log", minutes=args.minutes, cwd=ROOT)  # fmt: skip
+    finished = code == 0 and curve_file.exists() and curve_file.stat().st_mtime != before
+    if not finished:  # stopped (or failed): the points of the last complete checkpoint
+        wanted = dict((g, float(v)) for g, _, v in (t.partition("=") for t in args.target))
+        partial_learning_curve(suite, args.max_steps, args.every, run_dir, targets=wanted)
+    if curve_file.exists():
+        shutil.copy(curve_file, args.out / curve_file.name)
+    points = json.loads(curve_file.read_text())["points"] if curve_file.exists() else []
+    record(args.out, "curve", {"exit": code, "finished": finished, "suite": suite.name,
+                               "seconds": round(time.time() - start, 1), "run_dir": str(run_dir),
+                               "points": [[p["step"], p["groups"]] for p in points]})  # fmt: skip
+    return 0 if finished or code == -15 else code
+
+
 def compare(args: argparse.Namespace) -> int:
     """Step 4: a suite's runs (resumed where a previous machine stopped), several side by side on the GPU;
     the results come back as one archive."""
@@ -290,6 +323,7 @@ STEPS = {
     "speed": speed,
     "compile": compile_speed,
     "routing": routing,
+    "curve": curve,
     "compare": compare,
 }
 
@@ -303,10 +337,13 @@ def main() -> int:
     parser.add_argument("--ct2", action="store_true", help="bundle: CTranslate2 too (43 MB; no plan step needs it)")
     parser.add_argument("--suite", help="compare: the suite to run")
     parser.add_argument("--systems", help="compare: comma-separated systems (default: all)")
+    parser.add_argument("--max-steps", type=int, default=10000, help="curve: train the baseline this long")
+    parser.add_argument("--every", type=int, default=1000, help="curve: validate every this many steps")
+    parser.add_argument("--target", action="append", default=[], help="curve: GROUP=BLEU, repeatable")
     parser.add_argument("--workers", type=int, default=4, help="compare: runs side by side on the one GPU")
-    parser.add_argument("--output-dir", help="compare: the suite's output_dir elsewhere")
+    parser.add_argument("--output-dir", help="compare: the suite's output_dir elsewhere; curve: the run's folder")
     parser.add_argument("--minutes", type=float, default=8.0,
-                        help="compare: stop after this long (the machine's 10-minute command limit), archive what "
+                        help="compare, curve: stop after this long (the machine's 10-minute command limit), archive what "
                              "finished; the next call resumes the rest")  # fmt: skip
     args = parser.parse_args()
     if args.step in ("bundle", "pack"):

@@ -162,3 +162,33 @@ def test_a_packed_suite_unpacks_into_shared_data_that_needs_no_corpus(tmp_path, 
     there = prepare_shared(suite)
     assert there["corpus_fingerprint"] == here["corpus_fingerprint"] and there["sets"] == here["sets"]
     assert there["train_sizes"] == here["train_sizes"]
+
+
+@pytest.mark.slow
+def test_the_curve_step_resumes_a_stopped_curve_and_a_stopped_run_gives_its_points_so_far(tmp_path):
+    import yaml
+
+    from hf_langspec.compare.learning_curve import partial_learning_curve
+
+    config = yaml.safe_load((ROOT / "examples/suites/tiny.yaml").read_text())
+    data = config["base"]["data"]
+    data["train_files"], data["valid_files"] = [str(ROOT / p) for p in data["train_files"]], [
+        str(ROOT / p) for p in data["valid_files"]]  # fmt: skip
+    data["test_files"] = {k: str(ROOT / p) for k, p in data["test_files"].items()}
+    config["output_dir"] = str(tmp_path / "suite")
+    suite_file = tmp_path / "tiny.yaml"
+    suite_file.write_text(yaml.safe_dump(config))
+    common = ("--suite", str(suite_file), "--max-steps", "20", "--every", "10", "--output-dir", str(tmp_path / "run"))
+    stopped = plan("curve", tmp_path / "first", *common, "--minutes", "0.02")  # the machine's time is up at once
+    assert stopped["exit"] == -15 and not stopped["finished"] and stopped["points"] == []
+    result = plan("curve", tmp_path / "out", *common, "--target", "xx-en=0")  # the next call finishes the curve
+    assert result["exit"] == 0 and result["finished"] and [p[0] for p in result["points"]] == [10, 20]
+    finished = json.loads((tmp_path / "out" / "learning_curve.baseline.json").read_text())
+    assert finished["test_at_last_step"]["step"] == 20 and finished["first_reaching"] == 10
+    assert "stopped_at" not in finished
+
+    # the same run read as a curve of 40 steps stopped at 20: its points so far, without the test-set scores
+    partial = partial_learning_curve(suite_file, 40, 10, tmp_path / "run", targets={"xx-en": 0.0})
+    assert partial["stopped_at"] == 20 and partial["max_steps"] == 40 and partial["test_at_last_step"] is None
+    assert partial["points"] == finished["points"]
+    assert partial_learning_curve(suite_file, 40, 10, tmp_path / "no-run") is None

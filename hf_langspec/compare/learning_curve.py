@@ -107,25 +107,61 @@ def learning_curve(
     shared = prepare_shared(suite)
     config = curve_config(suite, shared, system, seed, max_steps, every, sentences, run_dir)
     run_experiment(config)
-    last = last_complete_checkpoint(run_dir / "checkpoints")  # its trainer state holds every validation
+    return _write_curve(suite, shared, system, seed, config, run_dir, targets, stopped=False)
+
+
+def partial_learning_curve(
+    suite: str | Path | Suite,
+    max_steps: int,
+    every: int,
+    output_dir: str | Path,
+    system: str | None = None,
+    seed: int | None = None,
+    sentences: int | None = 50,
+    targets: dict[str, float] | None = None,
+) -> dict[str, Any] | None:
+    """The curve of a `learning_curve` run stopped before `max_steps` (a machine's time ran out), read from its
+    last complete checkpoint and written like a finished one, marked `stopped_at` and without the test-set scores
+    (they need the final model); None when the run has no complete checkpoint yet. Resuming the run completes it."""
+    from .shared import prepare_shared
+
+    suite = suite if isinstance(suite, Suite) else load_suite(suite)
+    system = system or suite.baseline
+    seed = suite.seeds_of(system)[0] if seed is None else seed
+    run_dir = Path(output_dir)
+    if last_complete_checkpoint(run_dir / "checkpoints") is None:
+        return None
+    shared = prepare_shared(suite)
+    config = curve_config(suite, shared, system, seed, max_steps, every, sentences, run_dir)
+    return _write_curve(suite, shared, system, seed, config, run_dir, targets, stopped=True)
+
+
+def _write_curve(suite: Suite, shared: dict[str, Any], system: str, seed: int, config: dict[str, Any],
+                 run_dir: Path, targets: dict[str, float] | None, stopped: bool) -> dict[str, Any]:  # fmt: skip
+    """The curve of `run_dir`'s last complete checkpoint (its trainer state holds every validation), written
+    atomically to `<results_dir>/learning_curve.<system>.json`."""
+    last = last_complete_checkpoint(run_dir / "checkpoints")
     if last is None:
         raise RuntimeError(f"{run_dir}/checkpoints has no complete checkpoint: the run saved none.")
     state = json.loads((Path(last) / "trainer_state.json").read_text())
     pivot = suite.report.get("pivot", "en")
     curve = curve_points(state["log_history"], pivot)
+    training = config["training"]
+    tested = {} if stopped else _test_scores(suite, shared, run_dir)
     result = {
         "format": CURVE_FORMAT,
         # the last point scored on the suite's test sets as well: a budget read off the validation set is checked
         # where the suite is judged (the Bible's validation chapters read about 1.4 BLEU higher than its test ones)
-        "test_at_last_step": {"step": curve[-1]["step"] if curve else None, **_test_scores(suite, shared, run_dir)},
+        "test_at_last_step": None if stopped else {"step": curve[-1]["step"] if curve else None, **tested},
         "suite": suite.name,
         "system": system,
         "seed": seed,
-        "every": every,
-        "max_steps": max_steps,
-        "batch_size": config["training"].get("per_device_train_batch_size"),
+        "every": training["eval_steps"],
+        "max_steps": training["max_steps"],
+        **({"stopped_at": state["global_step"]} if stopped else {}),
+        "batch_size": training.get("per_device_train_batch_size"),
         "valid_sentences_per_direction": config["data"].get("valid_sentences_per_direction"),
-        "num_beams": config["training"]["generation_num_beams"],
+        "num_beams": training["generation_num_beams"],
         "targets": targets or {},
         "first_reaching": first_reaching(curve, targets) if targets else None,
         "points": curve,
@@ -168,6 +204,10 @@ def curve_markdown(result: dict[str, Any]) -> str:
         f"\nValidation set: {result['valid_sentences_per_direction']} sentences per direction, beam {result['num_beams']}; "
         f"{result['system']} seed {result['seed']} of suite {result['suite']}."
     )
+    if result.get("stopped_at") is not None:
+        lines.append(
+            f"Stopped at step {result['stopped_at']:,} of {result['max_steps']:,}; resuming the run completes it."
+        )
     test = result.get("test_at_last_step")
     if test and test.get("groups"):
         scores = ", ".join(f"{g} {v:.2f}" for g, v in sorted(test["groups"].items()))
@@ -181,4 +221,4 @@ def curve_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["curve_markdown", "curve_points", "first_reaching", "learning_curve"]
+__all__ = ["curve_markdown", "curve_points", "first_reaching", "learning_curve", "partial_learning_curve"]
