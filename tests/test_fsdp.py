@@ -175,7 +175,8 @@ def test_the_final_model_of_an_fsdp_run_is_saved_whole_whatever_its_checkpoints_
     """The Trainer's `save_model` under FSDP writes nothing with the SHARDED_STATE_DICT of the shipped fsdp.yaml
     (on an H100 the run then failed without a model folder). `save_loadable_model` gathers the full state dict for
     that one save and gives the plugin back its type. accelerate applies FSDP only on GPUs, so the Trainer is told
-    it runs under FSDP here, with accelerate's own plugin: the Trainer's and accelerate's save code run unchanged."""
+    it runs under FSDP here, with accelerate's own plugin: the Trainer's and accelerate's save code run unchanged.
+    The test sets are then decoded with that saved model, not with the shards (one process would wait for all)."""
     from accelerate.utils import FullyShardedDataParallelPlugin
     from conftest import tiny_model
     from transformers import AutoModelForSeq2SeqLM
@@ -195,5 +196,10 @@ def test_the_final_model_of_an_fsdp_run_is_saved_whole_whatever_its_checkpoints_
     trainer.save_loadable_model(tmp_path / "model")
     assert checkpoints in str(plugin.state_dict_type)  # the checkpoints keep their type
     reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "model")
+    evaluated = trainer.model_for_evaluation(model, tmp_path / "model")  # not the shards: the saved whole model
+    assert evaluated is not model and type(evaluated) is type(model)
     for name, tensor in model.state_dict().items():
         assert torch.equal(reloaded.state_dict()[name], tensor), name
+        assert torch.equal(evaluated.state_dict()[name], tensor), name
+    monkeypatch.setattr(trainer, "is_fsdp_enabled", False)
+    assert trainer.model_for_evaluation(model, tmp_path / "model") is model

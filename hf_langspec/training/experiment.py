@@ -338,7 +338,7 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
         for name, rows in data["tests"].items()
         if name in evaluation.get("splits", list(data["tests"]))
     }
-    model.eval()
+    model = trainer.model_for_evaluation(model, model_dir).eval()
     say(f"evaluation: {sum(map(len, tests.values())):,} sentences of {', '.join(tests)}, beam {settings['num_beams']}")
     results = evaluate_model(
         model, tokenizer, tests,

@@ -231,6 +231,16 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
             if plugin is not None:
                 plugin.set_state_dict_type(previous)
 
+    def model_for_evaluation(self, model: torch.nn.Module, model_dir: str | os.PathLike) -> torch.nn.Module:
+        """The model the main process decodes the test sets with, alone: the trained `model`, or under FSDP the
+        whole model saved in `model_dir` (by `save_loadable_model`), reloaded onto this process's device. The
+        trained model's parameters are shards there, and a forward on one process would wait for the others."""
+        if not self.is_fsdp_enabled:
+            return model
+        from transformers import AutoModelForSeq2SeqLM
+
+        return AutoModelForSeq2SeqLM.from_pretrained(model_dir).to(self.args.device)
+
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any):
         """`Trainer.train`; `resume_from_checkpoint=True` resumes from the last *complete* checkpoint, or
         starts from scratch when there is none."""
