@@ -261,6 +261,10 @@ def curve(args: argparse.Namespace) -> int:
         raise SystemExit("curve needs --suite (examples/suites/bible11_gpu.yaml, ...).")
     suite = load_suite(args.suite)
     run_dir = Path(args.output_dir) if args.output_dir else Path("/tmp/gpu-plan-curves") / suite.name
+    try:  # GROUP=BLEU, checked before the run; `hf-langspec curve` checks the groups
+        wanted = {group: float(bleu) for group, _, bleu in (t.partition("=") for t in args.target)}
+    except ValueError:
+        raise SystemExit(f"--target takes GROUP=BLEU (xx-en=15), got {args.target}.") from None
     targets = [a for target in args.target for a in ("--target", target)]
     unpack(args.suite, None)
     curve_file = suite.results_dir / f"learning_curve.{suite.baseline}.json"
@@ -271,7 +275,6 @@ def curve(args: argparse.Namespace) -> int:
                log=args.out / "curve.log", minutes=args.minutes, cwd=ROOT)  # fmt: skip
     finished = code == 0 and curve_file.exists() and curve_file.stat().st_mtime != before
     if not finished:  # stopped (or failed): the points of the last complete checkpoint
-        wanted = dict((g, float(v)) for g, _, v in (t.partition("=") for t in args.target))
         partial_learning_curve(suite, args.max_steps, args.every, run_dir, targets=wanted)
     if curve_file.exists():
         shutil.copy(curve_file, args.out / curve_file.name)
