@@ -212,8 +212,8 @@ def main() -> None:
         parser.error(f"unknown --kinds {unknown}; choose from {KINDS[2:]}")
     from hf_langspec.modeling.configuration_langspec import ROUTING_STRATEGIES
 
-    strategies = {k: split_kind(k)[1] for k in args.kinds if split_kind(k)[1]}
-    wrong = sorted(k for k, s in strategies.items() if s not in ROUTING_STRATEGIES or split_kind(k)[0] == "marian")
+    routed = {k: split_kind(k) for k in args.kinds if "@" in k}
+    wrong = sorted(k for k, (method, s) in routed.items() if s not in ROUTING_STRATEGIES or method == "marian")
     if wrong:
         parser.error(f"--kinds {wrong}: a strategy is one of {ROUTING_STRATEGIES}, for a method other than marian")
     tables = [run(args, int(n)) for n in args.languages.split(",")]

@@ -262,7 +262,7 @@ def cmd_compare(args: argparse.Namespace) -> None:
         )
 
 
-def _target(text: str) -> tuple[str, float]:
+def parse_target(text: str) -> tuple[str, float]:
     """`--target xx-en=10`: a direction group and the BLEU it must reach."""
     group, _, value = text.partition("=")
     try:
@@ -278,7 +278,7 @@ def _curve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", help="the system to train (default: the suite's baseline)")
     p.add_argument("--seed", type=int, help="its seed (default: the system's first)")
     p.add_argument("--sentences", type=int, default=50, help="validation sentences per direction (default 50)")
-    p.add_argument("--target", type=_target, action="append", metavar="GROUP=BLEU",
+    p.add_argument("--target", type=parse_target, action="append", metavar="GROUP=BLEU",
                    help="report the first step where a group (xx-en, en-xx) reaches this BLEU; repeatable")  # fmt: skip
     p.add_argument("--output-dir", type=Path, help="the run's directory (default: <suite output_dir>/curves/...)")
 

@@ -254,6 +254,7 @@ def curve(args: argparse.Namespace) -> int:
     """Step 4a: a suite's budget by measurement (`hf-langspec curve`), stopped after `--minutes`; the run lives in
     /tmp/gpu-plan-curves (or --output-dir) so that the next call on a still-warm machine resumes it. What it reached
     comes back as the curve JSON, finished or partial (from the last complete checkpoint)."""
+    from hf_langspec.cli import parse_target
     from hf_langspec.compare.learning_curve import partial_learning_curve
     from hf_langspec.compare.suite import load_suite
 
@@ -261,28 +262,26 @@ def curve(args: argparse.Namespace) -> int:
         raise SystemExit("curve needs --suite (examples/suites/bible11_gpu.yaml, ...).")
     suite = load_suite(args.suite)
     run_dir = Path(args.output_dir) if args.output_dir else Path("/tmp/gpu-plan-curves") / suite.name
-    try:  # GROUP=BLEU, checked before the run; `hf-langspec curve` checks the groups
-        wanted = {group: float(bleu) for group, _, bleu in (t.partition("=") for t in args.target)}
-    except ValueError:
-        raise SystemExit(f"--target takes GROUP=BLEU (xx-en=15), got {args.target}.") from None
+    try:  # the CLI's parsing, before the run: a stopped run's partial curve needs the targets too
+        wanted = dict(map(parse_target, args.target))
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
     targets = [a for target in args.target for a in ("--target", target)]
     unpack(args.suite, None)
-    curve_file = suite.results_dir / f"learning_curve.{suite.baseline}.json"
-    before = curve_file.stat().st_mtime if curve_file.exists() else None
     start = time.time()
     code = run([sys.executable, "-m", "hf_langspec.cli", "curve", "--suite", args.suite, "--max-steps",
                 str(args.max_steps), "--every", str(args.every), "--output-dir", str(run_dir), *targets],
                log=args.out / "curve.log", minutes=args.minutes, cwd=ROOT)  # fmt: skip
-    finished = code == 0 and curve_file.exists() and curve_file.stat().st_mtime != before
-    if not finished:  # stopped (or failed): the points of the last complete checkpoint
-        partial_learning_curve(suite, args.max_steps, args.every, run_dir, targets=wanted)
-    if curve_file.exists():
+    curve_file = suite.results_dir / f"learning_curve.{suite.baseline}.json"  # written by either
+    # finished: the command's curve; stopped (or failed): the points of its last complete checkpoint, if any yet
+    result = (json.loads(curve_file.read_text()) if code == 0
+              else partial_learning_curve(suite, args.max_steps, args.every, run_dir, targets=wanted))  # fmt: skip
+    if result:
         shutil.copy(curve_file, args.out / curve_file.name)
-    points = json.loads(curve_file.read_text())["points"] if curve_file.exists() else []
-    record(args.out, "curve", {"exit": code, "finished": finished, "suite": suite.name,
+    record(args.out, "curve", {"exit": code, "finished": code == 0, "suite": suite.name,
                                "seconds": round(time.time() - start, 1), "run_dir": str(run_dir),
-                               "points": [[p["step"], p["groups"]] for p in points]})  # fmt: skip
-    return 0 if finished or code == -15 else code
+                               "points": [[p["step"], p["groups"]] for p in (result or {}).get("points", [])]})  # fmt: skip
+    return 0 if code in (0, -15) else code
 
 
 def compare(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -199,3 +200,21 @@ def pytest_sessionfinish(session, exitstatus):
     if target and _RELIABILITY_ROWS:
         with open(target, "w") as handle:
             json.dump(_RELIABILITY_ROWS, handle, indent=1)
+
+
+def tiny_suite(tmp_path: Path, name: str = "tiny.yaml", **changes) -> Path:
+    """examples/suites/tiny.yaml with absolute data paths and its output under tmp_path."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    suite = yaml.safe_load((root / "examples/suites/tiny.yaml").read_text())
+    data = suite["base"]["data"]
+    data["train_files"] = [str(root / p) for p in data["train_files"]]
+    data["valid_files"] = [str(root / p) for p in data["valid_files"]]
+    data["test_files"] = {k: str(root / p) for k, p in data["test_files"].items()}
+    suite["output_dir"] = str(tmp_path / "out")
+    for key, value in changes.items():
+        suite[key] = value
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(suite))
+    return path

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from conftest import tiny_suite
 
 from hf_langspec.compare import compare, load_suite
 from hf_langspec.compare.report import build_report, markdown
@@ -28,21 +29,6 @@ from hf_langspec.training.experiment import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
-
-
-def tiny_suite(tmp_path: Path, name: str = "tiny.yaml", **changes) -> Path:
-    """examples/suites/tiny.yaml with absolute data paths and its output under tmp_path."""
-    suite = yaml.safe_load((ROOT / "examples/suites/tiny.yaml").read_text())
-    data = suite["base"]["data"]
-    data["train_files"] = [str(ROOT / p) for p in data["train_files"]]
-    data["valid_files"] = [str(ROOT / p) for p in data["valid_files"]]
-    data["test_files"] = {k: str(ROOT / p) for k, p in data["test_files"].items()}
-    suite["output_dir"] = str(tmp_path / "out")
-    for key, value in changes.items():
-        suite[key] = value
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(suite))
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -166,18 +166,11 @@ def test_a_packed_suite_unpacks_into_shared_data_that_needs_no_corpus(tmp_path, 
 
 @pytest.mark.slow
 def test_the_curve_step_resumes_a_stopped_curve_and_a_stopped_run_gives_its_points_so_far(tmp_path):
-    import yaml
+    from conftest import tiny_suite
 
     from hf_langspec.compare.learning_curve import partial_learning_curve
 
-    config = yaml.safe_load((ROOT / "examples/suites/tiny.yaml").read_text())
-    data = config["base"]["data"]
-    data["train_files"], data["valid_files"] = [str(ROOT / p) for p in data["train_files"]], [
-        str(ROOT / p) for p in data["valid_files"]]  # fmt: skip
-    data["test_files"] = {k: str(ROOT / p) for k, p in data["test_files"].items()}
-    config["output_dir"] = str(tmp_path / "suite")
-    suite_file = tmp_path / "tiny.yaml"
-    suite_file.write_text(yaml.safe_dump(config))
+    suite_file = tiny_suite(tmp_path)
     common = ("--suite", str(suite_file), "--max-steps", "20", "--every", "10", "--output-dir", str(tmp_path / "run"))
     stopped = plan("curve", tmp_path / "first", *common, "--minutes", "0.02")  # the machine's time is up at once
     assert stopped["exit"] == -15 and not stopped["finished"] and stopped["points"] == []

@@ -91,18 +91,7 @@ def learning_curve(
     from ..training.experiment import run_experiment
     from .shared import prepare_shared
 
-    suite = suite if isinstance(suite, Suite) else load_suite(suite)
-    system = system or suite.baseline
-    if system not in suite.systems:
-        raise ConfigError(f"{suite.path}: no system {system!r}; the suite has {list(suite.systems)}.")
-    seed = suite.seeds_of(system)[0] if seed is None else seed
-    if every < 1 or max_steps < every:
-        raise ConfigError(f"--every must be between 1 and --max-steps ({max_steps}), got {every}.")
-    if "stages" in suite.system_config(system):
-        raise ConfigError(f"{system!r} trains in stages; a learning curve is drawn for a one-stage system.")
-    unknown = sorted(set(targets or {}) - {"xx-en", "en-xx", "zero-shot"})
-    if unknown:
-        raise ConfigError(f"--target groups are xx-en, en-xx (and zero-shot), got {unknown}.")
+    suite, system, seed = _checked(suite, system, seed, max_steps, every, targets)
     run_dir = Path(output_dir) if output_dir else suite.output_dir / "curves" / f"{system}-seed{seed}"
     shared = prepare_shared(suite)
     config = curve_config(suite, shared, system, seed, max_steps, every, sentences, run_dir)
@@ -125,15 +114,31 @@ def partial_learning_curve(
     (they need the final model); None when the run has no complete checkpoint yet. Resuming the run completes it."""
     from .shared import prepare_shared
 
-    suite = suite if isinstance(suite, Suite) else load_suite(suite)
-    system = system or suite.baseline
-    seed = suite.seeds_of(system)[0] if seed is None else seed
+    suite, system, seed = _checked(suite, system, seed, max_steps, every, targets)
     run_dir = Path(output_dir)
     if last_complete_checkpoint(run_dir / "checkpoints") is None:
         return None
     shared = prepare_shared(suite)
     config = curve_config(suite, shared, system, seed, max_steps, every, sentences, run_dir)
     return _write_curve(suite, shared, system, seed, config, run_dir, targets, stopped=True)
+
+
+def _checked(suite: str | Path | Suite, system: str | None, seed: int | None, max_steps: int, every: int,
+             targets: dict[str, float] | None) -> tuple[Suite, str, int]:  # fmt: skip
+    """The suite, system (default: its baseline) and seed (default: the system's first) of a curve, its arguments
+    checked before any work."""
+    suite = suite if isinstance(suite, Suite) else load_suite(suite)
+    system = system or suite.baseline
+    if system not in suite.systems:
+        raise ConfigError(f"{suite.path}: no system {system!r}; the suite has {list(suite.systems)}.")
+    if every < 1 or max_steps < every:
+        raise ConfigError(f"--every must be between 1 and --max-steps ({max_steps}), got {every}.")
+    if "stages" in suite.system_config(system):
+        raise ConfigError(f"{system!r} trains in stages; a learning curve is drawn for a one-stage system.")
+    unknown = sorted(set(targets or {}) - {"xx-en", "en-xx", "zero-shot"})
+    if unknown:
+        raise ConfigError(f"--target groups are xx-en, en-xx (and zero-shot), got {unknown}.")
+    return suite, system, suite.seeds_of(system)[0] if seed is None else seed
 
 
 def _write_curve(suite: Suite, shared: dict[str, Any], system: str, seed: int, config: dict[str, Any],

@@ -221,15 +221,16 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
         (accelerate's documented "train sharded, save full"), a collective every rank joins, and only the main
         process writes it.
         """
-        plugin = self.accelerator.state.fsdp_plugin if self.is_fsdp_enabled else None
-        previous = plugin.state_dict_type if plugin is not None else None
-        if plugin is not None:
-            plugin.set_state_dict_type("FULL_STATE_DICT")
+        if not self.is_fsdp_enabled:
+            self.save_model(str(output_dir))
+            return
+        plugin = self.accelerator.state.fsdp_plugin
+        previous = plugin.state_dict_type
+        plugin.set_state_dict_type("FULL_STATE_DICT")
         try:
             self.save_model(str(output_dir))
         finally:
-            if plugin is not None:
-                plugin.set_state_dict_type(previous)
+            plugin.set_state_dict_type(previous)
 
     def model_for_evaluation(self, model: torch.nn.Module, model_dir: str | os.PathLike) -> torch.nn.Module:
         """The model the main process decodes the test sets with, alone: the trained `model`, or under FSDP the
