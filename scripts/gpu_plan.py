@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,6 +47,8 @@ def run(command: list[str], log: Path | None = None, minutes: float | None = Non
     import threading
 
     print("$ " + " ".join(map(str, command)), flush=True)
+    # Python holds piped output back: a command stopped at the machine's limit would leave its log empty
+    kwargs["env"] = {**kwargs.get("env", os.environ), "PYTHONUNBUFFERED": "1"}
     if log is None:
         return subprocess.run(command, **kwargs).returncode
     with log.open("a") as out:
@@ -308,10 +311,28 @@ def compare(args: argparse.Namespace) -> int:
             tar.add(path, arcname=str(path.relative_to(results)))
     stopped = code == -15  # our SIGTERM after --minutes: the unfinished runs resume on the next call
     finished = sorted({str(Path(p).parent) + " " + Path(p).name.split(".")[0] for p in tar_names(archive)})
+    runs = (Path(args.output_dir) if args.output_dir else suite.output_dir) / "runs"
     record(args.out, "compare", {"exit": code, "stopped_after_minutes": stopped, "finished_runs": finished,
+                                 "unfinished_runs": unfinished_progress(runs, finished),
                                  "seconds": round(time.time() - start, 1), "suite": suite.name,
                                  "archive": archive.name, "results_dir": str(results)})  # fmt: skip
     return 0 if stopped else code
+
+
+def unfinished_progress(runs: Path, finished: list[str]) -> dict[str, str]:
+    """How far each started, unfinished run got: its newest checkpoint (`high/checkpoint-3500` for a staged run),
+    which a next call on the same machine resumes from; with the call's seconds, the GPU's speed. Read from the
+    folder names only (resuming verifies them). A run stopped before its first checkpoint: "no checkpoint yet"."""
+    progress = {}
+    for seed_dir in sorted(runs.glob("*/seed*")):
+        name = f"{seed_dir.parent.name} {seed_dir.name}"
+        if name in finished:
+            continue
+        root = seed_dir / "checkpoints"  # a staged run (HLT-MT) keeps one folder per stage in it
+        found = [c for c in root.glob("**/checkpoint-*") if c.is_dir() and re.fullmatch(r"checkpoint-\d+", c.name)]
+        last = max(found, key=lambda c: c.stat().st_mtime, default=None)
+        progress[name] = str(last.relative_to(root)) if last else "no checkpoint yet"
+    return progress
 
 
 def tar_names(archive: Path) -> list[str]:

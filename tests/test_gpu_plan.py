@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -70,13 +72,33 @@ def test_the_compare_step_archives_the_finished_runs_with_their_off_target_pendi
     common = ("--suite", "examples/suites/tiny.yaml", "--workers", "2", "--output-dir", str(tmp_path / "suite"))
     stopped = plan("compare", tmp_path / "first", *common, "--minutes", "0.02")  # the machine's time is up
     assert stopped["stopped_after_minutes"] and stopped["exit"] == -15
+    assert all(v == "no checkpoint yet" or "checkpoint-" in v for v in stopped["unfinished_runs"].values())
     result = plan("compare", tmp_path / "out", *common)  # the next call resumes and finishes every run
-    assert result["exit"] == 0 and not result["stopped_after_minutes"]
+    assert result["exit"] == 0 and not result["stopped_after_minutes"] and result["unfinished_runs"] == {}
+    assert (tmp_path / "out" / "compare.log").read_text().count("started ") == 4 - len(stopped["finished_runs"])
     assert result["finished_runs"] == [f"{system} seed{seed}" for system in ("baseline", "fcll") for seed in (1, 2)]
     with tarfile.open(tmp_path / "out" / result["archive"]) as tar:
         names = sorted(tar.getnames())
     assert names == [f"{system}/seed{seed}.{kind}" for system in ("baseline", "fcll") for seed in (1, 2)
                      for kind in ("json", "outputs.json.gz")]  # fmt: skip
+
+
+def test_the_compare_step_reports_how_far_each_unfinished_run_got(tmp_path):
+    """The runs a stopped call leaves: the newest checkpoint of each (per stage for a staged run), so the next
+    session knows the GPU's speed; finished runs and set-aside leftovers are not counted."""
+    sys.path.insert(0, str(PLAN.parent))
+    from gpu_plan import unfinished_progress
+
+    written = time.time() - 3600
+    for folder in ("baseline/seed1/checkpoints/checkpoint-500", "hlt/seed2/checkpoints/high/checkpoint-4000",
+                   "hlt/seed2/checkpoints/all/checkpoint-1500", "fcll/seed1/checkpoints/incomplete-checkpoint-1000",
+                   "fcll/seed1/checkpoints/checkpoint-500", "xlp/seed3", "laa/seed1/checkpoints/checkpoint-12000"):  # fmt: skip
+        (tmp_path / folder).mkdir(parents=True)
+        written += 60  # the newest stage is the one written last
+        os.utime(tmp_path / folder, (written, written))
+    assert unfinished_progress(tmp_path, finished=["laa seed1"]) == {
+        "baseline seed1": "checkpoint-500", "fcll seed1": "checkpoint-500", "hlt seed2": "all/checkpoint-1500",
+        "xlp seed3": "no checkpoint yet"}  # fmt: skip
 
 
 def test_off_target_rates_left_for_later_are_measured_from_the_saved_outputs(tmp_path, monkeypatch):
