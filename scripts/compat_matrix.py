@@ -142,6 +142,8 @@ def install(cell: str, python: Path, work: Path) -> str:
         constraints.write_text("")
         if not torch_index:
             note = "torch from the registry (a CUDA build, run on the CPU); the lock keeps the newest CPU build"
+        if cap := machine_cap(python, "torch"):  # pip reads it whatever our constraints say
+            note += ("; " if note else "") + f"this machine's pip configuration caps it ({cap})"
     elif cell == "oldest":
         constraints.write_text(lowest_resolution(python, work))
         torch = next(p for p in lower_bounds() if normalize(p.split("==")[0]) == "torch")
@@ -161,6 +163,23 @@ def install(cell: str, python: Path, work: Path) -> str:
     upgrade = ["--upgrade", "--upgrade-strategy", "eager"] if cell.startswith("newest") else []
     run([*pip, "-c", str(constraints), *upgrade, "-e", EXTRAS], cwd=ROOT)
     return note
+
+
+def machine_cap(python: Path, package: str) -> str:
+    """The `package` line of a constraint file that pip's own configuration applies to every install on this
+    machine (`pip config list`: a pip.conf's or PIP_CONSTRAINT's `constraint`), with the file: why a cell's
+    "newest" may not be the registry's; '' where none applies."""
+    listed = subprocess.run([str(python), "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+    paths = [p for value in re.findall(r"^\S*\.constraint='(.*)'$", listed, flags=re.M) for p in value.split()]
+    for path in paths:
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if re.match(rf"{re.escape(package)}\s*[<>=!~]", line.strip()):
+                return f"{path}: {line.strip()}"
+    return ""
 
 
 def installed(python: Path) -> dict[str, str]:
