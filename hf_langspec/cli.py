@@ -205,14 +205,60 @@ def cmd_train(args: argparse.Namespace) -> None:
     print(f"model: {outcome['model_dir']}")
 
 
-def _positive(text: str) -> int:
+def _whole_number(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
     return value
+
+
+def _positive(text: str) -> int:
+    return _whole_number(text, 1)
+
+
+def _non_negative(text: str) -> int:
+    return _whole_number(text, 0)
+
+
+def _milliseconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of milliseconds, got {text!r}") from None
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _positive(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 1-65535, got {value}")
+    return value
+
+
+def _device(text: str) -> str:
+    """A device PyTorch knows and this machine has, checked as the arguments are read (before any loading)."""
+    import torch
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a PyTorch device; use cpu, cuda, cuda:N or mps") from None
+    if device.type == "cpu":
+        return text
+    backend = getattr(torch, device.type, None) if device.type != "mps" else torch.backends.mps
+    if backend is None or not getattr(backend, "is_available", lambda: False)():
+        what = "CUDA GPU" if device.type == "cuda" else f"{device.type} device"
+        raise argparse.ArgumentTypeError(f"{text}: this machine has no {what} that PyTorch can use; use --device cpu")
+    count = getattr(backend, "device_count", lambda: 1)()
+    if device.index is not None and device.index >= count:
+        raise argparse.ArgumentTypeError(f"{text}: this machine has {count} {device.type} device(s), {device.type}:0"
+                                         f" to {device.type}:{count - 1}")  # fmt: skip
+    return text
 
 
 def _integers(text: str) -> list[int]:
@@ -277,7 +323,7 @@ def _curve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--every", type=int, required=True, help="validate every this many steps")
     p.add_argument("--system", help="the system to train (default: the suite's baseline)")
     p.add_argument("--seed", type=int, help="its seed (default: the system's first)")
-    p.add_argument("--sentences", type=int, default=50, help="validation sentences per direction (default 50)")
+    p.add_argument("--sentences", type=_positive, default=50, help="validation sentences per direction (default 50)")
     p.add_argument("--target", type=parse_target, action="append", metavar="GROUP=BLEU",
                    help="report the first step where a group (xx-en, en-xx) reaches this BLEU; repeatable")  # fmt: skip
     p.add_argument("--output-dir", type=Path, help="the run's directory (default: <suite output_dir>/curves/...)")
@@ -305,8 +351,6 @@ def _load_model(path: str, device: str | None, codes: Sequence[str] = ()):
     from .model_folder import check_model_folder, load_model_folder
 
     check_model_folder(path, tokenizer=True)  # before anything is loaded: missing, damaged or pickled files named
-    if device and device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"--device {device}: this machine has no CUDA GPU that PyTorch can use; use --device cpu.")
     tokenizer = LangSpecTokenizer.from_pretrained(path)
     for code in codes:
         tokenizer.language_id(code)  # an unknown code fails before the model is loaded
@@ -335,9 +379,9 @@ def _generation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-beams", type=_positive, default=4)
     p.add_argument("--max-new-tokens", type=_positive, default=256)
     p.add_argument(
-        "--max-source-length", type=int, default=256, help="subwords kept of each input (0: no limit); warns"
+        "--max-source-length", type=_non_negative, default=256, help="subwords kept of each input (0: no limit); warns"
     )
-    p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
+    p.add_argument("--device", type=_device, help="cpu, cuda, cuda:N, mps (default: cuda when available)")
 
 
 def _translate_arguments(p: argparse.ArgumentParser) -> None:
@@ -380,7 +424,7 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
     _generation_options(p)
     p.add_argument("--test", nargs="+", required=True, help="NAME=FILE.jsonl (zero-shot=... measures off-target)")
     p.add_argument("--directions", help="only these directions, comma-separated")
-    p.add_argument("--max-sentences-per-direction", type=int)
+    p.add_argument("--max-sentences-per-direction", type=_positive, help="default: every sentence")
     p.add_argument(
         "--off-target",
         help="the test set to measure it on, 'all' or 'none' (default: the set named zero-shot if given, else none)",
@@ -435,10 +479,10 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 def _clm_atp_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--data", required=True, help="test set in the canonical JSONL schema (several directions)")
-    p.add_argument("--max-sentences-per-direction", type=int)
-    p.add_argument("--top", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--device")
+    p.add_argument("--max-sentences-per-direction", type=_positive)
+    p.add_argument("--top", type=_positive, default=5)
+    p.add_argument("--batch-size", type=_positive, default=32)
+    p.add_argument("--device", type=_device)
     p.add_argument("--output", help="write the ATP vectors and the table as JSON")
     p.add_argument("--force", action="store_true", help="replace --output if it exists")
 
@@ -632,11 +676,11 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="or a trained model folder: every direction through one copy of the weights")
     p.add_argument("--directions", help="with --model: only these directions (en-de,de-en,...)")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=1, help="CTranslate2 threads per direction")
-    p.add_argument("--max-batch", type=int, default=32, help="sentences of one direction decoded together")
-    p.add_argument("--max-wait-ms", type=float, default=5.0, help="how long a batch waits for more requests")
+    p.add_argument("--port", type=_port, default=8080)
+    p.add_argument("--device", type=_device, default="cpu")
+    p.add_argument("--threads", type=_positive, default=1, help="CTranslate2 threads per direction")
+    p.add_argument("--max-batch", type=_positive, default=32, help="sentences of one direction decoded together")
+    p.add_argument("--max-wait-ms", type=_milliseconds, default=5.0, help="how long a batch waits for more requests")
 
 
 @command("serve", _serve_arguments, help="translate many directions over HTTP on localhost (JSON)")

@@ -218,3 +218,13 @@ def tiny_suite(tmp_path: Path, name: str = "tiny.yaml", **changes) -> Path:
     path = tmp_path / name
     path.write_text(yaml.safe_dump(suite))
     return path
+
+
+def cli_exit_code(args: list[str]) -> int:
+    """`hf-langspec ARGS` in this process: its exit code, whether argparse exits or `main` returns."""
+    from hf_langspec.cli import main
+
+    try:
+        return main(args)
+    except SystemExit as exited:
+        return exited.code

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import two_process_launcher
+from conftest import cli_exit_code, two_process_launcher
 from test_training import _config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,6 +191,41 @@ def test_translate_refuses_bad_options_in_one_line(trained, args, stdin, words):
     result = cli("translate", trained / "run" / "model", *[x for kv in options.items() for x in kv], stdin=stdin,
                  check=False)  # fmt: skip
     _one_line_error(result, *words)
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["translate", "m", "--src-lang", "en", "--tgt-lang", "de", "--device", "tpu"],
+         "argument --device: 'tpu' is not a PyTorch device; use cpu, cuda, cuda:N or mps"),
+        (["translate", "m", "--src-lang", "en", "--tgt-lang", "de", "--max-source-length", "-1"],
+         "argument --max-source-length: must be at least 0, got -1"),
+        (["evaluate", "m", "--test", "t=t.jsonl", "--output-dir", "o", "--max-sentences-per-direction", "0"],
+         "argument --max-sentences-per-direction: must be at least 1, got 0"),  # 0 used to mean every sentence
+        (["clm-atp", "--model", "m", "--data", "d.jsonl", "--top", "0"], "argument --top: must be at least 1, got 0"),
+        (["curve", "--suite", "s.yaml", "--max-steps", "10", "--every", "5", "--sentences", "0"],
+         "argument --sentences: must be at least 1, got 0"),
+    ],
+)  # fmt: skip
+def test_numbers_and_devices_a_command_cannot_use_are_one_line_as_the_arguments_are_read(args, message, capsys):
+    assert cli_exit_code(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_source_limit_without_room_for_a_subword_is_refused(trained):
+    from hf_langspec import LangSpecTokenizer
+    from hf_langspec.evaluation.translate import translate
+    from hf_langspec.model_folder import load_model_folder
+
+    model_dir = trained / "run" / "model"
+    model, tokenizer = load_model_folder(model_dir), LangSpecTokenizer.from_pretrained(model_dir)
+    specials = 2 if tokenizer.lang_tag_style == "source" else 1
+    with pytest.raises(ValueError, match=f"max_source_length={specials} leaves no room for a subword"):
+        translate(model, tokenizer, ["alpha beta"], "en", "de", max_source_length=specials)
+    assert len(translate(model, tokenizer, ["alpha beta"], "en", "de", max_source_length=specials + 1,
+                         num_beams=1, max_new_tokens=3, show_progress=False)) == 1  # fmt: skip
 
 
 @pytest.mark.reliability

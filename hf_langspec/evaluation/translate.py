@@ -48,6 +48,12 @@ def translate(
         raise ValueError(
             f"num_beams={num_beams}, batch_size={batch_size} and max_new_tokens={max_new_tokens} must all be at least 1."
         )
+    specials = _special_tokens(tokenizer)
+    if max_source_length is not None and max_source_length <= specials:
+        raise ValueError(
+            f"max_source_length={max_source_length} leaves no room for a subword beside the {specials} special "
+            f"token(s) of every input; give at least {specials + 1}, or None (0 on the command line) for no limit."
+        )
     n = len(texts)
     src = [src_lang] * n if isinstance(src_lang, str) else list(src_lang)
     tgt = [tgt_lang] * n if isinstance(tgt_lang, str) else list(tgt_lang)
@@ -85,6 +91,11 @@ def translate(
     return outputs
 
 
+def _special_tokens(tokenizer: Any) -> int:
+    """Tokens of every encoded input besides its subwords, counted by `max_source_length`: the tag and </s>."""
+    return 2 if tokenizer.lang_tag_style == "source" else 1
+
+
 def _warn_about_inputs(tokenizer: Any, texts: list[str], max_source_length: int | None) -> None:
     """Warn about what the model will not see as written: truncated texts and unknown subwords."""
     if not texts:
@@ -92,7 +103,7 @@ def _warn_about_inputs(tokenizer: Any, texts: list[str], max_source_length: int 
     encodings = tokenizer.backend_tokenizer.encode_batch(texts, add_special_tokens=False)
     lengths = [len(e.ids) for e in encodings]
     if max_source_length is not None:
-        room = max_source_length - (2 if tokenizer.lang_tag_style == "source" else 1)  # the tag and </s>
+        room = max_source_length - _special_tokens(tokenizer)
         long = [length for length in lengths if length > room]
         if long:
             message = (

@@ -160,6 +160,8 @@ class DirectionBatcher:
     """One worker thread for one direction: joins the texts of requests queued together into one batch."""
 
     def __init__(self, backend: Any, direction: str, max_batch: int = 32, max_wait: float = 0.005):
+        if max_batch < 1 or not max_wait >= 0:  # a batch of 0 would never be taken; a negative wait raises later
+            raise ValueError(f"max_batch={max_batch} must be at least 1 and max_wait={max_wait} at least 0 seconds.")
         self.backend, self.direction, self.max_batch, self.max_wait = backend, direction, max_batch, max_wait
         self.queue: queue.Queue[tuple[list[str], Future] | None] = queue.Queue()
         self.thread = threading.Thread(target=self._work, name=f"batcher-{direction}", daemon=True)
@@ -227,6 +229,8 @@ def check_port_free(host: str, port: int) -> None:
     """Refuse a host and port this machine cannot listen on, before anything expensive (a model) is loaded."""
     import socket
 
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port {port} is not a TCP port; give one in 1-65535 (0: any free one).")
     with socket.socket() as probe:
         try:
             probe.bind((host, port))
