@@ -122,3 +122,17 @@ def test_a_dropped_residual_is_refused_with_the_reason(tmp_path):
     with pytest.raises(ValueError, match=r"CTranslate2 keeps every residual"):
         export_direction(model, tokenizer, "en", "de", tmp_path / "out")
     assert not (tmp_path / "out" / "ctranslate2").exists()
+
+
+@pytest.mark.reliability
+def test_an_export_without_ctranslate2_that_cannot_write_transformers_is_an_error_not_an_empty_success(tmp_path):
+    """`export --no-ctranslate2` of XLP on a pre-norm backbone (M2M100 cannot hold its per-stack embeddings) wrote
+    nothing and exited 0; the transformers folder is then all that was asked for, so its reason is the error."""
+    tokenizer = tiny_tokenizer()
+    pre_norm = {"normalize_before": True, "position_embedding_type": "sinusoidal", "layernorm_embedding": False}
+    model = trained_like("xlp (per-stack embeddings)", pre_norm, tokenizer)
+    with pytest.raises(ValueError, match="Cannot specialize into M2M100"):
+        export_direction(model, tokenizer, "en", "de", tmp_path / "out", ctranslate2=False)
+    with pytest.raises(ValueError, match="would write nothing"):
+        export_direction(model, tokenizer, "en", "de", tmp_path / "out", ctranslate2=False, transformers=False)
+    assert not (tmp_path / "out").exists()

@@ -191,11 +191,15 @@ def export_direction(
 
     Writes `ctranslate2/` (unless `ctranslate2=False`) and `transformers/` where a plain transformers class
     holds the backbone (`transformers=None`; `True` requires it, `False` skips it). Where none does, the
-    result's `"transformers_skipped"` says why. Nothing is written if an output folder is not empty and
-    `force` is False.
+    result's `"transformers_skipped"` says why; without `ctranslate2` the transformers folder is all that was
+    asked for, so then it is required. Nothing is written if an output folder is not empty and `force` is False.
     """
     from .specialize import _build, _set_generation, fold, plain_target, specialize_tokenizer
 
+    if not ctranslate2 and transformers is False:
+        raise ValueError("export_direction with ctranslate2=False and transformers=False would write nothing.")
+    if not ctranslate2:
+        transformers = True  # an export that writes nothing must not succeed
     output_dir = Path(output_dir)
     writes = [
         name for name, wanted in (("ctranslate2", ctranslate2), ("transformers", transformers is not False)) if wanted
