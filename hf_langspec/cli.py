@@ -777,8 +777,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         args.func(args)
-    except (ValueError, FileNotFoundError, FileExistsError, RuntimeError) as err:
-        # the errors the package raises for bad input, each with the fix in its message: one line
+    except (ValueError, FileNotFoundError, FileExistsError, RuntimeError, ConnectionError) as err:
+        # the errors the package raises for bad input or an unreachable Hub, each with the fix in its message
         print(f"hf-langspec {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -127,6 +127,30 @@ def test_wrong_hub_layout_names_the_expected_fields(tmp_path):
         load_corpus("wmt14", ["de-en"], data_files=str(other_pair))
 
 
+@pytest.mark.reliability
+def test_an_unreachable_hub_is_one_line_naming_the_ways_around_it(monkeypatch, tmp_path, capsys):
+    """`data hub` without network was a ConnectionError traceback reported as a bug (the Hub is unreachable here)."""
+    from conftest import cli_exit_code
+
+    from hf_langspec.data import hub
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'Helsinki-NLP/opus-100' on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.setattr(hub, "load_dataset", offline)
+    with pytest.raises(
+        ConnectionError, match=r"Cannot reach Helsinki-NLP/opus-100 on the Hugging Face Hub .*--data-files"
+    ):
+        hub.load_corpus("opus100", ["en-de"], split="train")
+    assert (
+        cli_exit_code(["data", "hub", "opus100", "--directions", "en-de", "--output", str(tmp_path / "o.jsonl")]) == 2
+    )
+    err = capsys.readouterr().err
+    assert (
+        "Cannot reach Helsinki-NLP/opus-100" in err and "Traceback" not in err and not (tmp_path / "o.jsonl").exists()
+    )
+
+
 def test_hub_corpus_names_configs_like_the_hub():
     from hf_langspec.data.hub import CORPORA
 

@@ -124,11 +124,23 @@ CORPORA: dict[str, HubCorpus] = {
 }  # fmt: skip
 
 
+def load_from_hub(repo: str, config: str | None, split: str, **kwargs: Any) -> Dataset:
+    """`datasets.load_dataset` of a Hub repository; an unreachable Hub is one line naming the ways around it."""
+    try:
+        return load_dataset(repo, config, split=split, **kwargs)
+    except ConnectionError as error:
+        raise ConnectionError(
+            f"Cannot reach {repo} on the Hugging Face Hub ({type(error).__name__}: {str(error).splitlines()[0]}); "
+            "check the network, or give local files in its layout (--data-files / data_files=), or run with "
+            "HF_DATASETS_OFFLINE=1 where it is cached."
+        ) from None
+
+
 def _load_raw(
     repo: str, config: str | None, split: str, data_files: str | Sequence[str] | None, **kwargs: Any
 ) -> Dataset:
     if data_files is None:
-        return load_dataset(repo, config, split=split, **kwargs)
+        return load_from_hub(repo, config, split, **kwargs)
     files = [data_files] if isinstance(data_files, (str, Path)) else list(data_files)
     suffix = Path(str(files[0])).suffix
     builder = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}.get(suffix)

@@ -21,6 +21,8 @@ from typing import Any
 
 from datasets import Dataset, concatenate_datasets, load_dataset
 
+from .hub import load_from_hub
+
 XNLI_REPO = "facebook/xnli"
 XNLI_LANGUAGES = ("en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", "zh", "hi", "sw", "ur")
 XNLI_LABELS = ("entailment", "neutral", "contradiction")
@@ -80,7 +82,7 @@ def load_xnli(
     for code in languages:
         if data_dir is None:
             where = f"{XNLI_REPO} ({code}) split {split}"
-            raw = load_dataset(XNLI_REPO, code, split=split, **load_kwargs)
+            raw = load_from_hub(XNLI_REPO, code, split, **load_kwargs)
         else:
             builder, files = _local_files(Path(data_dir), code, split)
             where = f"{', '.join(files)}"

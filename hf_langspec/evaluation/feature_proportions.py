@@ -22,13 +22,19 @@ from tqdm.auto import tqdm
 from ..data.processing import per_direction
 
 
-@contextlib.contextmanager
-def recording_proportions(model: Any) -> Iterator[dict[str, list]]:
-    """Collect `(layer, sublayer, proportions [B, T, k])` of every CLM call, per stack, while the block runs."""
+def gated_clm_modules(model: Any) -> dict[str, Any]:
+    """The CLM modules with a gate (sCLM, mCLM) per stack; none is a ValueError (no proportions to average)."""
     modules = model.clm_modules() if hasattr(model, "clm_modules") else {}
     modules = {side: m for side, m in modules.items() if m.gate is not None}
     if not modules:
         raise ValueError("This model has no gated CLM module (sCLM or mCLM): there are no feature proportions.")
+    return modules
+
+
+@contextlib.contextmanager
+def recording_proportions(model: Any) -> Iterator[dict[str, list]]:
+    """Collect `(layer, sublayer, proportions [B, T, k])` of every CLM call, per stack, while the block runs."""
+    modules = gated_clm_modules(model)
     records: dict[str, list] = {side: [] for side in modules}
     try:
         for side, module in modules.items():
@@ -44,6 +50,7 @@ def average_token_proportions(
     model: Any, tokenizer: Any, rows: Iterable[Mapping[str, str]], batch_size: int = 32, show_progress: bool = True
 ) -> dict[str, dict[str, torch.Tensor]]:
     """Equation 4 for every direction of `rows` (canonical rows): `{"src-tgt": {"encoder": [k], "decoder": [k]}}`."""
+    gated_clm_modules(model)  # before any batch
     model.eval()
     device = next(model.parameters()).device
     result: dict[str, dict[str, torch.Tensor]] = {}
