@@ -234,9 +234,9 @@ def _milliseconds(text: str) -> float:
 
 
 def _port(text: str) -> int:
-    value = _positive(text)
+    value = _non_negative(text)
     if value > 65535:
-        raise argparse.ArgumentTypeError(f"a TCP port is 1-65535, got {value}")
+        raise argparse.ArgumentTypeError(f"a TCP port is 0-65535 (0: any free one), got {value}")
     return value
 
 
@@ -676,7 +676,7 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="or a trained model folder: every direction through one copy of the weights")
     p.add_argument("--directions", help="with --model: only these directions (en-de,de-en,...)")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=_port, default=8080)
+    p.add_argument("--port", type=_port, default=8080, help="0: any free port (the URL is printed)")
     p.add_argument("--device", type=_device, default="cpu")
     p.add_argument("--threads", type=_positive, default=1, help="CTranslate2 threads per direction")
     p.add_argument("--max-batch", type=_positive, default=32, help="sentences of one direction decoded together")

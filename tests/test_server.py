@@ -161,7 +161,7 @@ def test_the_cli_exports_directions_and_serves_them(model_and_export, tmp_path):
          "--directions writes CTranslate2 models"),
         (["export", "--model", "m", "--src-lang", "en", "--output-dir", "o"], "give either --src-lang and --tgt-lang"),
         (["serve"], "give --export DIR (CTranslate2 directions) or --model DIR"),
-        (["serve", "--model", "m", "--port", "70000"], "argument --port: a TCP port is 1-65535, got 70000"),
+        (["serve", "--model", "m", "--port", "70000"], "argument --port: a TCP port is 0-65535 (0: any free one), got 70000"),
         (["serve", "--model", "m", "--max-batch", "0"], "argument --max-batch: must be at least 1, got 0"),
         (["serve", "--model", "m", "--max-wait-ms", "-5"], "argument --max-wait-ms: must be 0 or more, got -5"),
         (["serve", "--model", "m", "--threads", "0"], "argument --threads: must be at least 1, got 0"),
@@ -177,7 +177,7 @@ def test_export_and_serve_usage_errors_are_one_line_before_any_work(args, messag
 def test_the_server_refuses_a_port_or_batching_it_cannot_use_before_any_socket_or_thread():
     from hf_langspec.export.server import DirectionBatcher, check_port_free
 
-    with pytest.raises(ValueError, match=r"port 70000 is not a TCP port; give one in 1-65535"):
+    with pytest.raises(ValueError, match=r"port 70000 is not a TCP port; give one in 1-65535 \(0: any free one\)"):
         check_port_free("127.0.0.1", 70000)  # the socket's own OverflowError was a traceback
     for batch, wait in [(0, 0.005), (32, -0.001), (32, float("nan"))]:
         with pytest.raises(ValueError, match="must be at least 1 and max_wait"):
