@@ -142,11 +142,20 @@ def folder_problem(folder: str | os.PathLike, tokenizer: bool = False, translati
             problem = json_problem(folder / name)
             if problem:
                 return problem
-    if tokenizer and not (folder / "tokenizer.json").is_file():
-        return (
-            "it has no tokenizer.json (the vocabulary the model was trained with); save the model with its "
-            "tokenizer, or copy tokenizer.json and tokenizer_config.json from the run's tokenizer folder"
-        )
+    if tokenizer:
+        copy = "save the model with its tokenizer, or copy tokenizer.json and tokenizer_config.json from the run's "
+        if not (folder / "tokenizer.json").is_file():
+            return f"it has no tokenizer.json (the vocabulary the model was trained with); {copy}tokenizer folder"
+        # the tokenizer's languages and tag style live here: without them every language code reads as unknown
+        settings = folder / "tokenizer_config.json"
+        languages = json.loads(settings.read_text(encoding="utf-8")).get("languages") if settings.is_file() else None
+        if not isinstance(languages, list) or not languages:
+            what = (
+                "its tokenizer_config.json lists no languages"
+                if settings.is_file()
+                else "it has no tokenizer_config.json"
+            )
+            return f"{what} (the tokenizer's language codes and tags); {copy}tokenizer folder"
     return config_problem(folder, translation) or weights_problem(folder)
 
 

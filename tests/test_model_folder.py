@@ -107,6 +107,14 @@ def remove_tokenizer(folder: Path) -> None:
     (folder / "tokenizer.json").unlink()
 
 
+def remove_tokenizer_settings(folder: Path) -> None:
+    (folder / "tokenizer_config.json").unlink()
+
+
+def empty_tokenizer_settings(folder: Path) -> None:
+    (folder / "tokenizer_config.json").write_text("{}")
+
+
 CASES = {
     "truncated": (truncate, r"model\.safetensors is truncated \([\d,]+ bytes, its header describes [\d,]+\)"),
     "corrupted header": (corrupt_header, r"model\.safetensors is damaged \("),
@@ -116,6 +124,9 @@ CASES = {
     "config": (broken_config, r"config\.json is not valid JSON"),
     "tokenizer": (broken_tokenizer, r"tokenizer\.json is not valid JSON"),
     "no tokenizer": (remove_tokenizer, r"it has no tokenizer\.json \(the vocabulary the model was trained with\)"),
+    # without them every code read as unknown: "Unknown language code 'en': this tokenizer knows []"
+    "no tokenizer settings": (remove_tokenizer_settings, r"it has no tokenizer_config\.json \(the tokenizer's language codes"),
+    "no languages": (empty_tokenizer_settings, r"its tokenizer_config\.json lists no languages"),
     # config.json of another model, with its code: transformers would ask interactively whether to run it
     "another model": (edit_config(model_type="bert"), r"model_type is 'bert', not one of this package's (translation )?models"),
     "no model type": (edit_config(model_type=None), r"config\.json names no model_type"),
