@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -323,13 +322,15 @@ def unfinished_progress(runs: Path, finished: list[str]) -> dict[str, str]:
     """How far each started, unfinished run got: its newest checkpoint (`high/checkpoint-3500` for a staged run),
     which a next call on the same machine resumes from; with the call's seconds, the GPU's speed. Read from the
     folder names only (resuming verifies them). A run stopped before its first checkpoint: "no checkpoint yet"."""
+    from hf_langspec.training.checkpoints import CHECKPOINT  # the name the Trainer gives, set-aside ones excluded
+
     progress = {}
     for seed_dir in sorted(runs.glob("*/seed*")):
         name = f"{seed_dir.parent.name} {seed_dir.name}"
         if name in finished:
             continue
         root = seed_dir / "checkpoints"  # a staged run (HLT-MT) keeps one folder per stage in it
-        found = [c for c in root.glob("**/checkpoint-*") if c.is_dir() and re.fullmatch(r"checkpoint-\d+", c.name)]
+        found = [c for c in root.glob("**/checkpoint-*") if c.is_dir() and CHECKPOINT.match(c.name)]
         last = max(found, key=lambda c: c.stat().st_mtime, default=None)
         progress[name] = str(last.relative_to(root)) if last else "no checkpoint yet"
     return progress
