@@ -35,14 +35,16 @@ class ModelFolderError(ValueError):
     """A model folder that cannot be used; the message names the folder, the file and what is wrong."""
 
 
-def json_problem(path: Path) -> str | None:
-    """'NAME is not valid JSON (...)' or 'NAME is not UTF-8 text', or None."""
+def json_problem(path: Path, mapping: bool = False) -> str | None:
+    """'NAME is not valid JSON (...)' or 'NAME is not UTF-8 text', or None; `mapping`: it must hold an object."""
     try:
-        json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         return f"{path.name} is not UTF-8 text"
     except ValueError as err:
         return f"{path.name} is not valid JSON ({err})"
+    if mapping and not isinstance(value, dict):
+        return f"{path.name} is not a JSON object (it holds a {type(value).__name__})"
     return None
 
 
@@ -109,9 +111,7 @@ def config_problem(folder: Path, translation: bool = True) -> str | None:
     from . import VARIANTS
     from .modeling import XLPConfig
 
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    if not isinstance(config, dict):
-        return f"config.json is not a JSON object (it holds a {type(config).__name__})"
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))  # an object: folder_problem checked
     model_type = config.get("model_type")
     if model_type == XLPConfig.model_type and translation:
         return (
@@ -139,7 +139,7 @@ def folder_problem(folder: str | os.PathLike, tokenizer: bool = False, translati
         return f"it holds no saved model (config.json){hint}"
     for name in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"):
         if (folder / name).is_file():
-            problem = json_problem(folder / name)
+            problem = json_problem(folder / name, mapping=True)  # each of these holds one object
             if problem:
                 return problem
     if tokenizer:

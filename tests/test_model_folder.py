@@ -115,6 +115,10 @@ def empty_tokenizer_settings(folder: Path) -> None:
     (folder / "tokenizer_config.json").write_text("{}")
 
 
+def listed_tokenizer_settings(folder: Path) -> None:
+    (folder / "tokenizer_config.json").write_text("[]")  # valid JSON, not the object every reader expects
+
+
 CASES = {
     "truncated": (truncate, r"model\.safetensors is truncated \([\d,]+ bytes, its header describes [\d,]+\)"),
     "corrupted header": (corrupt_header, r"model\.safetensors is damaged \("),
@@ -127,6 +131,8 @@ CASES = {
     # without them every code read as unknown: "Unknown language code 'en': this tokenizer knows []"
     "no tokenizer settings": (remove_tokenizer_settings, r"it has no tokenizer_config\.json \(the tokenizer's language codes"),
     "no languages": (empty_tokenizer_settings, r"its tokenizer_config\.json lists no languages"),
+    "settings a list": (listed_tokenizer_settings, r"tokenizer_config\.json is not a JSON object \(it holds a list\)"),
+    "config a list": (lambda folder: (folder / "config.json").write_text("[1]"), r"config\.json is not a JSON object"),
     # config.json of another model, with its code: transformers would ask interactively whether to run it
     "another model": (edit_config(model_type="bert"), r"model_type is 'bert', not one of this package's (translation )?models"),
     "no model type": (edit_config(model_type=None), r"config\.json names no model_type"),
