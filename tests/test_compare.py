@@ -591,6 +591,20 @@ def test_a_learning_curve_point_is_the_bleu_of_that_steps_model_on_the_validatio
         assert test["directions"][direction] == pytest.approx(sacrebleu.corpus_bleu(hyps, [pair["ref"]]).score)
 
 
+def test_a_resumed_suite_finishes_its_half_done_runs_before_starting_new_ones(tmp_path):
+    """Runs a stopped session left with checkpoints go first, the furthest along first; the others keep the
+    suite's order (a new session used to start fresh runs while two half-trained ones waited at the end)."""
+    from hf_langspec.compare.runner import Run, started_first
+
+    runs = [Run(name, 1, tmp_path / name, {}) for name in ("a", "b", "c", "d", "e")]
+    for name, steps in {"c": [500], "e": [1000, 1500], "d": []}.items():
+        (tmp_path / name / "checkpoints").mkdir(parents=True)
+        for step in steps:
+            (tmp_path / name / "checkpoints" / f"checkpoint-{step}").mkdir()
+    (tmp_path / "a" / "checkpoints" / "incomplete-checkpoint-9000-1").mkdir(parents=True)  # set aside: not progress
+    assert [run.system for run in started_first(runs)] == ["e", "c", "a", "b", "d"]
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "examples/suites/papers").glob("*.yaml")), ids=lambda p: p.name)
 def test_the_papers_suites_plan_every_run_at_one_budget(path):
     """The papers' settings cannot run here (their corpora are on the Hub): each loads and plans its runs, every

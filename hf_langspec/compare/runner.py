@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.schema import write_atomic
+from ..training.checkpoints import CHECKPOINT
 from ..training.config import ConfigError
 from .shared import RUNNER_PID, prepare_shared, results_paths
 from .suite import Suite, load_suite
@@ -86,6 +87,21 @@ def is_finished(run: Run) -> bool:
     if not (scores_path.exists() and outputs_path.exists()):
         return False
     return set(run.spec["sets"]) <= set(json.loads(scores_path.read_text())["sets"])
+
+
+def steps_done(run: Run) -> int:
+    """The step of the run's newest checkpoint folder (0: not started); not verified, only for ordering."""
+    folder = run.run_dir / "checkpoints"
+    if not folder.is_dir():
+        return 0
+    steps = (CHECKPOINT.match(path.name) for path in folder.iterdir())
+    return max((int(match.group(1)) for match in steps if match), default=0)
+
+
+def started_first(runs: list[Run]) -> list[Run]:
+    """Runs an interrupted session left half done come first (furthest along first), then the suite's order:
+    a resumed suite finishes what it has paid for before it starts new runs, so a stop loses less."""
+    return sorted(runs, key=lambda run: -steps_done(run))
 
 
 def _summary(run: Run) -> str:
@@ -234,7 +250,7 @@ def compare(
         threads = worker_threads(workers, gpus, os.environ)
         shared = prepare_shared(suite, list(eval_sets))
         runs = plan_runs(suite, shared, threads, off_target_later)
-        todo = [run for run in runs if not is_finished(run)]
+        todo = started_first([run for run in runs if not is_finished(run)])
         counts = sorted({len(suite.seeds_of(system)) for system in suite.systems})
         seeds_each = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
         print(
@@ -253,4 +269,4 @@ def compare(
     return report
 
 
-__all__ = ["check_identifier_installed", "compare", "execute", "plan_runs", "run_config"]
+__all__ = ["check_identifier_installed", "compare", "execute", "plan_runs", "run_config", "started_first"]
