@@ -234,9 +234,11 @@ def _milliseconds(text: str) -> float:
 
 
 def _port(text: str) -> int:
-    value = _non_negative(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"a TCP port is 0-65535 (0: any free one), got {value}")
+    from .export.server import port_problem
+
+    value = _whole_number(text, -sys.maxsize)
+    if problem := port_problem(value):
+        raise argparse.ArgumentTypeError(problem)
     return value
 
 

@@ -58,6 +58,8 @@ def test_heads_must_divide_d_model(d_model, heads):
         (dict(tie_word_embeddings=False), "tie_word_embeddings=False is not supported"),
         (dict(activation_function="swishy"), "activation_function='swishy' is unknown"),
         (dict(dropout=1.0), r"dropout=1.0 must be in \[0, 1\)"),
+        (dict(encoder_layers=0), "encoder_layers=0 must be at least 1"),
+        (dict(decoder_layers=-2), "decoder_layers=-2 must be at least 1"),
         (dict(pad_token_id=500), r"pad_token_id=500 must be an id in \[0, vocab_size=120\)"),
     ],
 )

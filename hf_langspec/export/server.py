@@ -225,12 +225,18 @@ def _cannot_listen(host: str, port: int, err: OSError) -> ValueError:
     return ValueError(f"cannot listen on {host}:{port}: {err.strerror}; choose another --port / --host")
 
 
+def port_problem(port: int) -> str | None:
+    """Why `port` cannot be listened on whatever the machine (the CLI's argument check and the server share it)."""
+    return None if 0 <= port <= 65535 else f"port {port} is not a TCP port; give one in 1-65535 (0: any free one)"
+
+
 def check_port_free(host: str, port: int) -> None:
     """Refuse a host and port this machine cannot listen on, before anything expensive (a model) is loaded."""
     import socket
 
-    if not 0 <= port <= 65535:
-        raise ValueError(f"port {port} is not a TCP port; give one in 1-65535 (0: any free one).")
+    problem = port_problem(port)
+    if problem:
+        raise ValueError(f"{problem}.")
     with socket.socket() as probe:
         try:
             probe.bind((host, port))

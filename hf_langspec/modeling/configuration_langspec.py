@@ -226,8 +226,11 @@ class LangSpecConfig(PretrainedConfig):
                     f"{stack}_attention_heads={heads} does not divide d_model={self.d_model}; choose a head "
                     f"count that divides d_model (e.g. {_divisor_hint(self.d_model)})."
                 )
-            if getattr(self, f"{stack}_layers") < 0:
-                raise ValueError(f"{stack}_layers must be >= 0.")
+            if getattr(self, f"{stack}_layers") < 1:  # 0 built a model whose stack was its embeddings alone
+                raise ValueError(
+                    f"{stack}_layers={getattr(self, f'{stack}_layers')} must be at least 1: every method inserts "
+                    f"its modules into the layers of both stacks."
+                )
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name}={getattr(self, name)} must be in [0, 1).")
