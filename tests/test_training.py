@@ -254,6 +254,17 @@ def test_auxiliary_loss_reaches_the_gradient_under_label_smoothing(tokenizer, tm
     assert model.aux_weight.grad == pytest.approx(6.0 * 0.5)  # d(3 w^2)/dw
 
 
+def test_training_on_a_machine_without_an_accelerator_does_not_warn_about_pinned_memory(tokenizer, tmp_path):
+    """Pinning only speeds copies to an accelerator; torch warned at every data loader of every CPU run."""
+    import warnings
+
+    trainer = make_trainer(tokenizer, tmp_path, use_cpu=False)  # use_cpu alone turned pinning off
+    assert trainer.args.dataloader_pin_memory is torch.accelerator.is_available()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        next(iter(trainer.get_train_dataloader()))
+
+
 def test_temperature_sampler_is_used_and_needs_language_ids(tokenizer, tmp_path):
     trainer = make_trainer(tokenizer, tmp_path)
     sampler = trainer._get_train_sampler()

@@ -64,6 +64,17 @@ class LangSpecTrainingArguments(Seq2SeqTrainingArguments):
     label_smoothing_factor: float = field(default=0.1, metadata={"help": "0.1 in every paper."})
     adam_beta2: float = field(default=0.98, metadata={"help": "Adam (0.9, 0.98) as in the papers."})
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # pinned host memory only speeds copies to an accelerator; without one torch warns at every data loader
+        if self.dataloader_pin_memory and not _has_accelerator():
+            self.dataloader_pin_memory = False
+
+
+def _has_accelerator() -> bool:
+    accelerator = getattr(torch, "accelerator", None)  # torch >= 2.6; before it, CUDA is the one that pins
+    return accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
+
 
 def check_processes_joined(world_size: int) -> None:
     """Several processes launched, but this one is alone (no GPU and `use_cpu` false, so accelerate found no
