@@ -349,15 +349,17 @@ def cmd_curve(args: argparse.Namespace) -> None:
 def _load_model(path: str, device: str | None, codes: Sequence[str] = ()):
     import torch
 
-    from . import LangSpecTokenizer
-    from .model_folder import check_model_folder, load_model_folder
+    from .model_folder import ModelFolderError, check_model_folder, load_model_folder, load_tokenizer
 
     check_model_folder(path, tokenizer=True)  # before anything is loaded: missing, damaged or pickled files named
-    tokenizer = LangSpecTokenizer.from_pretrained(path)
+    tokenizer = load_tokenizer(path)
     for code in codes:
         tokenizer.language_id(code)  # an unknown code fails before the model is loaded
     model = load_model_folder(path, folder_checked=True)  # the variant's own class; non-finite weights refused
-    tokenizer.check_model(model)
+    try:
+        tokenizer.check_model(model)
+    except ValueError as err:
+        raise ModelFolderError(f"Model folder {path}: {err}") from None
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return model.to(device).eval(), tokenizer
 

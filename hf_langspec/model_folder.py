@@ -15,7 +15,8 @@ worse, an empty translation:
 * a `*.safetensors` file that is truncated or has a damaged header (safetensors checks that its header
   parses and that the tensors it lists cover the file exactly: a cheap read, no tensor loaded), or a shard
   that the index lists and the folder lacks;
-* a tokenizer file that does not parse;
+* a tokenizer file that does not parse, or parses but is no vocabulary tokenizers can read, or settings in
+  `tokenizer_config.json` the tokenizer refuses (`load_tokenizer`);
 * weights that load but hold NaN or infinite values (bytes overwritten): the first such tensor is named.
 
 Checkpoints of a training run are checked by their manifests instead (`training/checkpoints.py`).
@@ -129,6 +130,45 @@ def config_problem(folder: Path, translation: bool = True) -> str | None:
     return None
 
 
+def tokenizer_problem(folder: str | os.PathLike) -> str | None:
+    """What keeps a folder's tokenizer files (tokenizer.json, tokenizer_config.json) from loading, or None.
+    Checked before anything is loaded: without them every language code reads as unknown, and tokenizers
+    reports a vocabulary it cannot read with a bare Exception and a JSON position."""
+    from tokenizers import Tokenizer
+
+    folder = Path(folder)
+    vocabulary, settings = folder / "tokenizer.json", folder / "tokenizer_config.json"
+    if not vocabulary.is_file():
+        return "it has no tokenizer.json (the vocabulary the model was trained with)"
+    for file in (vocabulary, settings):
+        problem = json_problem(file, mapping=True) if file.is_file() else None
+        if problem:
+            return problem
+    languages = json.loads(settings.read_text(encoding="utf-8")).get("languages") if settings.is_file() else None
+    if not isinstance(languages, list) or not languages:
+        what = (
+            "its tokenizer_config.json lists no languages" if settings.is_file() else "it has no tokenizer_config.json"
+        )
+        return f"{what} (the tokenizer's language codes and tags)"
+    try:
+        Tokenizer.from_file(str(vocabulary))
+    except Exception as err:  # tokenizers' parse errors are plain Exceptions
+        return f"tokenizer.json is not a vocabulary the tokenizers library can read ({err})"
+    return None
+
+
+def load_tokenizer(folder: str | os.PathLike, label: str = "Model folder", **kwargs: Any) -> Any:
+    """`LangSpecTokenizer.from_pretrained(folder, **kwargs)` of a folder :func:`tokenizer_problem` passed; a
+    setting the tokenizer refuses (a tag style, languages without tags in the vocabulary) is a
+    :class:`ModelFolderError` starting with `label` and the folder."""
+    from .tokenization import LangSpecTokenizer
+
+    try:
+        return LangSpecTokenizer.from_pretrained(folder, **kwargs)
+    except ValueError as err:
+        raise ModelFolderError(f"{label} {folder}: tokenizer_config.json is refused: {err}") from None
+
+
 def folder_problem(folder: str | os.PathLike, tokenizer: bool = False, translation: bool = True) -> str | None:
     """None when the folder looks loadable; otherwise what is wrong, in one clause. `tokenizer`: the
     vocabulary (tokenizer.json) is needed too; `translation=False`: any of this package's models will do
@@ -143,19 +183,10 @@ def folder_problem(folder: str | os.PathLike, tokenizer: bool = False, translati
             if problem:
                 return problem
     if tokenizer:
-        copy = "save the model with its tokenizer, or copy tokenizer.json and tokenizer_config.json from the run's "
-        if not (folder / "tokenizer.json").is_file():
-            return f"it has no tokenizer.json (the vocabulary the model was trained with); {copy}tokenizer folder"
-        # the tokenizer's languages and tag style live here: without them every language code reads as unknown
-        settings = folder / "tokenizer_config.json"
-        languages = json.loads(settings.read_text(encoding="utf-8")).get("languages") if settings.is_file() else None
-        if not isinstance(languages, list) or not languages:
-            what = (
-                "its tokenizer_config.json lists no languages"
-                if settings.is_file()
-                else "it has no tokenizer_config.json"
-            )
-            return f"{what} (the tokenizer's language codes and tags); {copy}tokenizer folder"
+        problem = tokenizer_problem(folder)
+        if problem:
+            copy = "copy tokenizer.json and tokenizer_config.json from the run's tokenizer folder"
+            return f"{problem}; save the model with its tokenizer, or {copy}"
     return config_problem(folder, translation) or weights_problem(folder)
 
 
@@ -249,6 +280,8 @@ __all__ = [
     "folder_problem",
     "json_problem",
     "load_model_folder",
+    "load_tokenizer",
     "non_finite_tensor",
+    "tokenizer_problem",
     "weights_problem",
 ]

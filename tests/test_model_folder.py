@@ -119,6 +119,23 @@ def listed_tokenizer_settings(folder: Path) -> None:
     (folder / "tokenizer_config.json").write_text("[]")  # valid JSON, not the object every reader expects
 
 
+def edit_tokenizer_settings(**changes):
+    def edit(folder: Path) -> None:
+        path = folder / "tokenizer_config.json"
+        settings = json.loads(path.read_text())
+        settings.update({key: change(settings) if callable(change) else change for key, change in changes.items()})
+        path.write_text(json.dumps(settings))
+
+    return edit
+
+
+def unreadable_vocabulary(folder: Path) -> None:
+    path = folder / "tokenizer.json"
+    vocabulary = json.loads(path.read_text())
+    vocabulary["model"] = {}  # valid JSON, no tokenizer: tokenizers raised a bare Exception, reported as a bug
+    path.write_text(json.dumps(vocabulary))
+
+
 CASES = {
     "truncated": (truncate, r"model\.safetensors is truncated \([\d,]+ bytes, its header describes [\d,]+\)"),
     "corrupted header": (corrupt_header, r"model\.safetensors is damaged \("),
@@ -131,6 +148,10 @@ CASES = {
     # without them every code read as unknown: "Unknown language code 'en': this tokenizer knows []"
     "no tokenizer settings": (remove_tokenizer_settings, r"it has no tokenizer_config\.json \(the tokenizer's language codes"),
     "no languages": (empty_tokenizer_settings, r"its tokenizer_config\.json lists no languages"),
+    "unreadable vocabulary": (unreadable_vocabulary, r"tokenizer\.json is not a vocabulary the tokenizers library can read"),
+    "tag style": (edit_tokenizer_settings(lang_tag_style="prefix"), r"tokenizer_config\.json is refused: lang_tag_style='prefix' is not supported"),
+    "untagged language": (edit_tokenizer_settings(languages=lambda s: [*s["languages"], "zz"]), r"tokenizer_config\.json is refused: The vocabulary has no tag tokens \['\S*zz\S*'\]"),
+    "other languages": (edit_tokenizer_settings(languages=lambda s: s["languages"][::-1]), r"This tokenizer does not match the model \(languages: model has"),
     "settings a list": (listed_tokenizer_settings, r"tokenizer_config\.json is not a JSON object \(it holds a list\)"),
     "config a list": (lambda folder: (folder / "config.json").write_text("[1]"), r"config\.json is not a JSON object"),
     # config.json of another model, with its code: transformers would ask interactively whether to run it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -349,6 +350,28 @@ def test_bad_inputs_fail_before_training(tmp_path, tokenizer):
         match=r"No training example is left after filtering \(.*longer than 1: 48.*raise data.max_length \(1 ",
     ):
         run_experiment(_config(tmp_path, data={"max_length": 1}))
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda folder: shutil.rmtree(folder), r"\[tokenizer\] path \S+tok: does not exist; give the tokenizer folder"),
+        (lambda folder: (folder / "tokenizer.json").unlink(), r"tok: it has no tokenizer\.json"),
+        (lambda folder: (folder / "tokenizer.json").write_text('{"model": {}}'), r"tokenizer\.json is not a vocabulary"),
+        (lambda folder: (folder / "tokenizer_config.json").write_text('{"languages": ["en", "zz"]}'),
+         r"\[tokenizer\] path \S+tok: tokenizer_config\.json is refused: The vocabulary has no tag tokens"),
+    ],
+)  # fmt: skip
+def test_a_damaged_saved_tokenizer_is_one_line_before_any_work(tmp_path, tokenizer, damage, message):
+    """tokenizer.path is checked like a model folder: tokenizers' own parse error was a traceback reported as a bug."""
+    from hf_langspec.model_folder import ModelFolderError
+
+    tokenizer.save_pretrained(tmp_path / "tok")
+    damage(tmp_path / "tok")
+    with pytest.raises(ModelFolderError, match=message):
+        run_experiment({**_config(tmp_path), "tokenizer": {"path": str(tmp_path / "tok")}})
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.reliability

@@ -143,6 +143,7 @@ def _stage_directions(stage: dict[str, Any], config: Any, available: list[str]) 
 
 
 def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path, main_process_first, say=print):
+    from ..model_folder import load_tokenizer
     from ..tokenization import LangSpecTokenizer, train_tokenizer
 
     if "path" in section:
@@ -150,7 +151,7 @@ def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path
             f"tokenizer: loading {section['path']}"
         )  # a saved vocabulary, used with its own tag style or the one given
         style = {"lang_tag_style": section["lang_tag_style"]} if "lang_tag_style" in section else {}
-        return LangSpecTokenizer.from_pretrained(section["path"], **style)
+        return load_tokenizer(section["path"], "[tokenizer] path", **style)
     target = output_dir / "tokenizer"
     settings_file = target / "hf_langspec_training.json"  # what the reused tokenizer was trained with
     with main_process_first(desc="training the tokenizer"):
@@ -183,7 +184,7 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     from .trainer import LangSpecTrainingArguments, check_processes_joined
 
     validate_config(config)
-    _check_saved_models(config.get("model", {}))
+    _check_saved_models(config.get("model", {}), config.get("tokenizer", {}))
     output_dir = Path(config["output_dir"])
     _check_writable(output_dir)
     # the base arguments give the seed and the main-process-first guard; each stage builds its own
@@ -196,12 +197,20 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
         return _run(config, resume, output_dir, base_args)
 
 
-def _check_saved_models(model: dict[str, Any]) -> None:
-    """The saved models a run starts from (`init_from`, `init_encoder_from`), checked before any data is built:
-    a missing, damaged or foreign folder, or a config that does not fit its weights, is one line (model_folder.py
-    lists the faults). Each is loaded to check it, and loaded again where the run builds its model."""
-    from ..model_folder import load_model_folder
+def _check_saved_models(model: dict[str, Any], tokenizer: dict[str, Any]) -> None:
+    """The saved models a run starts from (`init_from`, `init_encoder_from`) and the saved tokenizer
+    (`tokenizer.path`), checked before any data is built: a missing, damaged or foreign folder, or a config that
+    does not fit its weights, is one line (model_folder.py lists the faults). Each is loaded to check it, and
+    loaded again where the run builds its model."""
+    from ..model_folder import ModelFolderError, load_model_folder, load_tokenizer, tokenizer_problem
 
+    if "path" in tokenizer:
+        folder = Path(tokenizer["path"])
+        missing = "is a file, not a folder" if folder.exists() else "does not exist"
+        problem = tokenizer_problem(folder) if folder.is_dir() else missing
+        if problem:
+            raise ModelFolderError(f"[tokenizer] path {folder}: {problem}; give the tokenizer folder a run saved.")
+        load_tokenizer(folder, "[tokenizer] path", **{k: v for k, v in tokenizer.items() if k == "lang_tag_style"})
     if "init_from" in model:
         load_model_folder(model["init_from"])
     encoder = model.get("init_encoder_from")
