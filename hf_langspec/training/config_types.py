@@ -16,7 +16,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-# lower bounds a value must reach (the classes accept them silently, and e.g. decoder_layers=0 trained)
+# lower bounds a value must reach, named by its config key (most classes accept such values silently)
 MINIMUM = {
     "d_model": 1, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 1,
     "decoder_attention_heads": 1, "encoder_ffn_dim": 1, "decoder_ffn_dim": 1, "vocab_size": 1,
