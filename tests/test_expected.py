@@ -8,7 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hf_langspec.evaluation.expected import check_expected_section, compare_with_expected
+from hf_langspec.evaluation.expected import (
+    KEEP_SCORES,
+    check_expected_section,
+    compare_with_expected,
+    void_expectations,
+)
 from hf_langspec.training.experiment import ConfigError, validate_config
 
 RANGES = {"xx-en": {"bleu": [11.38, 11.64]}, "en-xx": {"bleu": [5.58, 5.76], "chrf": [26.0, 27.0]}}
@@ -94,3 +99,34 @@ def test_the_run_prints_its_results_beside_the_expected_ranges(tmp_path, capsys)
     measured = outcome["results"]["groups"]["bleu"]["xx-en"]
     assert f"expected xx-en BLEU 40-60: got {measured:.2f}, FAR OUTSIDE" in printed  # 2 steps of training
     assert "WARNING: xx-en BLEU" in printed and outcome["expected"][-1].startswith("WARNING")
+
+
+def main_job() -> dict:
+    return {"output_dir": "runs/x", "training": {"max_steps": 5000, "logging_steps": 250},
+            "evaluation": {"num_beams": 4, "batch_size": 50}, "expected": RANGES}  # fmt: skip
+
+
+SCORED = ["training.max_steps", "model.d_model", "data.bible.books", "tokenizer.vocab_size", "evaluation.num_beams",
+          "evaluation.max_sentences_per_direction", "stages", "training.learning_rate"]  # fmt: skip
+FREE = ["output_dir", "training.logging_steps", "training.save_steps", "evaluation.batch_size", "training.use_cpu",
+        "translate.text", "data.num_proc"]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(SCORED + FREE), min_size=1, unique=True), st.integers(1, 10**6))
+def test_overrides_drop_the_expected_ranges_exactly_when_they_change_what_was_measured(keys, value):
+    config = main_job()
+    said = void_expectations(config, {key: value for key in keys})
+    scored = [key for key in keys if key in SCORED and not (key == "training.max_steps" and value == 5000)]
+    assert ("expected" in config) == (not scored)
+    assert (said is None) == (not scored)
+    if scored:  # the line names what changed, in the order given
+        assert said.endswith(f"the overrides change {', '.join(scored)} (give new ones with --set expected=...)")
+
+
+def test_new_ranges_with_the_overrides_are_kept_and_a_config_without_ranges_is_left_alone():
+    config = main_job()
+    assert void_expectations(config, {"training.max_steps": 40, "expected": {"xx-en": {"bleu": [0, 1]}}}) is None
+    assert "expected" in config
+    config.pop("expected")
+    assert void_expectations(config, {"training.max_steps": 40}) is None and "expected" not in config
+    assert "evaluation" not in KEEP_SCORES and "evaluation.batch_size" in KEEP_SCORES

@@ -6,6 +6,10 @@ direction (`de-en`) to metric ranges measured with the lock's versions, e.g.
 warning naming the installed versions when a number is far outside it: under half the range's low end or
 over twice its high end. That is how a user finds out that an install decodes garbage (transformers 5.24
 without the cache fix gave xx->en 0.57 BLEU where 11.6 was expected) rather than from a worse paper.
+
+The ranges hold for the config as written: a `--set` that changes what is trained or scored (steps, shape,
+data, decoding) drops them with a line saying so (`void_expectations`), instead of a warning that blames the
+install for a model trained 40 steps.
 """
 
 from __future__ import annotations
@@ -14,10 +18,15 @@ from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
+from ..training.run_guard import FREE_KEYS
+
 METRICS = {"bleu": "BLEU", "chrf": "chrF", "off_target": "off-target"}
 # the versions a warning names: what decides how a model trains and decodes
 VERSIONED = ("torch", "transformers", "tokenizers", "sacrebleu")
 FAR = 2.0  # "far outside": under low / FAR or over high * FAR
+# overridable without changing the scores: run_guard's keys that do not change the trained model, but for
+# `evaluation` (which sentences and how they are decoded), of which only the batch size is free
+KEEP_SCORES = (*(key for key in FREE_KEYS if key != "evaluation"), "evaluation.batch_size")
 
 
 def check_expected_section(section: Any, where: str) -> str | None:
@@ -66,6 +75,42 @@ def installed_versions() -> str:
     return ", ".join(f"{name} {version}" for name, version in library_versions().items())
 
 
+def void_expectations(config: dict[str, Any], changes: Mapping[str, Any]) -> str | None:
+    """Drop `config["expected"]` when `changes` (dotted keys -> new values, about to be set) alter what its
+    ranges were measured on; returns the line that says so, or None (no section, or nothing that matters
+    changes: the same value again, a logging or saving setting, new ranges given with the changes)."""
+    if "expected" not in config or any(_under(key, "expected") for key in changes):
+        return None
+    changed = [
+        key
+        for key, value in changes.items()
+        if not any(_under(key, free) for free in KEEP_SCORES) and _get(config, key) != value
+    ]
+    if not changed:
+        return None
+    del config["expected"]
+    return (
+        f"expected ranges: not checked, they were measured with the config as written and the overrides change "
+        f"{', '.join(changed)} (give new ones with --set expected=...)"
+    )
+
+
+def _under(key: str, section: str) -> bool:
+    return key == section or key.startswith(section + ".")
+
+
+def _get(config: Mapping[str, Any], key: str) -> Any:
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _UNSET
+        node = node[part]
+    return node
+
+
+_UNSET = object()
+
+
 def compare_with_expected(results: Mapping[str, Any], expected: Mapping[str, Mapping[str, list]]) -> list[str]:
     """Lines that set each expected range beside the run's number; a far-off number gets a warning line.
 
@@ -97,4 +142,10 @@ def compare_with_expected(results: Mapping[str, Any], expected: Mapping[str, Map
     return lines
 
 
-__all__ = ["check_expected_section", "compare_with_expected", "installed_versions", "library_versions"]
+__all__ = [
+    "check_expected_section",
+    "compare_with_expected",
+    "installed_versions",
+    "library_versions",
+    "void_expectations",
+]

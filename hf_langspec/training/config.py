@@ -136,7 +136,10 @@ def model_classes() -> dict[str, tuple[type, type]]:
 
 
 def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """`["model.clm_decoder=none", "training.max_steps=100"]` -> the config with those keys set (values are YAML)."""
+    """`["model.clm_decoder=none", "training.max_steps=100"]` -> the config with those keys set (values are YAML).
+    A config's `expected` ranges are dropped, with a printed line, when the overrides change what they measured."""
+    from ..evaluation.expected import void_expectations
+
     parsed = {}
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -146,8 +149,11 @@ def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, A
             parsed[key] = yaml.safe_load(value)
         except yaml.YAMLError as err:
             raise ConfigError(f"Override {item!r}: the value is not valid YAML ({err.problem}).") from None
+    said = void_expectations(config, parsed)  # before set_keys: it compares with the values as written
     set_keys(config, parsed)
     validate_config(config, "the config with overrides")
+    if said:
+        print(said)
     return config
 
 
