@@ -142,6 +142,7 @@ def cmd_data_local(args: argparse.Namespace) -> None:
 def _train_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--train", nargs="+", required=True, help="canonical JSONL/TSV files or *.multiway.jsonl")
     p.add_argument("--output-dir", required=True, type=Path)
+    p.add_argument("--force", action="store_true", help="write into --output-dir even if it holds files")
     p.add_argument("--languages", help="tag order (default: sorted codes found in the data)")
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument("--model-type", choices=["unigram", "bpe"], default="unigram")
@@ -155,9 +156,10 @@ def _train_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
 @command("train-tokenizer", _train_tokenizer_arguments, help="learn the joint vocabulary with language tags")
 def cmd_train_tokenizer(args: argparse.Namespace) -> None:
     from .data.local import load_local
-    from .data.schema import read_jsonl
+    from .data.schema import check_output_dir, read_jsonl
     from .tokenization import train_tokenizer
 
+    check_output_dir(args.output_dir, "--output-dir", args.force)  # a model folder's vocabulary is not replaced
     rows: list[dict[str, str]] = []
     for path in args.train:
         if path.endswith(".multiway.jsonl"):  # multi-way records: every ordered pair of their texts
@@ -436,15 +438,35 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--language-identifier", choices=["lingua", "langid", "py3langid"], help="default: lingua")
     p.add_argument("--reference", help="a results.json of another run, for the win ratio")
     p.add_argument("--output-dir", required=True, type=Path)
+    p.add_argument("--force", action="store_true", help="write into --output-dir even if it holds files")
+
+
+def _test_files(items: Sequence[str]) -> dict[str, str]:
+    """`--test NAME=FILE ...` (a bare FILE is named supervised) as {name: file}; a name given twice (the later
+    set replaced the earlier) or an empty one is refused."""
+    files: dict[str, str] = {}
+    for item in items:
+        name, file = item.split("=", 1) if "=" in item else ("supervised", item)
+        if not name or not file:
+            raise ValueError(f"--test {item!r}: give NAME=FILE, e.g. zero-shot=test.zeroshot.jsonl")
+        if name in files:
+            raise ValueError(
+                f"--test: the name {name!r} is given twice ({files[name]}, {file}); give each set its own name, "
+                "e.g. supervised=a.jsonl other=b.jsonl (a file without NAME= is named supervised)"
+            )
+        files[name] = file
+    return files
 
 
 @command("evaluate", _evaluate_arguments, help="sacreBLEU/chrF per direction, off-target rates, group means")
 def cmd_evaluate(args: argparse.Namespace) -> None:
+    from .data.schema import check_output_dir
     from .evaluation import copy_baseline, evaluate_model, load_results, results_table, save_results, win_ratio
     from .evaluation.evaluate import test_sets_from_files
 
+    check_output_dir(args.output_dir, "--output-dir", args.force, keep=[args.model])
     reference = load_results(args.reference) if args.reference else None  # a bad one fails before decoding
-    files = dict(item.split("=", 1) if "=" in item else ("supervised", item) for item in args.test)
+    files = _test_files(args.test)
     tests = test_sets_from_files(files, _codes(args.directions) if args.directions else None)
     if args.max_sentences_per_direction:
         from .data.processing import per_direction
@@ -560,6 +582,7 @@ def _add_language_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--old-texts", help="canonical JSONL of old-language text: count changed segmentations")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output-dir", required=True, type=Path)
+    p.add_argument("--force", action="store_true", help="write into --output-dir even if it holds files")
 
 
 @command(
@@ -572,9 +595,10 @@ def cmd_add_language(args: argparse.Namespace) -> None:
 
     from .data.local import read_sentences
     from .data.processing import per_direction
-    from .data.schema import read_jsonl
+    from .data.schema import check_output_dir, read_jsonl
     from .training.new_language import add_language
 
+    check_output_dir(args.output_dir, "--output-dir", args.force, keep=[args.model])  # the model is not replaced
     model, tokenizer = _load_model(args.model, "cpu")
     texts = [line for path in args.texts for line in read_sentences(path)]
     old_texts = None
@@ -781,8 +805,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         args.func(args)
-    except (ValueError, FileNotFoundError, FileExistsError, RuntimeError, ConnectionError) as err:
-        # the errors the package raises for bad input or an unreachable Hub, each with the fix in its message
+    except (ValueError, FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError,
+            RuntimeError, ConnectionError) as err:  # fmt: skip
+        # the errors the package raises for bad input or an unreachable Hub, each with the fix in its message, and
+        # the system's for a path of the wrong kind or one this user may not write (its errno message names it)
         print(f"hf-langspec {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -205,6 +205,12 @@ def test_translate_refuses_bad_options_in_one_line(trained, args, stdin, words):
         (["evaluate", "m", "--test", "t=t.jsonl", "--output-dir", "o", "--max-sentences-per-direction", "0"],
          "argument --max-sentences-per-direction: must be at least 1, got 0"),  # 0 used to mean every sentence
         (["clm-atp", "--model", "m", "--data", "d.jsonl", "--top", "0"], "argument --top: must be at least 1, got 0"),
+        # a second set of one name replaced the first without a word
+        (["evaluate", "m", "--test", "x=a.jsonl", "x=b.jsonl", "--output-dir", "o"],
+         "--test: the name 'x' is given twice (a.jsonl, b.jsonl); give each set its own name"),
+        (["evaluate", "m", "--test", "a.jsonl", "b.jsonl", "--output-dir", "o"],
+         "--test: the name 'supervised' is given twice (a.jsonl, b.jsonl)"),
+        (["evaluate", "m", "--test", "=a.jsonl", "--output-dir", "o"], "--test '=a.jsonl': give NAME=FILE"),
         (["curve", "--suite", "s.yaml", "--max-steps", "10", "--every", "5", "--sentences", "0"],
          "argument --sentences: must be at least 1, got 0"),
     ],

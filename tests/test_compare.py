@@ -592,17 +592,19 @@ def test_a_learning_curve_point_is_the_bleu_of_that_steps_model_on_the_validatio
 
 
 def test_a_resumed_suite_finishes_its_half_done_runs_before_starting_new_ones(tmp_path):
-    """Runs a stopped session left with checkpoints go first, the furthest along first; the others keep the
-    suite's order (a new session used to start fresh runs while two half-trained ones waited at the end)."""
+    """Runs a stopped session left with checkpoints go first, the furthest along first; the others go seed by
+    seed in the suite's order (a new session used to start fresh runs while two half-trained ones waited at the
+    end, and to train a system's seeds 2 and 3 before another's seed 2)."""
     from hf_langspec.compare.runner import Run, started_first
 
-    runs = [Run(name, 1, tmp_path / name, {}) for name in ("a", "b", "c", "d", "e")]
-    for name, steps in {"c": [500], "e": [1000, 1500], "d": []}.items():
+    runs = [Run(name, seed, tmp_path / f"{name}{seed}", {}) for name in ("a", "b", "c", "d", "e") for seed in (2, 3)]
+    for name, steps in {"c3": [500], "e2": [1000, 1500], "d2": []}.items():
         (tmp_path / name / "checkpoints").mkdir(parents=True)
         for step in steps:
             (tmp_path / name / "checkpoints" / f"checkpoint-{step}").mkdir()
-    (tmp_path / "a" / "checkpoints" / "incomplete-checkpoint-9000-1").mkdir(parents=True)  # set aside: not progress
-    assert [run.system for run in started_first(runs)] == ["e", "c", "a", "b", "d"]
+    (tmp_path / "a2" / "checkpoints" / "incomplete-checkpoint-9000-1").mkdir(parents=True)  # set aside: not progress
+    order = [f"{run.system}{run.seed}" for run in started_first(runs)]
+    assert order == ["e2", "c3", "a2", "b2", "c2", "d2", "a3", "b3", "d3", "e3"]
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "examples/suites/papers").glob("*.yaml")), ids=lambda p: p.name)

@@ -297,6 +297,23 @@ def test_local_lines_that_are_not_what_they_claim_are_refused_with_their_line(tm
 
 
 @pytest.mark.reliability
+def test_a_folder_or_an_unknown_extension_given_as_data_is_one_line(tmp_path, capsys):
+    """`evaluate --test FOLDER` said "pass format='jsonl'" (an argument no command has); a folder read as a file is
+    errno 21, which the CLI reported as a bug. Each is now one line naming the path and what to give instead."""
+    from hf_langspec.cli import main
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "test.txt").write_text('{"src_lang": "en", "tgt_lang": "de", "src": "a", "tgt": "b"}\n')
+    for data, message in [(folder, f"{folder} is a folder; give a data file (.jsonl, .json or .tsv"),
+                          (folder / "test.txt", "from its extension: name it .jsonl, .json or .tsv, or pass")]:  # fmt: skip
+        code = main(["data", "local", str(data), "--output", str(tmp_path / "out.jsonl")])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.reliability
 def test_a_stray_language_in_a_large_corpus_is_refused_with_its_position():
     from hf_langspec.data.checks import check_stray_languages
 

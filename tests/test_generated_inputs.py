@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 from pathlib import Path
 from unittest import mock
 
@@ -130,11 +131,12 @@ def test_generated_tokenizer_options_train_or_are_refused_naming_the_option(voca
     data = tmp_path / "train.jsonl"
     data.write_text("".join(json.dumps({**ROW, "src": f"word{i} in the beginning", "tgt": f"wort{i} am Anfang"}) + "\n"
                             for i in range(30)))  # fmt: skip
-    argv = ["train-tokenizer", "--train", data, "--output-dir", tmp_path / "tok", f"--vocab-size={vocab}",
+    out = Path(tempfile.mkdtemp(dir=tmp_path)) / "tok"  # one per example: a folder with files is refused
+    argv = ["train-tokenizer", "--train", data, "--output-dir", out, f"--vocab-size={vocab}",
             f"--sample-size={sample}", f"--character-coverage={coverage}", f"--temperature={temperature}"]  # fmt: skip
     code, err = run(capsys, argv)
     if code == 0:
-        assert (tmp_path / "tok" / "tokenizer.json").is_file()
+        assert (out / "tokenizer.json").is_file()
     else:
         assert_refused_naming(code, err, "vocab", "sample_size", "character_coverage", "temperature", "--")
 

@@ -260,6 +260,41 @@ def test_export_onto_an_existing_export_is_one_line_before_the_model_loads(saved
     assert (target / "model.bin").read_text() == "the user's"
 
 
+OUTPUT_DIR_COMMANDS = {
+    "evaluate": lambda model, test, out: ["evaluate", model, "--test", test, "--output-dir", out],
+    "train-tokenizer": lambda model, test, out: ["train-tokenizer", "--train", test, "--output-dir", out],
+    "add-language": lambda model, test, out: ["add-language", "--model", model, "--language", "ru", "--texts", test,
+                                              "--output-dir", out],
+    "export": lambda model, test, out: ["export", "--model", model, "--src-lang", "en", "--tgt-lang", "de",
+                                        "--output-dir", out],
+}  # fmt: skip
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("command", list(OUTPUT_DIR_COMMANDS))
+def test_an_output_folder_that_holds_the_users_files_is_one_line_before_any_work(command, copy, capsys):
+    """--output-dir onto a file, into the model folder the command reads, or onto a folder with files in it
+    (without --force): one line before any work, nothing overwritten (train-tokenizer replaced a model's
+    vocabulary; evaluate decoded everything, then failed on a file with errno 17)."""
+    test = copy.parent / "test.jsonl"
+    test.write_text(json.dumps({"src_lang": "en", "tgt_lang": "de", "src": "In the beginning.", "tgt": "Am Anfang."}))
+    before = {path.name: path.read_bytes() for path in copy.iterdir()}
+    argv = OUTPUT_DIR_COMMANDS[command]
+    file_message = "is a file; give a folder" if command != "export" else "lies under"  # export names its subfolder
+    cases = [(copy / "config.json", file_message),
+             (copy / "config.json" / "sub", f"lies under {copy / 'config.json'}, a file; give a folder")]  # fmt: skip
+    if command in ("evaluate", "add-language"):  # they read the model folder: not even --force writes there
+        cases += [(copy, f"is the folder {copy}, which this command reads"),
+                  (copy / "eval", f"is inside {copy}, which this command reads")]  # fmt: skip
+    if command != "export":  # export refuses its ctranslate2/ and transformers/ subfolders (the test above)
+        cases += [(copy.parent, "is not empty; pass --force to overwrite it, or give a new folder")]
+    for out, message in cases:
+        code, _, err = run(capsys, *argv(copy, test, out), *(["--force"] if "reads" in message else []))
+        assert code == 2 and err.count("\n") == 1 and message in err, (out, err)
+        assert "Loading weights" not in err and "translating" not in err  # refused before the work
+    assert {path.name: path.read_bytes() for path in copy.iterdir()} == before
+
+
 def test_a_bug_shows_its_traceback_and_asks_for_a_report(monkeypatch, capsys):
     import hf_langspec.cli as cli
 

@@ -318,11 +318,32 @@ def _config(tmp_path, **sections):
         ({"evaluation": {"language_identifier": "cld3"}}, r"language_identifier='cld3' is unknown; use one of"),
         ({"tokenizer": {"vocab_size": 99.5}}, r"\[tokenizer\]: vocab_size = 99.5 is a float; it must be int"),
         ({"stages": [{"name": "a", "training": {"max_steps": "x"}}]}, r"\[stages\]\[0\].training: max_steps = 'x'"),
+        # each trained (or failed once data, tokenizer and model were built) without a word
+        ({"training": {"max_steps": 0}}, r"\[training\]: max_steps = 0 would train num_train_epochs epochs"),
+        (
+            {"training": {"warmup_steps": 2}},
+            r"\[training\]: warmup_steps = 2 is not below max_steps = 2: the learning",
+        ),
+        (
+            {
+                "stages": [{"name": "a", "training": {"max_steps": 300}}, {"name": "b"}],
+                "training": {"max_steps": 5000, "warmup_steps": 4000},  # the base's warm-up, a short first stage
+            },
+            r"\[stages\]\[0\].training: warmup_steps = 4000 is not below max_steps = 300",
+        ),
+        ({"training": {"sampling_temperature": -1.0}}, r"sampling_temperature = -1.0 must be at least 0"),
+        ({"training": {"warmup_steps": -5}}, r"warmup_steps = -5 must be at least 0"),
     ],
 )
 def test_bad_configs_fail_before_any_work(tmp_path, change, message):
     with pytest.raises(ConfigError, match=message):
         validate_config(_config(tmp_path, **change))
+
+
+def test_a_warmup_below_the_steps_a_fraction_and_training_by_epochs_are_accepted(tmp_path):
+    for training in ({"warmup_steps": 1}, {"warmup_steps": 0.5}, {"max_steps": -1, "num_train_epochs": 1},
+                     {"sampling_temperature": 0.0}):  # fmt: skip
+        validate_config(_config(tmp_path, training=training))
 
 
 @pytest.mark.reliability

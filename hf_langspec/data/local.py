@@ -116,6 +116,8 @@ def load_local(
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist.")
+    if path.is_dir():  # read as a file it was an unknown format, or errno 21 from a reader
+        raise IsADirectoryError(f"{path} is a folder; give a data file (.jsonl, .json or .tsv, or a Moses pair).")
     if format is None:
         format = (
             "moses" if tgt_path is not None else {".jsonl": "jsonl", ".json": "jsonl", ".tsv": "tsv"}.get(path.suffix)
@@ -129,7 +131,10 @@ def load_local(
             raise ValueError("Moses-style data needs tgt_path, src_lang and tgt_lang.")
         rows = read_moses_pairs(path, tgt_path, src_lang, tgt_lang)
     else:
-        raise ValueError(f"Cannot tell the format of {path}: pass format='jsonl', 'tsv' or 'moses'.")
+        raise ValueError(
+            f"Cannot tell the format of {path} from its extension: name it .jsonl, .json or .tsv, or pass "
+            "format='jsonl', 'tsv' or 'moses' (`data local --format`)."
+        )
     return canonical_dataset(rows)
 
 

@@ -93,6 +93,33 @@ def check_output_file(
         raise FileExistsError(f"{option} {path} exists; pass --force to replace it, or give another file.")
 
 
+def check_output_dir(
+    path: str | os.PathLike,
+    option: str,
+    force: bool = False,
+    keep: Iterable[str | os.PathLike] = (),
+    force_flag: str = "--force",
+) -> None:
+    """Refuse, before any work, an output folder that would replace what the user has: a file (or a folder under
+    one), a folder that is or lies inside one of `keep` (the model folder a command reads: not even `force`
+    writes there), or a folder with anything in it unless `force` (`force_flag` is how the caller says it)."""
+    path = Path(path)
+    named = f"{option} {path}".strip()
+    for existing in (path, *path.parents):
+        if existing.exists():
+            if not existing.is_dir():
+                what = "is a file" if existing == path else f"lies under {existing}, a file"
+                raise ValueError(f"{named} {what}; give a folder.")
+            break
+    target = path.resolve()
+    for kept in map(Path, keep):
+        if target == kept.resolve() or kept.resolve() in target.parents:
+            where = f"the folder {kept}" if target == kept.resolve() else f"inside {kept}"
+            raise ValueError(f"{named} is {where}, which this command reads; write to another folder.")
+    if path.is_dir() and any(path.iterdir()) and not force:
+        raise FileExistsError(f"{named} is not empty; pass {force_flag} to overwrite it, or give a new folder.")
+
+
 def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
     with Path(path).open(encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
@@ -108,6 +135,7 @@ __all__ = [
     "CANONICAL_COLUMNS",
     "CANONICAL_FEATURES",
     "canonical_dataset",
+    "check_output_dir",
     "check_output_file",
     "direction",
     "read_jsonl",

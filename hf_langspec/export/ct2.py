@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..data.schema import check_not_same_language, write_atomic
+from ..data.schema import check_not_same_language, check_output_dir, write_atomic
 
 CT2_MISSING = (
     "CTranslate2 export needs the `ctranslate2` package: pip install 'hf_langspec[export]' (or ctranslate2>=4)."
@@ -129,9 +129,8 @@ class _Weights:
 
 
 def refuse_to_overwrite(folder: Path, force: bool) -> None:
-    """Nothing a user owns is overwritten without `force`."""
-    if folder.exists() and any(folder.iterdir()) and not force:
-        raise FileExistsError(f"{folder} is not empty; pass force=True (--force) to overwrite it.")
+    """Nothing a user owns is overwritten without `force`; a file where the folder goes is refused too."""
+    check_output_dir(folder, "", force, force_flag="force=True (--force)")
 
 
 def _array(tensor):

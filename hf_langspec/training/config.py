@@ -297,6 +297,7 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
         raise ConfigError(f"{where} [stages]: names {names} must be unique.")
     check_keys(config.get("evaluation", {}), EVALUATION_KEYS, f"{where} [evaluation]")
     _check_types(config, config_class, where)
+    _check_schedule(config, where)
     identifier = config.get("evaluation", {}).get("language_identifier")
     if identifier is not None:
         from ..evaluation.language_id import identifier_names
@@ -340,6 +341,27 @@ def _check_types(config: dict[str, Any], config_class: type, where: str) -> None
     check_section(config.get("tokenizer", {}), type_hints(train_tokenizer), f"{where} [tokenizer]", ConfigError)
     check_section(config.get("data", {}), DATA_TYPES, f"{where} [data]", ConfigError)
     check_section(config.get("evaluation", {}), EVALUATION_TYPES, f"{where} [evaluation]", ConfigError)
+
+
+def _check_schedule(config: dict[str, Any], where: str) -> None:
+    """Steps and warm-up as each Trainer sees them (a stage's training over the base's): `max_steps: 0` trained
+    for num_train_epochs epochs without a word (the Trainer reads max_steps <= 0 as "train by epochs"; -1, its
+    default, stays that), and a warm-up of at least the whole run never reaches the learning rate."""
+    base = config.get("training", {})
+    stages = config.get("stages") or []
+    sections = [(f"[stages][{i}].training", {**base, **stage.get("training", {})}) for i, stage in enumerate(stages)]
+    for name, training in sections or [("[training]", base)]:
+        steps, warmup = training.get("max_steps", -1), training.get("warmup_steps", 0)
+        if steps == 0:
+            raise ConfigError(
+                f"{where} {name}: max_steps = 0 would train num_train_epochs epochs instead of nothing; give the "
+                "number of steps (or -1 to train by epochs)."
+            )
+        if steps > 0 and warmup >= 1 and warmup >= steps:
+            raise ConfigError(
+                f"{where} {name}: warmup_steps = {warmup} is not below max_steps = {steps}: the learning rate would "
+                "never reach learning_rate; lower warmup_steps (a number below 1 is a fraction of the steps)."
+            )
 
 
 def sentence_limit(evaluation: dict[str, Any], set_name: str) -> int | None:

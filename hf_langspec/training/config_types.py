@@ -23,6 +23,8 @@ MINIMUM = {
     "per_device_train_batch_size": 1, "per_device_eval_batch_size": 1, "gradient_accumulation_steps": 1,
     "num_beams": 1, "batch_size": 1, "max_new_tokens": 1, "max_length": 1, "max_sentences_per_direction": 1,
     "valid_sentences_per_direction": 1, "sample_size": 1, "learning_rate": 0, "weight_decay": 0,
+    # 0: plain shuffling (no temperature); below 0 the sampler refused it once data, tokenizer and model were built
+    "sampling_temperature": 0, "temperature_warmup_epochs": 0, "warmup_steps": 0, "average_last_checkpoints": 0,
 }  # fmt: skip
 POSITIVE = {"temperature"}
 # probabilities: a dropout of 1 drops everything, and 2.0 trained without a word
