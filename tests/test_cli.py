@@ -125,6 +125,11 @@ def test_the_readme_main_config_runs_on_a_bible_slice(tmp_path):
     assert "BLEU signature" in out.stdout and "en -> de:" in out.stdout
     assert "expected ranges: not checked" in out.stdout and "data.bible.books, data.bible.valid_chapters" in out.stdout
     assert "FAR OUTSIDE" not in out.stdout and "WARNING" not in out.stdout
+    # the config's 300 warm-up steps against 6: said, not refused (a shrunk run does it on purpose)
+    assert (
+        "the warm-up (300 steps) is not shorter than the stage, so the learning rate reaches at most 2% of"
+        in out.stdout
+    )
     # one line per stage, in order
     stages = [line.split(":")[0] for line in out.stdout.splitlines()
               if line.split(":")[0] in ("tokenizer", "data", "model", "training", "evaluation")]  # fmt: skip

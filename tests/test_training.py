@@ -321,15 +321,8 @@ def _config(tmp_path, **sections):
         # each trained (or failed once data, tokenizer and model were built) without a word
         ({"training": {"max_steps": 0}}, r"\[training\]: max_steps = 0 would train num_train_epochs epochs"),
         (
-            {"training": {"warmup_steps": 2}},
-            r"\[training\]: warmup_steps = 2 is not below max_steps = 2: the learning",
-        ),
-        (
-            {
-                "stages": [{"name": "a", "training": {"max_steps": 300}}, {"name": "b"}],
-                "training": {"max_steps": 5000, "warmup_steps": 4000},  # the base's warm-up, a short first stage
-            },
-            r"\[stages\]\[0\].training: warmup_steps = 4000 is not below max_steps = 300",
+            {"stages": [{"name": "a", "training": {"max_steps": 0}}, {"name": "b"}], "training": {"max_steps": 50}},
+            r"\[stages\]\[0\].training: max_steps = 0 would train",
         ),
         ({"training": {"sampling_temperature": -1.0}}, r"sampling_temperature = -1.0 must be at least 0"),
         ({"training": {"warmup_steps": -5}}, r"warmup_steps = -5 must be at least 0"),
@@ -340,8 +333,10 @@ def test_bad_configs_fail_before_any_work(tmp_path, change, message):
         validate_config(_config(tmp_path, **change))
 
 
-def test_a_warmup_below_the_steps_a_fraction_and_training_by_epochs_are_accepted(tmp_path):
-    for training in ({"warmup_steps": 1}, {"warmup_steps": 0.5}, {"max_steps": -1, "num_train_epochs": 1},
+def test_warmups_training_by_epochs_and_plain_shuffling_are_accepted(tmp_path):
+    """A warm-up longer than the run is said when the stage starts (test_cli), not refused: smoke tests shrink
+    max_steps on purpose."""
+    for training in ({"warmup_steps": 1}, {"warmup_steps": 0.5}, {"warmup_steps": 300}, {"max_steps": -1, "num_train_epochs": 1},
                      {"sampling_temperature": 0.0}):  # fmt: skip
         validate_config(_config(tmp_path, training=training))
 

@@ -322,6 +322,12 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
         say(
             f"training: stage {stage['name']}, {stage_args.max_steps:,} steps x {batch} examples, checkpoints in {stage_dir}"
         )
+        warmup = stage_args.get_warmup_steps(stage_args.max_steps) if stage_args.max_steps > 0 else 0
+        if warmup >= stage_args.max_steps > 0:  # a shrunk smoke test does this on purpose; a real run by mistake
+            say(
+                f"training: the warm-up ({warmup:,} steps) is not shorter than the stage, so the learning rate "
+                f"reaches at most {stage_args.max_steps / warmup:.0%} of {stage_args.learning_rate:g}"
+            )
         model, trainer, record = _run_stage(stage, stage_args, model, tokenizer, train_set, eval_sets, resume)
         trained.append(record)
         if stage is not stages[-1] and hasattr(model, "end_of_stage"):
