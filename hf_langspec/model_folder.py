@@ -17,6 +17,9 @@ worse, an empty translation:
   that the index lists and the folder lacks;
 * a tokenizer file that does not parse, or parses but is no vocabulary tokenizers can read, or settings in
   `tokenizer_config.json` the tokenizer refuses (`load_tokenizer`);
+* a config.json value of the wrong type or range (a string where a number goes, languages as one string), named
+  by the same check as an experiment config's values (`training.config_types`);
+* a weights file that is a folder, or a shard index without its weight map;
 * weights that load but hold NaN or infinite values (bytes overwritten): the first such tensor is named.
 
 Checkpoints of a training run are checked by their manifests instead (`training/checkpoints.py`).
@@ -74,16 +77,22 @@ def weights_problem(folder: Path) -> str | None:
 
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        problem = json_problem(index)
+        problem = json_problem(index, mapping=True)
         if problem:
             return problem
-        listed = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        weight_map = json.loads(index.read_text()).get("weight_map")
+        if not isinstance(weight_map, dict) or not all(isinstance(name, str) for name in weight_map.values()):
+            return "model.safetensors.index.json has no weight_map of tensor names to files; save the model again"
+        listed = sorted(set(weight_map.values()))
         missing = [name for name in listed if not (folder / name).is_file()]
         if missing:
             return f"{missing[0]} is missing (model.safetensors.index.json lists it)"
         shards = [folder / name for name in listed]
     else:
         shards = sorted(folder.glob("*.safetensors"))
+    folders = [shard.name for shard in shards if shard.is_dir()]
+    if folders:  # read as a file it was errno 21, reported as a bug
+        return f"{folders[0]} is a folder, not a weights file; save or copy the model again"
     if not shards:
         pickle = next((name for name in PICKLES if (folder / name).is_file()), None)
         if pickle:
@@ -127,6 +136,24 @@ def config_problem(folder: Path, translation: bool = True) -> str | None:
             f"{named}, not one of this package's {'translation ' if translation else ''}models ({', '.join(kinds)}); "
             "the folder holds another kind of model, or config.json was edited"
         )
+    classes = {config_class.model_type: config_class for config_class, _, _ in VARIANTS} | {
+        XLPConfig.model_type: XLPConfig
+    }
+    return _value_problem(config, classes[model_type])
+
+
+def _value_problem(config: dict[str, Any], config_class: type) -> str | None:
+    """A config.json value of the wrong type or range, named as an experiment config's would be (`config_types`):
+    the config class compared it with a number first ("'<=' not supported between instances of 'str' and 'int'"),
+    or read a string of languages letter by letter."""
+    from .modeling import LangSpecConfig
+    from .training.config_types import check_section, type_hints
+
+    hints = {**type_hints(LangSpecConfig), **type_hints(config_class)}
+    try:
+        check_section(config, hints, "config.json", ValueError)
+    except ValueError as err:
+        return str(err).rstrip(".") + "; the file was edited or damaged: save or copy the model again"
     return None
 
 

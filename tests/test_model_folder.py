@@ -162,6 +162,16 @@ CASES = {
     "edited shape": (edit_config(d_model=32), r"does not match the weights: model\.\S+ is \[\d+(, \d+)?\] in the weights"),
     "more layers": (edit_config(encoder_layers=2), r"does not match the weights: the weights lack \d+ tensor\(s\) \((model\.)?encoder\.layers\.1\."),
     "extra tensor": (extra_tensor, r"config\.json has no place for 1 tensor\(s\) \(model\.encoder\.extra\.weight\)"),
+    # values of the wrong type or range: "'<=' not supported between instances of 'str' and 'int'", and a string of
+    # languages read letter by letter ("lang_tag_token_ids has 2 ids for 5 languages")
+    "a string for a number": (edit_config(d_model="abc"), r"config\.json: d_model = 'abc' is a str; it must be int; the file was edited"),
+    "no value": (edit_config(encoder_layers=[]), r"config\.json: encoder_layers = \[\] is a list; it must be int"),
+    "languages a string": (edit_config(languages="en,de"), r"config\.json: languages = 'en,de' is a str; it must be Sequence\[str\]"),
+    "a dropout of 3": (edit_config(dropout=3), r"config\.json: dropout = 3 must be in \[0, 1\)"),
+    "weights a folder": (lambda folder: (folder / "model.safetensors").unlink() or (folder / "model.safetensors").mkdir(),
+                         r"model\.safetensors is a folder, not a weights file"),  # errno 21, reported as a bug
+    "index without a map": (lambda folder: (folder / "model.safetensors.index.json").write_text("{}"),
+                            r"model\.safetensors\.index\.json has no weight_map of tensor names to files"),
 }  # fmt: skip
 
 
@@ -473,3 +483,23 @@ def test_card_replaces_its_own_card_but_not_the_users_readme(copy, capsys):
     assert run(capsys, "card", copy, "--force")[0] == 0 and "hf_langspec" in readme.read_text()
     assert run(capsys, "card", copy, "--model-name", "renamed")[0] == 0  # its own card: replaced without --force
     assert "renamed" in readme.read_text()
+
+
+@pytest.mark.parametrize(
+    "variant", range(7), ids=lambda i: ["baseline", "xlp", "clm", "cll", "hlt", "laa", "adapter"][i]
+)
+def test_every_variant_as_saved_passes_the_folder_check(variant, tmp_path):
+    """The value check of config.json (types and ranges of each config class) accepts what every variant saves."""
+    from hf_langspec import VARIANTS
+    from hf_langspec.model_folder import folder_problem
+
+    config_class, _, model_class = VARIANTS[variant]
+    tok = train_tokenizer(TEXTS, vocab_size=60, show_progress=False)
+    needs = {"hlt": {"high_resource_languages": ["de"]}, "adapter": {"language_pairs": ["en-de", "de-en"]}}
+    config = config_class(**tok.model_config_kwargs(), **needs.get(config_class.model_type.removeprefix("langspec_"), {}),
+                          d_model=16, encoder_layers=1, decoder_layers=1,
+                          encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)  # fmt: skip
+    model_class(config).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    assert folder_problem(tmp_path, tokenizer=True) is None
+    assert type(load_model_folder(tmp_path)) is model_class
