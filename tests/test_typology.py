@@ -5,6 +5,9 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,7 +16,6 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from hf_langspec import LAAConfig, LAAForConditionalGeneration, train_tokenizer
-from hf_langspec.cli import main
 from hf_langspec.evaluation.typology import (
     FEATURE_GROUPS,
     K_VALUES,
@@ -101,7 +103,7 @@ def test_representations_of_each_method():
 
 
 @pytest.mark.slow
-def test_probing_a_tiny_trained_model_gives_table_6_for_all_feature_groups(tmp_path, capsys):
+def test_probing_a_tiny_trained_model_gives_table_6_for_all_feature_groups(tmp_path):
     texts = {code: [f"{code} a b c d e", f"{code} f g h i"] for code in LANGUAGES}
     tok = train_tokenizer(texts, languages=LANGUAGES, vocab_size=60, show_progress=False)
     torch.manual_seed(0)
@@ -124,7 +126,11 @@ def test_probing_a_tiny_trained_model_gives_table_6_for_all_feature_groups(tmp_p
 
     model.save_pretrained(tmp_path / "model")
     tok.save_pretrained(tmp_path / "model")
-    assert main(["typology", "--model", str(tmp_path / "model"), "--output", str(tmp_path / "t.json")]) == 0
-    assert capsys.readouterr().out.startswith("| feature | model |")
+    # the installed command, as a user runs it: bin/ first on sys.path, where lang2vec's script copy shadowed it
+    script = Path(sys.executable).parent / "hf-langspec"
+    out = subprocess.run([str(script), "typology", "--model", str(tmp_path / "model"), "--output",
+                          str(tmp_path / "t.json")], capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("| feature | model |")
     saved = json.loads((tmp_path / "t.json").read_text())["model"]
     assert saved["syntax"]["1"] == pytest.approx(table["syntax"][1])

@@ -18,11 +18,12 @@ URIEL's `*_average` feature sets are used: the mean over its sources, 1/0 where 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -44,12 +45,29 @@ def _lang2vec():
         shim.resource_filename = resource_filename
         sys.modules["pkg_resources"] = shim
     try:
-        import lang2vec.lang2vec as l2v
+        with _without_shadowing_lang2vec():
+            import lang2vec.lang2vec as l2v
     except ModuleNotFoundError:
         raise ModuleNotFoundError(
             "Typology probing queries URIEL through lang2vec: pip install 'hf_langspec[eval]' (or pip install lang2vec)."
         ) from None
     return l2v
+
+
+@contextlib.contextmanager
+def _without_shadowing_lang2vec() -> Iterator[None]:
+    """lang2vec installs a copy of its module as the script `bin/lang2vec.py`; a console script (`hf-langspec`)
+    puts bin/ first on sys.path, so `import lang2vec` found that file instead of the package, which then looked
+    for its database in bin/data/ (FileNotFoundError). The folder of such a file leaves sys.path for the import."""
+    spec = importlib.util.find_spec("lang2vec") if "lang2vec" not in sys.modules else None
+    saved = sys.path[:]
+    if spec is not None and spec.origin and spec.submodule_search_locations is None:  # a file, not the package
+        shadow = os.path.dirname(os.path.abspath(spec.origin))
+        sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != shadow]
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
 
 
 def uriel_features(languages: Sequence[str], group: str) -> dict[str, list[float | None]]:
