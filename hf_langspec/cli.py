@@ -79,7 +79,10 @@ def _data_bible_arguments(p: argparse.ArgumentParser) -> None:
 )
 def cmd_data_bible(args: argparse.Namespace) -> None:
     from .data.bible import DEFAULT_LANGUAGES, BibleCorpusConfig, build_bible_corpus, stats_table
+    from .data.schema import check_output_dir
 
+    # the corpus folder may hold an earlier build (it is reused when up to date): only a file there is refused
+    check_output_dir(args.output_dir, "--output-dir", force=True)
     config = BibleCorpusConfig(
         languages=_codes(args.languages) if args.languages else DEFAULT_LANGUAGES,
         pivot=args.pivot,

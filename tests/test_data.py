@@ -311,6 +311,9 @@ def test_a_folder_or_an_unknown_extension_given_as_data_is_one_line(tmp_path, ca
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "out.jsonl").exists()
+    # and a file where a corpus folder goes (it was "[Errno 17] File exists")
+    assert main(["data", "bible", "--output-dir", str(folder / "test.txt"), "--languages", "en,de"]) == 2
+    assert f"--output-dir {folder / 'test.txt'} is a file; give a folder." in capsys.readouterr().err
 
 
 @pytest.mark.reliability
