@@ -128,17 +128,15 @@ def config_problem(folder: Path, translation: bool = True) -> str | None:
             f"config.json describes an XLP encoder (model_type {model_type!r}, pre-training), not a translation "
             "model; give the translation model trained from it (model.init_encoder_from)"
         )
-    kinds = sorted(config_class.model_type for config_class, _, _ in VARIANTS)
-    kinds += [] if translation else [XLPConfig.model_type]
+    classes = {config_class.model_type: config_class for config_class, _, _ in VARIANTS}
+    classes |= {} if translation else {XLPConfig.model_type: XLPConfig}
+    kinds = sorted(classes)
     if model_type not in kinds:
         named = f"config.json's model_type is {model_type!r}" if model_type else "config.json names no model_type"
         return (
             f"{named}, not one of this package's {'translation ' if translation else ''}models ({', '.join(kinds)}); "
             "the folder holds another kind of model, or config.json was edited"
         )
-    classes = {config_class.model_type: config_class for config_class, _, _ in VARIANTS} | {
-        XLPConfig.model_type: XLPConfig
-    }
     return _value_problem(config, classes[model_type])
 
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
-from ..training.run_guard import FREE_KEYS
+from ..training.run_guard import FREE_KEYS, under
 
 METRICS = {"bleu": "BLEU", "chrf": "chrF", "off_target": "off-target"}
 # the versions a warning names: what decides how a model trains and decodes
@@ -27,6 +27,7 @@ FAR = 2.0  # "far outside": under low / FAR or over high * FAR
 # overridable without changing the scores: run_guard's keys that do not change the trained model, but for
 # `evaluation` (which sentences and how they are decoded), of which only the batch size is free
 KEEP_SCORES = (*(key for key in FREE_KEYS if key != "evaluation"), "evaluation.batch_size")
+_UNSET = object()  # a key the config does not have
 
 
 def check_expected_section(section: Any, where: str) -> str | None:
@@ -79,12 +80,12 @@ def void_expectations(config: dict[str, Any], changes: Mapping[str, Any]) -> str
     """Drop `config["expected"]` when `changes` (dotted keys -> new values, about to be set) alter what its
     ranges were measured on; returns the line that says so, or None (no section, or nothing that matters
     changes: the same value again, a logging or saving setting, new ranges given with the changes)."""
-    if "expected" not in config or any(_under(key, "expected") for key in changes):
+    if "expected" not in config or any(under(key, "expected") for key in changes):
         return None
     changed = [
         key
         for key, value in changes.items()
-        if not any(_under(key, free) for free in KEEP_SCORES) and _get(config, key) != value
+        if not any(under(key, free) for free in KEEP_SCORES) and _get(config, key) != value
     ]
     if not changed:
         return None
@@ -95,10 +96,6 @@ def void_expectations(config: dict[str, Any], changes: Mapping[str, Any]) -> str
     )
 
 
-def _under(key: str, section: str) -> bool:
-    return key == section or key.startswith(section + ".")
-
-
 def _get(config: Mapping[str, Any], key: str) -> Any:
     node: Any = config
     for part in key.split("."):
@@ -106,9 +103,6 @@ def _get(config: Mapping[str, Any], key: str) -> Any:
             return _UNSET
         node = node[part]
     return node
-
-
-_UNSET = object()
 
 
 def compare_with_expected(results: Mapping[str, Any], expected: Mapping[str, Mapping[str, list]]) -> list[str]:

@@ -45,8 +45,13 @@ def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def under(key: str, section: str) -> bool:
+    """Whether dotted `key` is `section` or lies inside it (`training.max_steps` is under `training`)."""
+    return key == section or key.startswith(section + ".")
+
+
 def _free(key: str) -> bool:
-    return any(key == free or key.startswith(free + ".") for free in FREE_KEYS)
+    return any(under(key, free) for free in FREE_KEYS)
 
 
 def check_resumed_config(output_dir: Path, config: dict[str, Any], resume: bool) -> None:
