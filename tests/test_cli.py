@@ -161,7 +161,7 @@ def test_train_tokenizer_from_canonical_and_multiway_files(tmp_path):
 
 def test_the_cli_loads_each_variant_with_its_own_class(tmp_path):
     from hf_langspec import XLPForConditionalGeneration, XLPMTConfig, train_tokenizer
-    from hf_langspec.cli import _load_model
+    from hf_langspec.cli.arguments import load_model
 
     tok = train_tokenizer({c: ["alpha beta gamma"] * 3 for c in ["en", "de"]}, vocab_size=30, show_progress=False)
     model = XLPForConditionalGeneration(XLPMTConfig(**tok.model_config_kwargs(), d_model=16, encoder_layers=1, decoder_layers=1,
@@ -169,7 +169,7 @@ def test_the_cli_loads_each_variant_with_its_own_class(tmp_path):
                                                     decoder_ffn_dim=16))  # fmt: skip
     model.save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
-    loaded, _ = _load_model(str(tmp_path), "cpu")
+    loaded, _ = load_model(str(tmp_path), "cpu")
     assert type(loaded) is XLPForConditionalGeneration and "embed" in loaded.model.encoder.insertions
 
 

@@ -311,7 +311,7 @@ def test_a_bug_shows_its_traceback_and_asks_for_a_report(monkeypatch, capsys):
     def broken(args):
         raise KeyError("an internal mistake")
 
-    monkeypatch.setattr(cli, "cmd_card", broken)
+    monkeypatch.setattr(cli.sharing_commands, "cmd_card", broken)
     parser = cli.build_parser()
     monkeypatch.setattr(cli, "build_parser", lambda: parser)
     for action in parser._subparsers._group_actions[0].choices.values():
@@ -483,6 +483,30 @@ def test_card_replaces_its_own_card_but_not_the_users_readme(copy, capsys):
     assert run(capsys, "card", copy, "--force")[0] == 0 and "hf_langspec" in readme.read_text()
     assert run(capsys, "card", copy, "--model-name", "renamed")[0] == 0  # its own card: replaced without --force
     assert "renamed" in readme.read_text()
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["card", "--repo-id", "my org/model"], "repo id 'my org/model' is not one the Hub accepts"),
+        (["card", "--repo-id", "a/b/c"], "repo id 'a/b/c' is not one the Hub accepts"),
+        (["card", "--model-name", ""], "the model name is empty; give one (--model-name NAME)"),
+        (["push", "--repo-id", ""], "repo id '' is not one the Hub accepts"),
+        (["push", "--repo-id", "user/model-"], "repo id 'user/model-' is not one the Hub accepts"),
+    ],
+    ids=["card-space", "card-three-parts", "card-empty-name", "push-empty", "push-dashes"],
+)
+def test_a_repo_id_or_model_name_the_hub_refuses_is_refused_first(argv, message, copy, capsys, monkeypatch):
+    """The card's usage code and the upload need a repo id the Hub accepts: refused in one line, before the folder
+    is read or the network is tried, and nothing in the folder changes."""
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", lambda **_: pytest.fail("the Hub was tried"))
+    before = {path.name: path.read_bytes() for path in copy.iterdir()}
+    code, _, err = run(capsys, argv[0], copy, *argv[1:])
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert {path.name: path.read_bytes() for path in copy.iterdir()} == before
 
 
 @pytest.mark.parametrize(

@@ -164,6 +164,12 @@ def build_model_card(
     from ..evaluation.evaluate import results_table
     from ..model_folder import check_model_folder
 
+    if repo_id is not None:
+        check_repo_id(repo_id)  # the card's usage code loads it
+    if model_name is not None and not model_name.strip():
+        raise ValueError(
+            "the model name is empty; give one (--model-name NAME), or leave it out for the folder's name."
+        )
     check_model_folder(model_dir)  # missing, damaged or foreign folders in one line, as for every command
     config = AutoConfig.from_pretrained(model_dir)
     if config.model_type not in METHODS:
@@ -242,6 +248,20 @@ def evaluation_note(results: Mapping[str, Any] | None) -> str:
     if any("off_target" in s for s in directions.values()):
         parts.append("off-target: the share of outputs a language identifier assigns to another language")
     return "Measured on " + "; ".join(parts) + "." if parts else ""
+
+
+def check_repo_id(repo_id: str) -> None:
+    """Refuse a Hub repo id the Hub would refuse (`huggingface_hub`'s own rule), before a card or an upload uses it."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        raise ValueError(
+            f"repo id {repo_id!r} is not one the Hub accepts; give NAME or NAMESPACE/NAME of letters, digits, '-', '_' "
+            "and '.' (not starting or ending with '-' or '.'), at most 96 characters, e.g. my-org/bible-clm."
+        ) from None
 
 
 def rewrite_repo_id(card_text: str, repo_id: str) -> str:

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .card import rewrite_repo_id
+from .card import check_repo_id, rewrite_repo_id
 
 REQUIRED = ("config.json", "model.safetensors", "tokenizer.json", "README.md")
 # what leaves the machine: weights as safetensors, configs, the tokenizer, the card, the modeling code.
@@ -31,6 +31,7 @@ def push_model(
     `api` is a `huggingface_hub.HfApi` (the default) or any object with `create_repo` and `upload_folder`,
     which is how tests exercise this without a Hub.
     """
+    check_repo_id(repo_id)  # before the folder is read or anything leaves the machine
     folder = Path(model_dir)
     pickles = sorted(p.name for pattern in PICKLES for p in folder.glob(pattern))
     if pickles and not allow_pickles:

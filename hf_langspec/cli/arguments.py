@@ -1,0 +1,143 @@
+"""What commands share: argument types checked as arguments are read (before anything is loaded), the
+decoding options, and loading a trained model folder."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def codes(text: str) -> list[str]:
+    return [c.strip() for c in text.split(",") if c.strip()]
+
+
+def books(text: str) -> list[int]:
+    """`--books 1-5,40`: book numbers and ranges."""
+    books: list[int] = []
+    for part in codes(text):
+        start, _, end = part.partition("-")
+        try:
+            books += list(range(int(start), int(end or start) + 1))
+        except ValueError:
+            raise ValueError(
+                f"--books {text!r}: give book numbers 1-66 and ranges like 1-5,40, got {part!r}."
+            ) from None
+    return books
+
+
+def whole_number(text: str, least: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+    return value
+
+
+def positive(text: str) -> int:
+    return whole_number(text, 1)
+
+
+def non_negative(text: str) -> int:
+    return whole_number(text, 0)
+
+
+def milliseconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of milliseconds, got {text!r}") from None
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def port(text: str) -> int:
+    from ..export.server import port_problem
+
+    value = whole_number(text, -sys.maxsize)
+    if problem := port_problem(value):
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+def device(text: str) -> str:
+    """A device PyTorch knows and this machine has, checked as the arguments are read (before any loading)."""
+    import torch
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a PyTorch device; use cpu, cuda, cuda:N or mps") from None
+    if device.type == "cpu":
+        return text
+    backend = getattr(torch, device.type, None) if device.type != "mps" else torch.backends.mps
+    if backend is None or not getattr(backend, "is_available", lambda: False)():
+        what = "CUDA GPU" if device.type == "cuda" else f"{device.type} device"
+        raise argparse.ArgumentTypeError(f"{text}: this machine has no {what} that PyTorch can use; use --device cpu")
+    count = getattr(backend, "device_count", lambda: 1)()
+    if device.index is not None and device.index >= count:
+        raise argparse.ArgumentTypeError(f"{text}: this machine has {count} {device.type} device(s), {device.type}:0"
+                                         f" to {device.type}:{count - 1}")  # fmt: skip
+    return text
+
+
+def integers(text: str) -> list[int]:
+    try:
+        return [int(c) for c in codes(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 1,2,3, got {text!r}") from None
+
+
+def parse_target(text: str) -> tuple[str, float]:
+    """`--target xx-en=10`: a direction group and the BLEU it must reach."""
+    group, _, value = text.partition("=")
+    try:
+        return group.strip(), float(value)
+    except ValueError:
+        raise ValueError(f"--target {text!r}: give GROUP=BLEU, e.g. xx-en=10.") from None
+
+
+def load_model(path: str, device: str | None, codes: Sequence[str] = ()):
+    import torch
+
+    from ..model_folder import ModelFolderError, check_model_folder, load_model_folder, load_tokenizer
+
+    check_model_folder(path, tokenizer=True)  # before anything is loaded: missing, damaged or pickled files named
+    tokenizer = load_tokenizer(path)
+    for code in codes:
+        tokenizer.language_id(code)  # an unknown code fails before the model is loaded
+    model = load_model_folder(path, folder_checked=True)  # the variant's own class; non-finite weights refused
+    try:
+        tokenizer.check_model(model)
+    except ValueError as err:
+        raise ModelFolderError(f"Model folder {path}: {err}") from None
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return model.to(device).eval(), tokenizer
+
+
+def read_text(source: str | None) -> str:
+    """A file, or stdin, as UTF-8 text; anything else is one clear error."""
+    data = Path(source).read_bytes() if source else sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        where = source or "stdin"
+        raise ValueError(
+            f"{where} is not UTF-8 text (byte {err.start}); convert it, e.g. with iconv -t UTF-8."
+        ) from None
+
+
+def generation_options(p: argparse.ArgumentParser) -> None:
+    """What translating commands share: the model folder and the decoding budget."""
+    p.add_argument("model", help="a directory saved by `hf-langspec train` (model + tokenizer)")
+    p.add_argument("--batch-size", type=positive, default=32)
+    p.add_argument("--num-beams", type=positive, default=4)
+    p.add_argument("--max-new-tokens", type=positive, default=256)
+    p.add_argument(
+        "--max-source-length", type=non_negative, default=256, help="subwords kept of each input (0: no limit); warns"
+    )
+    p.add_argument("--device", type=device, help="cpu, cuda, cuda:N, mps (default: cuda when available)")

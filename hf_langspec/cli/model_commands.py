@@ -1,0 +1,241 @@
+"""The commands that use a trained model: `translate`, `evaluate`, `clm-atp`, `typology`, `add-language`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .arguments import codes, device, generation_options, load_model, positive, read_text
+from .registry import command
+
+
+def _translate_arguments(p: argparse.ArgumentParser) -> None:
+    generation_options(p)
+    p.add_argument("--src-lang", required=True)
+    p.add_argument("--tgt-lang", required=True)
+    p.add_argument("--input", help="input file (default: stdin)")
+    p.add_argument("--output", help="output file (default: stdout)")
+    p.add_argument("--force", action="store_true", help="replace --output if it exists")
+
+
+@command("translate", _translate_arguments, help="translate a file or stdin, one sentence per line")
+def cmd_translate(args: argparse.Namespace) -> None:
+    from ..data.schema import check_output_file, write_atomic
+    from ..evaluation import translate
+
+    if args.input and not Path(args.input).is_file():
+        what = "is a folder, not a file" if Path(args.input).is_dir() else "does not exist"
+        raise FileNotFoundError(f"--input {args.input} {what}.")
+    if args.output:
+        check_output_file(
+            args.output, "--output", args.force, keep=[args.model, *([args.input] if args.input else [])]
+        )
+    model, tokenizer = load_model(args.model, args.device, [args.src_lang, args.tgt_lang])
+    raw = read_text(args.input)
+    texts = raw.splitlines()
+    outputs = translate(
+        model, tokenizer, texts, args.src_lang, args.tgt_lang, batch_size=args.batch_size, num_beams=args.num_beams,
+        max_new_tokens=args.max_new_tokens, max_source_length=args.max_source_length or None,
+        show_progress=args.output is not None,
+    )  # fmt: skip
+    text = "".join(line + "\n" for line in outputs)  # empty input: empty output, one line per input line
+    if args.output:
+        write_atomic(args.output, text)
+    else:
+        sys.stdout.write(text)
+
+
+def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
+    generation_options(p)
+    p.add_argument("--test", nargs="+", required=True, help="NAME=FILE.jsonl (zero-shot=... measures off-target)")
+    p.add_argument("--directions", help="only these directions, comma-separated")
+    p.add_argument("--max-sentences-per-direction", type=positive, help="default: every sentence")
+    p.add_argument(
+        "--off-target",
+        help="the test set to measure it on, 'all' or 'none' (default: the set named zero-shot if given, else none)",
+    )
+    p.add_argument("--language-identifier", choices=["lingua", "langid", "py3langid"], help="default: lingua")
+    p.add_argument("--reference", help="a results.json of another run, for the win ratio")
+    p.add_argument("--output-dir", required=True, type=Path)
+    p.add_argument("--force", action="store_true", help="write into --output-dir even if it holds files")
+
+
+def test_files(items: Sequence[str]) -> dict[str, str]:
+    """`--test NAME=FILE ...` (a bare FILE is named supervised) as {name: file}; a name given twice (the later
+    set replaced the earlier) or an empty one is refused."""
+    files: dict[str, str] = {}
+    for item in items:
+        name, file = item.split("=", 1) if "=" in item else ("supervised", item)
+        if not name or not file:
+            raise ValueError(f"--test {item!r}: give NAME=FILE, e.g. zero-shot=test.zeroshot.jsonl")
+        if name in files:
+            raise ValueError(
+                f"--test: the name {name!r} is given twice ({files[name]}, {file}); give each set its own name, "
+                "e.g. supervised=a.jsonl other=b.jsonl (a file without NAME= is named supervised)"
+            )
+        files[name] = file
+    return files
+
+
+@command("evaluate", _evaluate_arguments, help="sacreBLEU/chrF per direction, off-target rates, group means")
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from ..data.schema import check_output_dir
+    from ..evaluation import copy_baseline, evaluate_model, load_results, results_table, save_results, win_ratio
+    from ..evaluation.evaluate import test_sets_from_files
+
+    check_output_dir(args.output_dir, "--output-dir", args.force, keep=[args.model])
+    reference = load_results(args.reference) if args.reference else None  # a bad one fails before decoding
+    files = test_files(args.test)
+    tests = test_sets_from_files(files, codes(args.directions) if args.directions else None)
+    if args.max_sentences_per_direction:
+        from ..data.processing import per_direction
+
+        limit = args.max_sentences_per_direction
+        tests = {n: [r for rows in per_direction(t, limit).values() for r in rows] for n, t in tests.items()}
+    if args.off_target is None:  # the default: the zero-shot set, where the question arises, if one was given
+        args.off_target = "zero-shot" if "zero-shot" in tests else "none"
+        if args.off_target == "none":
+            print(
+                f"off-target rates not measured: no test set is named zero-shot ({', '.join(tests)}); "
+                "--off-target all or --off-target NAME measures them",
+                file=sys.stderr,
+            )
+    elif args.off_target not in {"none", "all", *tests}:
+        raise ValueError(
+            f"--off-target {args.off_target!r}: use 'all', 'none' or a test set name ({', '.join(tests)})."
+        )
+    model, tokenizer = load_model(args.model, args.device)
+    from ..evaluation.language_id import language_identifier
+
+    off_target = {"none": False, "all": True}.get(args.off_target, args.off_target)
+    results = evaluate_model(
+        model, tokenizer, tests, batch_size=args.batch_size, num_beams=args.num_beams, max_new_tokens=args.max_new_tokens,
+        off_target=off_target, identifier=language_identifier(args.language_identifier) if off_target else None,
+    )  # fmt: skip
+    if reference:
+        results["win_ratio"] = win_ratio(results["directions"], reference["directions"])
+    baseline = copy_baseline(tests)
+    save_results(results, args.output_dir, baseline)
+    print(results_table(results, baseline))
+    if "win_ratio" in results:
+        print(f"win ratio against {args.reference}: {results['win_ratio']:.2f}")
+
+
+def _clm_atp_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True)
+    p.add_argument("--data", required=True, help="test set in the canonical JSONL schema (several directions)")
+    p.add_argument("--max-sentences-per-direction", type=positive)
+    p.add_argument("--top", type=positive, default=5)
+    p.add_argument("--batch-size", type=positive, default=32)
+    p.add_argument("--device", type=device)
+    p.add_argument("--output", help="write the ATP vectors and the table as JSON")
+    p.add_argument("--force", action="store_true", help="replace --output if it exists")
+
+
+@command(
+    "clm-atp",
+    _clm_atp_arguments,
+    help="CLM's average token-level feature proportions per direction and the most similar directions",
+)
+def cmd_clm_atp(args: argparse.Namespace) -> None:
+    import json
+
+    from ..data.processing import per_direction
+    from ..data.schema import check_output_file, read_jsonl, write_atomic
+    from ..evaluation.feature_proportions import average_token_proportions, similarity_table
+
+    if args.output:
+        check_output_file(args.output, "--output", args.force, keep=[args.model, args.data])
+    rows = [
+        r for group in per_direction(read_jsonl(args.data), args.max_sentences_per_direction).values() for r in group
+    ]
+    model, tokenizer = load_model(args.model, args.device)
+    atp = average_token_proportions(model, tokenizer, rows, batch_size=args.batch_size)
+    table = similarity_table(atp, top=args.top)
+    if args.output:
+        payload = {d: {side: v.tolist() for side, v in sides.items()} for d, sides in atp.items()}
+        write_atomic(args.output, json.dumps({"atp": payload, "table": table}, indent=2))
+    print(table)
+
+
+def _typology_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True)
+    p.add_argument("--source", default="auto", choices=["auto", "laa", "lee", "tag"])
+    p.add_argument("--label", help="the model's name in the table (default: the folder name)")
+    p.add_argument("--output", help="write the accuracies as JSON")
+    p.add_argument("--plot", help="write Figure 3's plot (accuracy against k) to this image file")
+    p.add_argument("--force", action="store_true", help="replace --output and --plot if they exist")
+
+
+@command(
+    "typology",
+    _typology_arguments,
+    help="k-NN prediction of URIEL features from the learned language representations (LEE/LAA)",
+)
+def cmd_typology(args: argparse.Namespace) -> None:
+    import json
+
+    from ..data.schema import check_output_file, write_atomic
+    from ..evaluation.typology import format_typology_table, language_representations, plot_typology, typology_table
+
+    for option, path in (("--output", args.output), ("--plot", args.plot)):
+        if path:
+            check_output_file(path, option, args.force, keep=[args.model])
+    model, _ = load_model(args.model, "cpu")
+    representations = language_representations(model, args.source)
+    table = typology_table(representations)
+    label = args.label or Path(args.model).name
+    print(format_typology_table(table, label))
+    if args.output:
+        write_atomic(args.output, json.dumps({label: table}, indent=2))
+    if args.plot:
+        plot_typology({label: table}, args.plot)
+
+
+def _add_language_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True)
+    p.add_argument("--language", required=True, help="the new language's code")
+    p.add_argument("--texts", nargs="+", required=True, help="the new language's text, one sentence per line")
+    p.add_argument("--vocab-size", type=int, default=8000, help="unigram vocabulary trained on --texts")
+    p.add_argument("--noise-std", type=float, default=0.01, help="noise on the mean embedding of new rows")
+    p.add_argument("--old-texts", help="canonical JSONL of old-language text: count changed segmentations")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output-dir", required=True, type=Path)
+    p.add_argument("--force", action="store_true", help="write into --output-dir even if it holds files")
+
+
+@command(
+    "add-language",
+    _add_language_arguments,
+    help="add a language to a trained CLL model: vocabulary, tag, LSLs (old ones frozen)",
+)
+def cmd_add_language(args: argparse.Namespace) -> None:
+    import json
+
+    from ..data.local import read_sentences
+    from ..data.processing import per_direction
+    from ..data.schema import check_output_dir, read_jsonl
+    from ..training.new_language import add_language
+
+    check_output_dir(args.output_dir, "--output-dir", args.force, keep=[args.model])  # the model is not replaced
+    model, tokenizer = load_model(args.model, "cpu")
+    texts = [line for path in args.texts for line in read_sentences(path)]
+    old_texts = None
+    if args.old_texts:
+        old_texts = {}
+        for direction, rows in per_direction(read_jsonl(args.old_texts)).items():
+            old_texts.setdefault(direction.split("-")[0], []).extend(r["src"] for r in rows)
+    model, tokenizer, report = add_language(
+        model, tokenizer, args.language, texts, vocab_size=args.vocab_size, noise_std=args.noise_std, seed=args.seed,
+        old_texts=old_texts,
+    )  # fmt: skip
+    model.save_pretrained(args.output_dir)
+    tokenizer.save_pretrained(args.output_dir)
+    print(json.dumps(report, indent=2))
+    print(
+        f"saved to {args.output_dir}. Continue training with the new language's data and the old data mixed in:\n"
+        f"  hf-langspec train --config CONFIG --set model.init_from={args.output_dir} tokenizer.path={args.output_dir} "
+        "training.weight_decay=0"
+    )

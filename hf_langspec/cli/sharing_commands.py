@@ -1,0 +1,143 @@
+"""The commands that share a trained model: `card`, `export`, `serve` and `push`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .arguments import device, load_model, milliseconds, port, positive
+from .registry import command
+
+
+def _card_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model")
+    p.add_argument("--results", help="results.json from `hf-langspec evaluate` or `train`")
+    p.add_argument("--model-name")
+    p.add_argument("--repo-id")
+    p.add_argument("--license", default="apache-2.0")
+    p.add_argument("--force", action="store_true", help="replace a README.md that hf_langspec did not write")
+
+
+@command("card", _card_arguments, help="write README.md (model card with model-index) into a model folder")
+def cmd_card(args: argparse.Namespace) -> None:
+    from ..evaluation import load_results
+    from ..export import write_model_card
+
+    results = load_results(args.results) if args.results else None
+    path = write_model_card(
+        args.model, results, force=args.force, model_name=args.model_name, repo_id=args.repo_id, license=args.license
+    )
+    print(f"model card written to {path}")
+
+
+def _export_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="a trained model folder (with its tokenizer)")
+    p.add_argument("--src-lang", help="one direction: its source language")
+    p.add_argument("--tgt-lang", help="one direction: its target language")
+    p.add_argument("--directions", help="en-de,de-en,...: one CTranslate2 model per direction, for `serve`")
+    p.add_argument("--output-dir", required=True, help="gets transformers/ and ctranslate2/ (or SRC-TGT/ each)")
+    p.add_argument("--no-ctranslate2", action="store_true", help="write only the plain transformers model")
+    p.add_argument("--quantization", default=None, help="CTranslate2 weight type, e.g. int8 or int8_float32")
+    p.add_argument("--force", action="store_true", help="overwrite an existing export")
+
+
+@command(
+    "export",
+    _export_arguments,
+    help="fold directions into plain models: CTranslate2 (every backbone) and Marian/M2M100 where one fits",
+)
+def cmd_export(args: argparse.Namespace) -> None:
+    from ..data.schema import split_direction
+    from ..export.ct2 import export_direction, export_directions
+
+    single = args.src_lang is not None or args.tgt_lang is not None
+    if single == (args.directions is not None) or (single and not (args.src_lang and args.tgt_lang)):
+        raise ValueError(
+            "give either --src-lang and --tgt-lang (one direction) or --directions en-de,de-en,... (one CTranslate2 "
+            "model each, for `hf-langspec serve`)"
+        )
+    if args.directions is not None and args.no_ctranslate2:
+        raise ValueError("--directions writes CTranslate2 models (for `serve`); drop --no-ctranslate2, or export one "
+                         "direction with --src-lang/--tgt-lang")  # fmt: skip
+    directions = (
+        [split_direction(text.strip()) for text in args.directions.split(",") if text.strip()] if not single else []
+    )
+    from ..export.ct2 import refuse_to_overwrite
+
+    out = Path(args.output_dir)
+    if single:
+        targets = [out / "transformers"] + ([] if args.no_ctranslate2 else [out / "ctranslate2"])
+    else:
+        targets = [out / f"{src}-{tgt}" / "ctranslate2" for src, tgt in directions]
+    for target in targets:  # what export_direction(s) refuses, refused before the model is loaded
+        refuse_to_overwrite(target, args.force)
+    model, tokenizer = load_model(args.model, "cpu")
+    if single:
+        paths = export_direction(
+            model, tokenizer, args.src_lang, args.tgt_lang, args.output_dir,
+            ctranslate2=not args.no_ctranslate2, quantization=args.quantization, force=args.force,
+        )  # fmt: skip
+        skipped = paths.pop("transformers_skipped", None)
+        for kind, path in paths.items():
+            print(f"{kind}: {path}")
+        if skipped:
+            print(f"transformers: not written ({skipped})")
+        return
+    folders = export_directions(model, tokenizer, directions, args.output_dir, args.quantization, force=args.force)
+    print(f"{len(folders)} directions exported to {args.output_dir}; serve them with "
+          f"`hf-langspec serve --export {args.output_dir}`")  # fmt: skip
+
+
+def _serve_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--export", help="a folder written by `export --directions` (CTranslate2)")
+    p.add_argument("--model", help="or a trained model folder: every direction through one copy of the weights")
+    p.add_argument("--directions", help="with --model: only these directions (en-de,de-en,...)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=port, default=8080, help="0: any free port (the URL is printed)")
+    p.add_argument("--device", type=device, default="cpu")
+    p.add_argument("--threads", type=positive, default=1, help="CTranslate2 threads per direction")
+    p.add_argument("--max-batch", type=positive, default=32, help="sentences of one direction decoded together")
+    p.add_argument("--max-wait-ms", type=milliseconds, default=5.0, help="how long a batch waits for more requests")
+
+
+@command("serve", _serve_arguments, help="translate many directions over HTTP on localhost (JSON)")
+def cmd_serve(args: argparse.Namespace) -> None:
+    from ..data.schema import split_direction
+    from ..export.server import CTranslate2Backend, ModelBackend, TranslationServer, check_port_free
+
+    if (args.export is None) == (args.model is None):
+        raise ValueError("give --export DIR (CTranslate2 directions) or --model DIR (the generic model)")
+    check_port_free(args.host, args.port)  # before a model is loaded
+    if args.export is not None:
+        backend = CTranslate2Backend(args.export, device=args.device, threads=args.threads)
+    else:
+        model, tokenizer = load_model(args.model, args.device)
+        directions = (
+            ["-".join(split_direction(d.strip())) for d in args.directions.split(",")] if args.directions else None
+        )
+        backend = ModelBackend(model, tokenizer, directions)
+    server = TranslationServer(
+        backend, args.host, args.port, max_batch=args.max_batch, max_wait=args.max_wait_ms / 1000
+    )
+    print(f"serving {len(backend.directions)} directions ({backend.name}) at {server.url}: "
+          f"GET /health, POST /translate; Ctrl-C stops", flush=True)  # fmt: skip
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+
+
+def _push_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model")
+    p.add_argument("--repo-id", required=True)
+    p.add_argument("--private", action="store_true")
+    p.add_argument("--allow-pickles", action="store_true", help="upload pickled files too (they can run code)")
+
+
+@command("push", _push_arguments, help="upload a model folder to the Hugging Face Hub")
+def cmd_push(args: argparse.Namespace) -> None:
+    from ..export import push_model
+
+    print(push_model(args.model, args.repo_id, private=args.private, allow_pickles=args.allow_pickles))
