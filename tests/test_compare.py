@@ -276,6 +276,55 @@ def test_a_system_with_seeds_of_its_own_is_compared_on_the_seeds_both_ran(finish
     assert "seeds [1, 2] (fcll: [2, 3])" in text and "| FCLL (1 of 2 seeds) |" in text
 
 
+def test_a_claim_against_a_control_is_judged_on_that_row_not_the_baseline(finished, tmp_path):
+    """`against: fcll` on a claim of the baseline: its difference is the mirror of FCLL's against the baseline, its
+    p-value sacreBLEU's paired bootstrap with FCLL's outputs as the reference system, and the report names FCLL."""
+    raw = yaml.safe_load(finished["path"].read_text())
+    mirrored = {"paper": "control", "system": "baseline", "against": "fcll", "group": "zero-shot", "metric": "bleu",
+                "expect": "up", "effect": "the baseline against FCLL"}  # fmt: skip
+    raw["report"]["claims"].append(mirrored)
+    path = tmp_path / "against.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    suite = load_suite(path)
+    suite.results_dir_setting = finished["suite"].results_dir
+    report = build_report(suite, write=False)
+    claim = report["claims"][-1]
+    fcll = report["systems"]["fcll"]["groups"]["zero-shot"]["bleu"]
+    assert claim["delta"] == pytest.approx(-fcll["delta"]) and claim["value"] == pytest.approx(fcll["paired_means"][1])
+    assert claim["baseline"] == pytest.approx(fcll["paired_means"][0])
+    references = json.loads(gzip.decompress((suite.results_dir / "references.json.gz").read_bytes()))["sets"]
+    lines = {}
+    for system in ("baseline", "fcll"):
+        lines[system] = []
+        for seed in suite.seeds:
+            outputs = json.loads(gzip.decompress(results_paths(suite.results_dir, system, seed)[1].read_bytes()))
+            lines[system] += [line for d in references["zero-shot"] for line in outputs["zero-shot"][d]]
+    refs = [r for _ in suite.seeds for d in references["zero-shot"] for r in references["zero-shot"][d]["ref"]]
+    expected = paired_bootstrap(lines["fcll"], lines["baseline"], refs)["bleu"]
+    assert report["systems"]["baseline"]["versus"]["fcll"]["zero-shot"]["bleu"]["p_value"] == expected
+    assert f"p = {expected:.3f}" in claim["test"]
+    assert "versus" not in report["systems"]["fcll"]  # the claims against the baseline read the groups as before
+    assert f"against {report['systems']['fcll']['label']}: " in markdown(report)
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("against", "message"),
+    [
+        ("fcl", r"against 'fcl' must be another system of the suite \(\['baseline', 'fcll'\]\); leave it out"),
+        ("fcll", r"against 'fcll' must be another system of the suite"),
+    ],
+)
+def test_a_claim_against_an_unknown_row_or_itself_is_refused(tmp_path, against, message):
+    raw = yaml.safe_load(tiny_suite(tmp_path).read_text())
+    raw["report"]["claims"][0]["against"] = against
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=message):
+        compare(path)
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_baseline_with_more_seeds_also_shows_its_row_on_the_suites_seeds(finished, tmp_path):
     """Suite seeds [1], baseline [1, 2]: the baseline row is over both seeds, and a second row over seed 1 alone
     gives the numbers FCLL's differences are taken against."""

@@ -24,7 +24,7 @@ from ..training.config import ConfigError
 from .statistics import RATE_METRICS, claim_verdict
 from .suite import Suite, load_suite
 
-CLAIM_IDENTITY = ("system", "group", "metric", "expect")  # what makes two suites' claims the same claim
+CLAIM_IDENTITY = ("system", "against", "group", "metric", "expect")  # what makes two suites' claims the same claim
 PROGRESS = re.compile(r" \(on \d+ of \d+ seeds so far\)$")  # a verdict's note on missing seeds, not its content
 ONE_SEED = " over sentences (one seed: no interval over seeds yet)"  # provisional too: the seeds' test is to come
 
@@ -59,15 +59,20 @@ def judge_at_other_budgets(
     """Per other suite: its setting, its baseline's group means, and each of `claims` judged on its systems."""
     judged = []
     for other, report in others:
-        stated = {tuple(c[k] for k in CLAIM_IDENTITY) for c in other.report.get("claims", [])}
+        stated = {tuple(c.get(k) for k in CLAIM_IDENTITY) for c in other.report.get("claims", [])}
         verdicts = []
         for claim in claims:
-            core = {k: claim[k] for k in ("paper", "system", "group", "metric", "expect", "effect") if k in claim}
-            if claim["system"] not in report["systems"]:
-                verdicts.append(core | {"verdict": f"not in {other.name}"})
+            core = {
+                k: claim[k]
+                for k in ("paper", "system", "against", "group", "metric", "expect", "effect")
+                if k in claim
+            }
+            absent = [s for s in (claim["system"], claim.get("against")) if s and s not in report["systems"]]
+            if absent:
+                verdicts.append(core | {"verdict": f"{' and '.join(absent)} not in {other.name}"})
                 continue
             verdict = claim_verdict(core, report["systems"], report["baseline"])
-            verdicts.append(verdict | {"stated_in_advance": tuple(claim[k] for k in CLAIM_IDENTITY) in stated})
+            verdicts.append(verdict | {"stated_in_advance": tuple(claim.get(k) for k in CLAIM_IDENTITY) in stated})
         base_groups = report["systems"].get(report["baseline"], {}).get("groups", {})
         judged.append(
             {

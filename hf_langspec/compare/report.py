@@ -182,6 +182,16 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
             "devices": sorted({r["training"].get("device", "cpu") for r in results}),  # older results: the CPU
             "groups": groups,
         }
+    for claim in suite.report.get("claims", []):  # a claim against a control: the system's differences from it
+        system, against = claim["system"], claim.get("against", suite.baseline)
+        if against == suite.baseline or system not in systems or against not in systems:
+            continue
+        versus = systems[system].setdefault("versus", {})
+        if against not in versus:
+            versus[against] = group_statistics(
+                per_run, system, systems[system]["seeds"], against, systems[against]["seeds"]
+            )
+            _significance(suite, system, versus[against], runs, references, pivot, resource, flags, reference=against)
     base = systems.get(suite.baseline)
     for entry in systems.values():
         for key in ("train_tokens_per_second", "decode_sentences_per_second"):
@@ -222,14 +232,18 @@ def _final_loss(results: list[dict[str, Any]]) -> float | None:
     return None if None in losses else mean(losses)
 
 
-def _significance(suite, system, groups, runs, references, pivot, resource, flags: dict) -> None:
-    """p-values of the paired bootstrap per group, on the concatenated outputs of the shared seeds (BLEU and
-    chrF++ by sacreBLEU; the off-target rate on per-sentence flags by the same procedure)."""
+def _significance(
+    suite, system, groups, runs, references, pivot, resource, flags: dict, reference: str | None = None
+) -> None:
+    """p-values of the paired bootstrap per group against `reference` (default: the baseline), on the concatenated
+    outputs of the shared seeds (BLEU and chrF++ by sacreBLEU; the off-target rate on per-sentence flags by the
+    same procedure)."""
+    reference = reference or suite.baseline
     metrics = [m for m in SIGNIFICANCE_METRICS if any(m in g for g in groups.values())]
-    seeds = [s for s in suite.seeds_of(system) if (system, s) in runs and (suite.baseline, s) in runs]
+    seeds = [s for s in suite.seeds_of(system) if (system, s) in runs and (reference, s) in runs]
     if not seeds or not references or not metrics:
         return
-    outputs = {(name, s): _outputs(suite, name, s) for name in (system, suite.baseline) for s in seeds}
+    outputs = {(name, s): _outputs(suite, name, s) for name in (system, reference) for s in seeds}
     members = group_members(runs[(system, seeds[0])], pivot, resource)
     for group, pairs in members.items():
         if group not in groups or "bleu" not in groups[group]:
@@ -238,14 +252,14 @@ def _significance(suite, system, groups, runs, references, pivot, resource, flag
         for seed in seeds:
             for set_name, direction in pairs:
                 hyps += outputs[(system, seed)][set_name][direction]
-                base += outputs[(suite.baseline, seed)][set_name][direction]
+                base += outputs[(reference, seed)][set_name][direction]
                 refs += references[set_name][direction]["ref"]
         for metric, p_value in paired_bootstrap(base, hyps, refs).items():
             if metric in groups[group]:
                 groups[group][metric]["p_value"] = p_value
         if "off_target" in groups[group]:
             own = [f for seed in seeds for f in _off_target_flags(suite, runs, system, seed, pairs, flags)]
-            other = [f for seed in seeds for f in _off_target_flags(suite, runs, suite.baseline, seed, pairs, flags)]
+            other = [f for seed in seeds for f in _off_target_flags(suite, runs, reference, seed, pairs, flags)]
             groups[group]["off_target"]["p_value"] = paired_bootstrap_rate(other, own)
 
 
@@ -427,6 +441,11 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
         )
     lines.append(f"Package commits of the runs: {', '.join(c[:12] for c in setting['package_commits'])}.")
     if report["claims"]:
+
+        def reference(claim: dict[str, Any]) -> str:
+            against = claim.get("against", baseline)
+            return "the baseline's" if against == baseline else f"{systems[against]['label']}:"
+
         lines += ["", "Do the papers' headline effects hold here?", ""]
         for c in report["claims"]:
             if "delta" not in c:
@@ -436,7 +455,7 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
             value = (lambda v: f"{v:.1%}") if pct else (lambda v: f"{v:.2f}")
             lines.append(
                 f"- **{c['paper']}** ({c.get('effect') or c['group'] + ' ' + c['metric'] + ' ' + c['expect']}): "
-                f"{systems[c['system']]['label']} {value(c['value'])} against the baseline's {value(c['baseline'])} "
+                f"{systems[c['system']]['label']} {value(c['value'])} against {reference(c)} {value(c['baseline'])} "
                 f"({c['delta'] * (100 if pct else 1):+.2f}{' points' if pct else ''}; {c['test']}): **{c['verdict']}**."
                 + (f" {c['note']}" if c.get("note") else "")
             )

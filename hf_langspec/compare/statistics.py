@@ -112,9 +112,13 @@ def group_statistics(
 
 
 def claim_verdict(claim: dict[str, Any], systems: dict[str, Any], baseline: str) -> dict[str, Any]:
-    """Does a paper's headline effect hold here? Direction, size and significance of the difference."""
-    entry = systems.get(claim["system"], {}).get("groups", {}).get(claim["group"], {}).get(claim["metric"])
-    base = systems.get(baseline, {}).get("groups", {}).get(claim["group"], {}).get(claim["metric"])
+    """Does a paper's headline effect hold here? Direction, size and significance of the difference from the
+    baseline, or from the claim's `against` system (a control: its differences are in the system's `versus`)."""
+    own = systems.get(claim["system"], {})
+    against = claim.get("against", baseline)
+    groups = own.get("groups", {}) if against == baseline else own.get("versus", {}).get(against, {})
+    entry = groups.get(claim["group"], {}).get(claim["metric"])
+    base = systems.get(against, {}).get("groups", {}).get(claim["group"], {}).get(claim["metric"])
     out = {**claim}
     if entry is None or base is None or "delta" not in entry:
         return out | {"verdict": "not measured (runs missing)"}
@@ -146,7 +150,7 @@ def claim_verdict(claim: dict[str, Any], systems: dict[str, Any], baseline: str)
         verdict += " over sentences (one seed: no interval over seeds yet)"
     # the means of the seeds both ran, so that value - baseline = delta even where their seeds differ
     paired = entry["paired_seeds"]
-    both = set(systems[claim["system"]]["planned_seeds"]) & set(systems[baseline]["planned_seeds"])
+    both = set(systems[claim["system"]]["planned_seeds"]) & set(systems[against]["planned_seeds"])
     if len(paired) < len(both):
         verdict += f" (on {len(paired)} of {len(both)} seeds so far)"
     value, base_value = entry["paired_means"]

@@ -21,6 +21,8 @@ report:
   claims:                                                # one line per paper under the table
     - {paper: "CLL", system: fcll, group: zero-shot, metric: off_target, expect: down,
        note: "where this setting departs from the paper's"}      # printed after the verdict
+    - {paper: "CLM", system: sclm_slow, against: baseline_slow, group: xx-en, metric: bleu, expect: up}
+                                         # against: judged on another row (a control), not the baseline
   insert_into: [README.md]               # replace the text between <!-- compare:NAME --> markers
   other_budgets: [examples/suites/bible11.yaml]   # the claims judged on these suites' reports too (budgets.py)
 ```
@@ -48,7 +50,7 @@ from ..training.config import ConfigError, check_keys, model_classes, set_keys, 
 SUITE_KEYS = {"name", "description", "output_dir", "results_dir", "seeds", "baseline", "base", "systems", "report"}
 SYSTEM_KEYS = {"label", "paper", "description", "set", "seeds"}
 REPORT_KEYS = {"resource_groups", "claims", "insert_into", "pivot", "other_budgets"}
-CLAIM_KEYS = {"paper", "system", "group", "metric", "expect", "effect", "note"}
+CLAIM_KEYS = {"paper", "system", "group", "metric", "expect", "effect", "note", "against"}
 CLAIM_METRICS = ("bleu", "chrfpp", "off_target")
 # the comparison's fixed points: a system that changes them is not compared at an equal budget
 FIXED_KEYS = ("data", "tokenizer.vocab_size", "tokenizer.model_type", "tokenizer.character_coverage",
@@ -198,6 +200,12 @@ def _check_claim(suite: Suite, claim: Any, where: str) -> None:
         raise ConfigError(f"{where}: system {claim['system']!r} is not in the suite ({list(suite.systems)}).")
     if claim["metric"] not in CLAIM_METRICS or claim["expect"] not in ("up", "down"):
         raise ConfigError(f"{where}: metric must be one of {list(CLAIM_METRICS)} and expect up or down, got {claim}.")
+    against = claim.get("against", suite.baseline)  # the row it is judged against: a control on the same schedule
+    if against not in suite.systems or against == claim["system"]:
+        raise ConfigError(
+            f"{where}: against {against!r} must be another system of the suite ({list(suite.systems)}); leave it out "
+            "to judge the claim against the baseline."
+        )
 
 
 def _check_other_budgets(others: Any, path: Path) -> None:
