@@ -17,6 +17,9 @@ schedule and with the paper's (Adam peak 5e-4 after 4,000 warm-up steps, section
 
 Runs resume (each is an `hf-langspec train` output folder under --output-dir); the probes go to
 `<results_dir>/clm_collapse_study.json` (merged per variant) and a Markdown table is printed.
+The same probe of the suite's finished runs (their final models, the whole budget):
+
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/clm_collapse_study.py --finished sclm_paper_lr:1 baseline_paper_lr:1
 """
 
 from __future__ import annotations
@@ -54,21 +57,55 @@ def train(suite, shared, variant: str, steps: int, every: int, output_dir: Path)
     return output_dir / variant
 
 
-def probe(run_dir: Path, tokenizer_dir: str, test_file: Path, sentences: int) -> list[dict]:
-    """Every kept checkpoint of `run_dir`, probed on the first `sentences` distinct sources per direction."""
-    from transformers import AutoModelForSeq2SeqLM
-
-    from hf_langspec import LangSpecTokenizer
-    from hf_langspec.evaluation import source_use
-    from hf_langspec.evaluation.encoder_collapse import encoder_collapse
-
+def probe_sentences(test_file: Path, sentences: int) -> dict[tuple[str, str], dict[str, str]]:
+    """The first `sentences` distinct sources (with a reference) of each probed direction: the same at every
+    checkpoint and for every model."""
     rows = [json.loads(line) for line in test_file.read_text().splitlines() if line.strip()]
-    probed: dict[tuple[str, str], dict[str, str]] = {}  # the same sentences at every checkpoint
+    probed: dict[tuple[str, str], dict[str, str]] = {}
     for src, tgt in DIRECTIONS:
         pairs = probed[src, tgt] = {}
         for row in rows:  # Bible verses repeat: distinct sources, as source_use requires
             if row["src_lang"] == src and row["tgt_lang"] == tgt and len(pairs) < sentences:
                 pairs.setdefault(row["src"], row["tgt"])
+    return probed
+
+
+def probe_model(model, tokenizer, probed: dict[tuple[str, str], dict[str, str]]) -> dict:
+    """One model's source use and encoder shape per direction."""
+    from hf_langspec.evaluation import source_use
+    from hf_langspec.evaluation.encoder_collapse import encoder_collapse
+
+    directions = {}
+    for (src, tgt), pairs in probed.items():
+        use = source_use(model, tokenizer, list(pairs), list(pairs.values()), src, tgt)
+        collapse = encoder_collapse(model, tokenizer, list(pairs), src, tgt)
+        entry = {
+            "gain": use["gain"],
+            "loss": use["loss"],
+            "output_common_share": collapse["points"]["output"]["common_share"],
+            "output_token_cosine": collapse["points"]["output"]["token_cosine"],
+            "sublayers": collapse["sublayers"],
+        }
+        if "clm" in collapse:
+            entry["clm"] = collapse["clm"]
+            entry["mean_map_largest_singular_value"] = collapse["clm_maps"]["mean_map_largest_singular_value"]
+        directions[f"{src}-{tgt}"] = entry
+    return directions
+
+
+def _gains(name: str, directions: dict) -> str:
+    return f"{name}: " + ", ".join(
+        f"{d} gain {e['gain']:+.3f} common {e['output_common_share']:.2f}" for d, e in directions.items()
+    )
+
+
+def probe(run_dir: Path, tokenizer_dir: str, test_file: Path, sentences: int) -> list[dict]:
+    """Every kept checkpoint of `run_dir`, probed on the first `sentences` distinct sources per direction."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    from hf_langspec import LangSpecTokenizer
+
+    probed = probe_sentences(test_file, sentences)
     tokenizer = LangSpecTokenizer.from_pretrained(tokenizer_dir)
     points = []
 
@@ -77,26 +114,33 @@ def probe(run_dir: Path, tokenizer_dir: str, test_file: Path, sentences: int) ->
 
     for checkpoint in sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=step):
         model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint)
-        point: dict = {"step": step(checkpoint), "directions": {}}
-        for (src, tgt), pairs in probed.items():
-            use = source_use(model, tokenizer, list(pairs), list(pairs.values()), src, tgt)
-            collapse = encoder_collapse(model, tokenizer, list(pairs), src, tgt)
-            entry = {
-                "gain": use["gain"],
-                "loss": use["loss"],
-                "output_common_share": collapse["points"]["output"]["common_share"],
-                "output_token_cosine": collapse["points"]["output"]["token_cosine"],
-                "sublayers": collapse["sublayers"],
-            }
-            if "clm" in collapse:
-                entry["clm"] = collapse["clm"]
-                entry["mean_map_largest_singular_value"] = collapse["clm_maps"]["mean_map_largest_singular_value"]
-            point["directions"][f"{src}-{tgt}"] = entry
-        points.append(point)
-        print(f"{run_dir.name} step {point['step']}: " + ", ".join(
-            f"{d} gain {e['gain']:+.3f} common {e['output_common_share']:.2f}" for d, e in point["directions"].items()
-        ), flush=True)  # fmt: skip
+        points.append({"step": step(checkpoint), "directions": probe_model(model, tokenizer, probed)})
+        print(_gains(f"{run_dir.name} step {points[-1]['step']}", points[-1]["directions"]), flush=True)
     return points
+
+
+def probe_finished(suite, shared, runs: list[str], sentences: int) -> Path:
+    """The final models of finished suite runs (`SYSTEM:SEED`, under the suite's output_dir), merged into
+    `<results_dir>/clm_source_use_at_<steps>.json`: how much each model that trained the whole budget reads its
+    source, beside its encoder's shape."""
+    from hf_langspec.compare.suite import training_budget
+    from hf_langspec.data.schema import write_atomic
+    from hf_langspec.model_folder import load_model_folder, load_tokenizer
+
+    probed = probe_sentences(Path(shared["data"]["test_files"]["supervised"]), sentences)
+    steps = training_budget(suite.system_config(suite.baseline))[0]
+    out = suite.results_dir / f"clm_source_use_at_{steps}.json"
+    for run in runs:
+        system, _, seed = run.partition(":")
+        model_dir = suite.output_dir / "runs" / system / f"seed{seed}" / "model"
+        if not (model_dir / "config.json").is_file():
+            raise SystemExit(f"{run}: no finished model at {model_dir}; run `hf-langspec compare` for it first.")
+        directions = probe_model(load_model_folder(model_dir).eval(), load_tokenizer(model_dir), probed)
+        print(_gains(f"{system} seed{seed}", directions), flush=True)
+        study = json.loads(out.read_text()) if out.exists() else {}
+        study[f"{system} seed{seed}"] = {"step": steps, "directions": directions}
+        write_atomic(out, (json.dumps(study, indent=1) + "\n").encode())
+    return out
 
 
 def markdown(study: dict) -> str:
@@ -128,6 +172,8 @@ def main() -> int:
     parser.add_argument("--sentences", type=int, default=100, help="distinct sources per probed direction")
     parser.add_argument("--output-dir", type=Path, default=Path("runs/clm-collapse-study"))
     parser.add_argument("--probe-only", action="store_true", help="probe the runs already trained")
+    parser.add_argument("--finished", nargs="+", metavar="SYSTEM:SEED",
+                        help="instead: probe these finished suite runs' final models (clm_source_use_at_STEPS.json)")  # fmt: skip
     args = parser.parse_args()
 
     from hf_langspec.compare.shared import prepare_shared
@@ -136,6 +182,9 @@ def main() -> int:
 
     suite = load_suite(args.suite)
     shared = prepare_shared(suite)
+    if args.finished:
+        print(f"written to {probe_finished(suite, shared, args.finished, args.sentences)}")
+        return 0
     out = suite.results_dir / "clm_collapse_study.json"
     for variant in args.variants:
         run_dir = args.output_dir / variant
