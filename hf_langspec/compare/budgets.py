@@ -123,7 +123,7 @@ def markdown_lines(report: dict[str, Any]) -> list[str]:
         "",
         "The same claims at the other budget" + ("s" if len(headings) > 2 else "")
         + " (the same test on that suite's committed results, the system of the same name; the difference from "
-        "its baseline, then the verdict; `judged after the fact`: a claim that suite did not state before its runs):",
+        "its baseline (or the claim's `against` row), then the verdict; `judged after the fact`: a claim that suite did not state before its runs):",
         "",
         "| claim | " + " | ".join(headings) + " | verdicts |",
         "|---|" + "---|" * len(headings) + "---|",
