@@ -10,21 +10,22 @@ from pathlib import Path
 
 
 def codes(text: str) -> list[str]:
+    """`en,de, fr`: the comma-separated items, blanks dropped."""
     return [c.strip() for c in text.split(",") if c.strip()]
 
 
 def books(text: str) -> list[int]:
     """`--books 1-5,40`: book numbers and ranges."""
-    books: list[int] = []
+    numbers: list[int] = []
     for part in codes(text):
         start, _, end = part.partition("-")
         try:
-            books += list(range(int(start), int(end or start) + 1))
+            numbers += list(range(int(start), int(end or start) + 1))
         except ValueError:
             raise ValueError(
                 f"--books {text!r}: give book numbers 1-66 and ranges like 1-5,40, got {part!r}."
             ) from None
-    return books
+    return numbers
 
 
 def whole_number(text: str, least: int) -> int:
