@@ -123,6 +123,7 @@ def probe_finished(suite, shared, runs: list[str], sentences: int) -> Path:
     """The final models of finished suite runs (`SYSTEM:SEED`, under the suite's output_dir), merged into
     `<results_dir>/clm_source_use_at_<steps>.json`: how much each model that trained the whole budget reads its
     source, beside its encoder's shape."""
+    from hf_langspec.compare.runner import run_config
     from hf_langspec.compare.suite import training_budget
     from hf_langspec.data.schema import write_atomic
     from hf_langspec.model_folder import load_model_folder, load_tokenizer
@@ -132,7 +133,7 @@ def probe_finished(suite, shared, runs: list[str], sentences: int) -> Path:
     out = suite.results_dir / f"clm_source_use_at_{steps}.json"
     for run in runs:
         system, _, seed = run.partition(":")
-        model_dir = suite.output_dir / "runs" / system / f"seed{seed}" / "model"
+        model_dir = Path(run_config(suite, system, int(seed), shared)["output_dir"]) / "model"  # the runner's layout
         if not (model_dir / "config.json").is_file():
             raise SystemExit(f"{run}: no finished model at {model_dir}; run `hf-langspec compare` for it first.")
         directions = probe_model(load_model_folder(model_dir).eval(), load_tokenizer(model_dir), probed)
