@@ -66,6 +66,8 @@ def main() -> None:
             if compiled:
                 model = torch.compile(model)
                 compile_time[kind] = compile_seconds(model, optimizer, inputs, args)
+                # shown as it goes: a run stopped by a machine's time limit still tells what compiling costs
+                print(f"{kind}: first compiled step {compile_time[kind]:.1f} s", flush=True)
             variants[(kind, compiled)] = functools.partial(train_step, model, optimizer, inputs, args)
     start = time.perf_counter()
     times = interleaved(variants, args.steps)
