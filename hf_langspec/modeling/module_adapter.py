@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .routing import GatheredWeights, LanguageContext, LanguageRouter, PairIndex, layer_slice
+from .routing import GatheredWeights, LanguageContext, LanguageRouter, PairIndex, decoding_cache, layer_slice
 
 ADAPTER_NORMS = ("pre", "post", "none")
 ADAPTER_FORMS = ("bottleneck", "matrix")
@@ -103,7 +103,7 @@ class BottleneckAdapters(nn.Module):
 
         `scratch`: the forward's `LanguageContext.scratch`, so that the slots are split once (`layer_slice`).
         """
-        cache = {name: self._gathered.setdefault((slot, name), GatheredWeights()) for name in ("fc1", "fc2")}
+        cache = {name: decoding_cache(self._gathered, (slot, name)) for name in ("fc1", "fc2")}
         w = {name: layer_slice(getattr(self, name), slot, scratch) for name in self._parameter_names}
         x = self._layer_norm(hidden, router, w) if self.norm == "pre" else hidden
         if self.form == "matrix":

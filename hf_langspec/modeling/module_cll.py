@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .routing import GatheredWeights, LanguageContext, LanguageRouter, layer_slice, weights_stamp
+from .routing import GatheredWeights, LanguageContext, LanguageRouter, decoding_cache, layer_slice, weights_stamp
 
 
 class CentralLanguageAwareLayers(nn.Module):
@@ -90,10 +90,13 @@ class CentralLanguageAwareLayers(nn.Module):
 
     def row_of(self, device: torch.device) -> torch.Tensor:
         """`[L]`: each language's LSL row, -1 for the central language (built per device on first use)."""
-        if device not in self._row:
-            rows = [self.specific.index(code) if code in self.specific else -1 for code in self.languages]
-            self._row[device] = torch.tensor(rows, device=device)
-        return self._row[device]
+        if device in self._row:
+            return self._row[device]
+        rows = [self.specific.index(code) if code in self.specific else -1 for code in self.languages]
+        row = torch.tensor(rows, device=device)
+        if not torch.compiler.is_compiling():  # stored inside a graph, the dict it guards on would recompile it
+            self._row[device] = row
+        return row
 
     def folded_ffn(self, layer: nn.Module, lang: LanguageContext, layer_idx: int) -> tuple[torch.Tensor, ...] | None:
         """Inference on a batch of one target language with an LSL: `FFN + t_l LSL_l` as one wider FFN.
@@ -157,7 +160,7 @@ class CentralLanguageAwareLayers(nn.Module):
     def _term(self, x: torch.Tensor, slot: int, lang: LanguageContext, router: LanguageRouter) -> torch.Tensor:
         """`t_l LSL_l(x)` with dropout, for rows `x` whose languages `router` holds."""
         w = self._weights(slot, lang.scratch)
-        cache = {name: self._gathered.setdefault((slot, name), GatheredWeights()) for name in ("fc1", "fc2")}
+        cache = {name: decoding_cache(self._gathered, (slot, name)) for name in ("fc1", "fc2")}
         inner = F.relu(router.matmul(x, w["fc1"], w["fc1_bias"], cache=cache["fc1"]))
         lsl = router.matmul(inner, w["fc2"], w["fc2_bias"], cache=cache["fc2"])
         scaled = lsl * router.lookup(w["scale"]).view(-1, *([1] * (lsl.dim() - 1)))

@@ -26,7 +26,7 @@ import math
 import torch
 from torch import nn
 
-from .routing import GatheredWeights, LanguageContext, LanguageRouter, layer_slice, weights_stamp
+from .routing import GatheredWeights, LanguageContext, LanguageRouter, decoding_cache, layer_slice, weights_stamp
 
 LAA_POINTS = ("enc_self_attn", "dec_self_attn", "dec_cross_attn")
 
@@ -109,7 +109,8 @@ class LanguageAwareAttention(nn.Module):
         gathered = {}
         for slot in range(self.weight.shape[0]) if self.per_layer else [None]:
             weight = self.matrices(slot, lang.scratch)
-            cached = self._caches.setdefault(slot, GatheredWeights()).get(weight, router.lang_ids, uses)
+            cache = decoding_cache(self._caches, slot)
+            cached = cache.get(weight, router.lang_ids, uses) if cache is not None else None
             gathered[slot] = cached if cached is not None else weight.index_select(0, router.lang_ids)
         lang.scratch[(id(self), "gathered")] = gathered
 

@@ -30,6 +30,8 @@ Modules never loop over examples in Python.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import torch
 
 GATHER_BUDGET_ELEMENTS = 1 << 22  # 16 MiB of float32 gathered weights per call (CPU and other devices)
@@ -61,6 +63,17 @@ class GatheredWeights:
         if key != self._key or self._ids is None or self._ids.shape != ids.shape or not torch.equal(self._ids, ids):
             self._key, self._ids, self._value = key, ids.clone(), weight.index_select(0, ids)
         return self._value
+
+
+def decoding_cache(store: dict, key: Hashable) -> GatheredWeights | None:
+    """`store[key]` (a module's own dict of decoding caches), made on first use; None under autograd or compilation.
+
+    `GatheredWeights.get` never reads a cache there, and creating one inside a compiled training step changed the
+    dict that the graph guards on, so the second step compiled the model again (about 30 s per model on an H200).
+    """
+    if torch.is_grad_enabled() or torch.compiler.is_compiling():
+        return None
+    return store.setdefault(key, GatheredWeights())
 
 
 def gather_budget(device: torch.device) -> int:
