@@ -58,6 +58,10 @@ def keep_freed_memory() -> str:
 
 
 def commit() -> str:
+    """The commit measured: `BENCH_COMMIT` where the copy's git is not the source's (a GPU machine's copy of the
+    working tree carried a stale HEAD), else HEAD, marked when tracked files differ from it."""
+    if os.environ.get("BENCH_COMMIT"):
+        return os.environ["BENCH_COMMIT"]
     try:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
         dirty = subprocess.run(

@@ -154,7 +154,7 @@ def versions() -> dict[str, str]:
 
     found = {"python": sys.version.split()[0], **library_versions()}
     found["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    found["commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+    found["commit"] = os.environ.get("BENCH_COMMIT") or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                                      text=True).stdout.strip() or "unknown"  # fmt: skip
     return found
 
@@ -229,9 +229,10 @@ def speed(args: argparse.Namespace) -> int:
 def compile_speed(args: argparse.Namespace) -> int:
     """Step 3b: torch.compile against eager mode, training step of every model (benchmarks/bench_compile.py)."""
     if args.tiny:
-        arguments = ["--shape", "tiny", "--kinds", "baseline,laa", "--steps", "2", "--batch-size", "4", "--no-write"]
+        arguments = ["--shape", "tiny", "--kinds", args.kinds or "baseline,laa", "--steps", "2", "--batch-size", "4",
+                     "--no-write"]  # fmt: skip
     else:
-        arguments = ["--shape", "base", "--bf16", "--vocab", "32000"]
+        arguments = ["--shape", "base", "--bf16", "--vocab", "32000", *(["--kinds", args.kinds] if args.kinds else [])]
     return benchmark(args, "compile", "bench_compile.py", arguments)
 
 
@@ -359,6 +360,7 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: the same path, tiny budget")
     parser.add_argument("--python-version", default="3.12", help="bundle: the GPU image's Python")
     parser.add_argument("--ct2", action="store_true", help="bundle: CTranslate2 too (43 MB; no plan step needs it)")
+    parser.add_argument("--kinds", help="compile: the models to time (bench_compile's --kinds; default: all 11)")
     parser.add_argument("--suite", help="compare: the suite to run")
     parser.add_argument("--systems", help="compare: comma-separated systems (default: all)")
     parser.add_argument("--max-steps", type=int, default=10000, help="curve: train the baseline this long")
