@@ -154,8 +154,10 @@ def versions() -> dict[str, str]:
 
     found = {"python": sys.version.split()[0], **library_versions()}
     found["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    found["commit"] = os.environ.get("BENCH_COMMIT") or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                     text=True).stdout.strip() or "unknown"  # fmt: skip
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from _report import commit  # the stamp BENCHMARKS.md sections get (BENCH_COMMIT, else HEAD)
+
+    found["commit"] = commit()
     return found
 
 
