@@ -326,8 +326,21 @@ def _config(tmp_path, **sections):
         ),
         ({"training": {"sampling_temperature": -1.0}}, r"sampling_temperature = -1.0 must be at least 0"),
         ({"training": {"warmup_steps": -5}}, r"warmup_steps = -5 must be at least 0"),
+        # trained to the end without a checkpoint; failed in numpy once the corpus was built; switched clipping off
+        ({"training": {"save_steps": 0}}, r"\[training\]: save_steps = 0 must be greater than 0"),
+        ({"training": {"seed": -1}}, r"\[training\]: seed = -1 must be at least 0"),
+        ({"training": {"max_grad_norm": -1.0}}, r"max_grad_norm = -1.0 must be at least 0"),
+        # a choice outside the function's Literal annotation: refused once the corpus was built
+        ({"tokenizer": {"model_type": "wordpiece"}}, r"model_type = 'wordpiece': it must be one of \['unigram', 'bpe'\]"),
+        # a test set the config lacks: evaluated or measured nothing, or a StopIteration, after the whole training
+        ({"evaluation": {"splits": ["nosuch"]}}, r"splits \['nosuch'\] are not test sets of this config; use some of \['supervised'\]"),
+        ({"evaluation": {"off_target": "zero-shot"}}, r"off_target = 'zero-shot' is not a test set of this config \(\['supervised'\]\)"),
+        # the example translation: an AttributeError after training and evaluation
+        ({"translate": {"text": 5, "src_lang": "en", "tgt_lang": "de"}}, r"\[translate\]: text = 5 is an int; it must be str"),
+        ({"translate": {"text": "a b", "src_lang": "en"}}, r"\[translate\]: give text \(not empty\), src_lang and tgt_lang"),
+        ({"translate": {"text": " ", "src_lang": "en", "tgt_lang": "de"}}, r"\[translate\]: give text \(not empty\)"),
     ],
-)
+)  # fmt: skip
 def test_bad_configs_fail_before_any_work(tmp_path, change, message):
     with pytest.raises(ConfigError, match=message):
         validate_config(_config(tmp_path, **change))
@@ -366,6 +379,25 @@ def test_bad_inputs_fail_before_training(tmp_path, tokenizer):
         match=r"No training example is left after filtering \(.*longer than 1: 48.*raise data.max_length \(1 ",
     ):
         run_experiment(_config(tmp_path, data={"max_length": 1}))
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # both failed only after the whole training and evaluation
+        ({"translate": {"text": "a b", "src_lang": "en", "tgt_lang": "xx"}},
+         r"\[translate\] en -> xx: \['xx'\] not among the training languages \['de', 'en', 'fr'\]"),
+        # these failed once the tokenizer was trained and the data tokenized
+        ({"model": {"encoder_attention_heads": 3}}, r"\[model\] encoder_attention_heads=3 does not divide d_model=32"),
+        ({"model": {"class": "laa", "laa_points": ["foo"]}}, r"\[model\] laa_points \['foo'\] are not attention points"),
+        ({"model": {"class": "hlt", "high_resource_languages": ["zz"]}}, r"\[model\] high_resource_languages \['zz'\]"),
+    ],
+)  # fmt: skip
+def test_what_only_the_data_refutes_fails_before_the_tokenizer(tmp_path, change, message):
+    with pytest.raises(ConfigError, match=message):
+        run_experiment(_config(tmp_path, **change))
+    assert not (tmp_path / "run" / "tokenizer").exists()
 
 
 @pytest.mark.reliability

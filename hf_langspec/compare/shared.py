@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.schema import write_atomic, write_jsonl
-from ..training.config import ConfigError, sentence_limit
+from ..training.config import ConfigError, sentence_limit, test_files
 from .suite import Suite
 
 logger = logging.getLogger(__name__)
@@ -142,21 +142,19 @@ def _build_shared_data(
         print(f"[{suite.name}] data: the Bible corpus ({', '.join(base_data['bible'].get('languages', []))})")
         corpus = build_bible_corpus(data_dir.parent / "bible", BibleCorpusConfig(**base_data["bible"]))
         train_files, valid_files = [corpus.files["train"]], [corpus.files["valid"]]
-        test_files = {"supervised": corpus.files["test"], "zero-shot": corpus.files["test.zeroshot"]}
     else:
         listed = base_data["train_files"]
         train_files = listed if isinstance(listed, list) else [listed]
         valid = base_data.get("valid_files", [])
         valid_files = valid if isinstance(valid, list) else [valid]
-        tests = base_data["test_files"]
-        test_files = tests if isinstance(tests, dict) else {"supervised": tests}
+    tests = test_files(base_data, corpus.files if "bible" in base_data else None)
     train = [row for path in train_files for row in load_local(path)]
     cap = base_data.get("max_train_examples_per_direction")
     write_jsonl(paths["train"], cap_directions(train, cap) if cap else train)
     write_jsonl(paths["valid"], [row for path in valid_files for row in load_local(path)])
     sets = {
         name: _first_per_direction(load_local(path).to_list(), sentence_limit(evaluation, name))
-        for name, path in test_files.items()
+        for name, path in tests.items()
     }
     test_paths = {name: data_dir / f"test.{name}.jsonl" for name in sets}
     for name, by_direction in sets.items():

@@ -19,14 +19,17 @@ import logging
 import random
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from .tokenization_langspec import SPECIAL_TOKENS, LangSpecTokenizer
+from .tokenization_langspec import SPECIAL_TOKENS, TAG_STYLES, LangSpecTokenizer
 
 logger = logging.getLogger(__name__)
 MODEL_TYPES = ("unigram", "bpe")
+# the choices as annotations: a config names them, and its check (config_types) reads them from here
+ModelType = Literal[MODEL_TYPES]
+TagStyle = Literal[TAG_STYLES]
 SCORE_DIGITS = 6  # significant digits kept of a unigram piece's log-probability (see canonical_unigram_order)
 UNLEARNED_STEP = 1e-4  # the unigram trainer's score step between the alphabet characters it appends unlearned
 
@@ -94,12 +97,12 @@ def train_tokenizer(
     texts: Mapping[str, Iterable[str]] | Any,
     languages: Sequence[str] | None = None,
     vocab_size: int = 8000,
-    model_type: str = "unigram",
+    model_type: ModelType = "unigram",
     character_coverage: float = 1.0,
     temperature: float = 5.0,
     sample_size: int = 1_000_000,
     seed: int = 0,
-    lang_tag_style: str = "source",
+    lang_tag_style: TagStyle = "source",
     lang_tag_template: str = "<2{}>",
     mask_token: bool = False,
     show_progress: bool = True,

@@ -46,6 +46,8 @@ from typing import Any
 
 import yaml
 
+from .config_types import check_section, describe, type_hints
+
 SECTIONS = {
     "output_dir", "data", "tokenizer", "model", "training", "stages", "evaluation", "translate", "card", "expected"
 }  # fmt: skip
@@ -81,6 +83,8 @@ EVALUATION_KEYS = {
     "splits",
 }
 TRANSLATE_KEYS = {"text", "src_lang", "tgt_lang"}
+TRANSLATE_TYPES = {"text": str, "src_lang": str, "tgt_lang": str}
+BIBLE_TEST_FILES = {"supervised": "test", "zero-shot": "test.zeroshot"}  # a Bible corpus's test sets: name -> file
 CARD_KEYS = {"model_name", "license", "datasets", "paper"}
 # what [evaluation] does when a key is not given (the run reads them from here)
 # what [data] does when a key is not given (the run reads them from here), and what an absence means
@@ -224,8 +228,6 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
         )
     if "bible" in data:
         check_keys(data["bible"], {f.name for f in dataclasses.fields(BibleCorpusConfig)}, f"{where} [data.bible]")
-        from .config_types import check_section, type_hints
-
         check_section(data["bible"], type_hints(BibleCorpusConfig, fields=True), f"{where} [data.bible]", ConfigError)
         try:  # its own checks (known languages, a pivot among them, ...) before any work
             BibleCorpusConfig(**data["bible"])
@@ -306,7 +308,14 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
             identifier_names(identifier)
         except ValueError as error:
             raise ConfigError(f"{where} [evaluation]: {error}") from None
-    check_keys(config.get("translate", {}), TRANSLATE_KEYS, f"{where} [translate]")
+    _check_evaluation_sets(config, where)
+    translate = check_keys(config.get("translate", {}), TRANSLATE_KEYS, f"{where} [translate]")
+    check_section(translate, TRANSLATE_TYPES, f"{where} [translate]", ConfigError)
+    if translate and (set(translate) != TRANSLATE_KEYS or not translate["text"].strip()):
+        raise ConfigError(
+            f"{where} [translate]: give text (not empty), src_lang and tgt_lang, e.g. {{text: Hello, src_lang: en, "
+            f"tgt_lang: de}}; got {translate}."
+        )
     check_keys(config.get("card", {}), CARD_KEYS, f"{where} [card]")
     if "expected" in config:
         from ..evaluation.expected import check_expected_section
@@ -327,7 +336,6 @@ def _check_types(config: dict[str, Any], config_class: type, where: str) -> None
     """Every value of every section against the type and range of the field it sets (`config_types`)."""
     from ..modeling import LangSpecConfig
     from ..tokenization import train_tokenizer
-    from .config_types import check_section, type_hints
     from .trainer import LangSpecTrainingArguments
 
     training_hints = type_hints(LangSpecTrainingArguments, fields=True)
@@ -341,6 +349,35 @@ def _check_types(config: dict[str, Any], config_class: type, where: str) -> None
     check_section(config.get("tokenizer", {}), type_hints(train_tokenizer), f"{where} [tokenizer]", ConfigError)
     check_section(config.get("data", {}), DATA_TYPES, f"{where} [data]", ConfigError)
     check_section(config.get("evaluation", {}), EVALUATION_TYPES, f"{where} [evaluation]", ConfigError)
+
+
+def test_files(data: dict[str, Any], corpus_files: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A [data] section's test sets by name: a Bible corpus's supervised and zero-shot files (from its
+    `corpus_files` once built, None before), or `test_files` (a single file is the set named supervised)."""
+    if "bible" in data:
+        return {name: corpus_files[key] if corpus_files else None for name, key in BIBLE_TEST_FILES.items()}
+    tests = data["test_files"]
+    return dict(tests) if isinstance(tests, dict) else {"supervised": tests}
+
+
+def _check_evaluation_sets(config: dict[str, Any], where: str) -> None:
+    """`evaluation.splits` and `evaluation.off_target` name test sets the config has: a name it lacked
+    evaluated, or measured, nothing without a word, after the whole training."""
+    names = list(test_files(config["data"]))
+    evaluation = config.get("evaluation", {})
+    splits = evaluation.get("splits")
+    unknown = [name for name in splits or [] if name not in names]
+    if unknown:
+        raise ConfigError(
+            f"{where} [evaluation]: splits {unknown} are not test sets of this config; use some of {names} "
+            "([] evaluates none)."
+        )
+    off_target = evaluation.get("off_target")  # a set that splits leaves out is measured on nothing, as asked
+    if isinstance(off_target, str) and off_target not in names:
+        raise ConfigError(
+            f"{where} [evaluation]: off_target = {off_target!r} is not a test set of this config ({names}); "
+            "name one of them, or write true (every set) or false."
+        )
 
 
 def _check_schedule(config: dict[str, Any], where: str) -> None:
@@ -366,8 +403,6 @@ def sentence_limit(evaluation: dict[str, Any], set_name: str) -> int | None:
 
 
 def _type_name(annotation: Any) -> str:
-    from .config_types import describe
-
     # "or", not "|": the table is Markdown
     return describe(annotation).replace(" | ", " or ") if annotation is not inspect.Parameter.empty else "any"
 
@@ -379,8 +414,6 @@ def _default(key: str, defaults: dict[str, Any], absent: dict[str, str]) -> str:
 def _signature_rows(target: Any, keys: set[str] | None = None, skip: frozenset[str] = frozenset()) -> list[tuple]:
     """(key, type, default) of a function's or class's parameters, or of a dataclass's fields."""
     import typing
-
-    from .config_types import type_hints
 
     if dataclasses.is_dataclass(target):
         hints = type_hints(target, fields=True)

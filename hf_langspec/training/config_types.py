@@ -25,8 +25,11 @@ MINIMUM = {
     "valid_sentences_per_direction": 1, "sample_size": 1, "learning_rate": 0, "weight_decay": 0,
     # 0: plain shuffling (no temperature); below 0 the sampler refused it once data, tokenizer and model were built
     "sampling_temperature": 0, "temperature_warmup_epochs": 0, "warmup_steps": 0, "average_last_checkpoints": 0,
+    # a negative seed failed in numpy once the corpus was built; a negative max_grad_norm switched clipping off
+    "seed": 0, "data_seed": 0, "max_grad_norm": 0,
 }  # fmt: skip
-POSITIVE = {"temperature"}
+# save_steps: 0 trained to the end without a checkpoint (an interruption lost the run); logging/eval 0 failed late
+POSITIVE = {"temperature", "save_steps", "eval_steps", "logging_steps", "num_train_epochs"}
 # probabilities: a dropout of 1 drops everything, and 2.0 trained without a word
 PROBABILITY_SUFFIXES = ("dropout", "_probability", "label_smoothing_factor", "warmup_ratio")
 BELOW_ONE = ("dropout",)  # a dropout must stay below 1; the other probabilities may reach it
@@ -66,6 +69,8 @@ def matches(value: Any, annotation: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if annotation is str:
         return isinstance(value, str)
+    if origin is typing.Literal:
+        return value in typing.get_args(annotation)
     if inspect.isclass(annotation) and issubclass(annotation, enum.Enum):
         return isinstance(value, str) and value in {m.value for m in annotation}
     if origin in (list, tuple, Sequence, typing.Sequence) or annotation in (list, tuple):
@@ -79,6 +84,8 @@ def matches(value: Any, annotation: Any) -> bool:
 
 
 def describe(annotation: Any) -> str:
+    if typing.get_origin(annotation) is typing.Literal:
+        return f"one of {list(typing.get_args(annotation))}"
     text = str(annotation).replace("typing.", "").replace("collections.abc.", "").replace("<class '", "")
     return text.replace("'>", "").replace("NoneType", "None")
 
@@ -88,8 +95,10 @@ def check_section(section: Mapping[str, Any], hints: Mapping[str, Any], where: s
     for key, value in section.items():
         annotation = hints.get(key)
         if annotation is not None and not matches(value, annotation):
+            kind = type(value).__name__
+            found = ":" if typing.get_origin(annotation) is typing.Literal else f" is {_article(kind)} {kind};"
             raise error(
-                f"{where}: {key} = {value!r} is a {type(value).__name__}; it must be {describe(annotation)}"
+                f"{where}: {key} = {value!r}{found} it must be {describe(annotation)}"
                 + (f" (write {key}: {value.strip()} without quotes)." if _numeric_string(value) else ".")
             )
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -102,6 +111,10 @@ def check_section(section: Mapping[str, Any], hints: Mapping[str, Any], where: s
                 raise error(f"{where}: {key} = {value} must be at least {MINIMUM[key]}.")
             if key in POSITIVE and value <= 0:
                 raise error(f"{where}: {key} = {value} must be greater than 0.")
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
 
 
 def _numeric_string(value: Any) -> bool:

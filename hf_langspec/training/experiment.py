@@ -28,6 +28,7 @@ from .config import (
     model_classes,
     sentence_limit,
     set_keys,
+    test_files,
     validate_config,
 )
 
@@ -56,20 +57,18 @@ def _load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> di
     if "bible" in data:
         with main_process_first(desc="building the Bible corpus"):
             corpus = build_bible_corpus(output_dir / "data", BibleCorpusConfig(**data["bible"]))
-        files = corpus.files
-        train_files, valid_files = [files["train"]], [files["valid"]]
-        test_files = {"supervised": files["test"], "zero-shot": files["test.zeroshot"]}
+        train_files, valid_files = [corpus.files["train"]], [corpus.files["valid"]]
     else:
         train_files = data["train_files"] if isinstance(data["train_files"], list) else [data["train_files"]]
         valid_files = data.get("valid_files", [])
         valid_files = valid_files if isinstance(valid_files, list) else [valid_files]
-        test_files = data["test_files"] if isinstance(data["test_files"], dict) else {"supervised": data["test_files"]}
+    tests = test_files(data, corpus.files if "bible" in data else None)
     train = [row for path in train_files for row in load_local(path)]
     if not train:
         raise ConfigError(f"[data] the training files {[str(p) for p in train_files]} hold no examples.")
     check_stray_languages(train, "[data] training files")
     valid = [row for path in valid_files for row in load_local(path)]
-    tests = {name: load_local(path).to_list() for name, path in test_files.items()}
+    tests = {name: load_local(path).to_list() for name, path in tests.items()}
     cap = data.get("max_train_examples_per_direction")
     if cap:
         train = cap_directions(train, cap)
@@ -218,6 +217,36 @@ def _check_saved_models(model: dict[str, Any], tokenizer: dict[str, Any]) -> Non
         load_model_folder(encoder if isinstance(encoder, str) else encoder["path"], translation=False)
 
 
+def _check_against_data(config: dict[str, Any], train: list[dict]) -> None:
+    """What the config says that only the data can refute, before the tokenizer is trained: the example
+    translation's languages (once checked after training and evaluation), and the model config, built with
+    the data's languages and a stand-in for the vocabulary (heads that do not divide d_model, unknown
+    insertion points, high-resource languages outside the data)."""
+    languages = sorted({r["src_lang"] for r in train} | {r["tgt_lang"] for r in train})
+    example = config.get("translate") or {}
+    unknown = [code for code in (example.get("src_lang"), example.get("tgt_lang")) if code and code not in languages]
+    if unknown:
+        raise ConfigError(
+            f"[translate] {example['src_lang']} -> {example['tgt_lang']}: {unknown} not among the training "
+            f"languages {languages}; translate between two of them."
+        )
+    model = dict(config.get("model", {}))
+    if "init_from" in model or "path" in config.get("tokenizer", {}):  # its own config, or the tokenizer's languages
+        return
+    config_class = model_classes()[model.pop("class", "baseline")][0]
+    model.pop("init_encoder_from", None)
+    sizes = Counter(f"{r['src_lang']}-{r['tgt_lang']}" for r in train)
+    # a data-size rule, here on the unfiltered data: its languages include those of the filtered data
+    resolve_high_resource(model, sizes)
+    model.setdefault("language_pairs", sorted(sizes))
+    tokenizer = {key: value for key, value in config.get("tokenizer", {}).items() if key == "lang_tag_style"}
+    vocabulary = {"vocab_size": 8000, "languages": languages, "lang_tag_token_ids": list(range(4, 4 + len(languages)))}
+    try:
+        config_class(**vocabulary, **tokenizer, **model)
+    except ValueError as error:
+        raise ConfigError(f"[model] {error}") from None
+
+
 def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any) -> dict[str, Any]:
     import torch
     from datasets import Dataset
@@ -227,6 +256,7 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
 
     data_section = config.get("data", {})
     data = _load_data(data_section, output_dir, base_args.main_process_first)
+    _check_against_data(config, data["train"])
     say = _announcer(base_args.process_index == 0)
     tokenizer = _tokenizer(config.get("tokenizer", {}), data["train"], output_dir, base_args.main_process_first, say)
     say(f"tokenizer: {len(tokenizer):,} pieces, {len(tokenizer.languages)} language tags "
