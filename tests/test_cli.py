@@ -218,6 +218,19 @@ def test_translate_refuses_bad_options_in_one_line(trained, args, stdin, words):
         (["evaluate", "m", "--test", "=a.jsonl", "--output-dir", "o"], "--test '=a.jsonl': give NAME=FILE"),
         (["curve", "--suite", "s.yaml", "--max-steps", "10", "--every", "5", "--sentences", "0"],
          "argument --sentences: must be at least 1, got 0"),
+        # a repeated direction was exported twice and refused as "not empty" half way, after the model was loaded
+        (["export", "--model", "m", "--directions", "en-de,de-en,en-de", "--output-dir", "o"],
+         "argument --directions: 'en-de,de-en,en-de' repeats ['en-de']; name each direction once"),
+        (["serve", "--model", "m", "--directions", "en_de"],
+         "argument --directions: Direction 'en_de' must be written 'src-tgt' with two language codes"),
+        (["evaluate", "m", "--test", "t.jsonl", "--output-dir", "o", "--directions", ","],
+         "argument --directions: give directions like en-de,de-en"),
+        (["data", "hub", "opus100", "--directions", "en-de-fr", "--output", "o.jsonl"],
+         "argument --directions: Direction 'en-de-fr' must be written 'src-tgt'"),
+        (["add-language", "--model", "m", "--language", "IT", "--texts", "t.txt", "--output-dir", "o"],
+         "argument --language: code: 'IT' is not a language code; use ISO 639 in lowercase"),
+        (["add-language", "--model", "m", "--language", "it", "--texts", "t.txt", "--output-dir", "o",
+          "--noise-std", "nan"], "argument --noise-std: must be a finite number of 0 or more, got nan"),
     ],
 )  # fmt: skip
 def test_numbers_and_devices_a_command_cannot_use_are_one_line_as_the_arguments_are_read(args, message, capsys):

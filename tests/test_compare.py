@@ -325,6 +325,45 @@ def test_a_claim_against_an_unknown_row_or_itself_is_refused(tmp_path, against, 
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        # each was met by the report once every run had trained: a claim "not measured", or a crash
+        (lambda raw: raw["report"]["claims"][0].update(group="zero shot"),
+         r"group 'zero shot' is not a group of the report; use one of \['en-xx', 'xx-en', 'zero-shot'"),
+        (lambda raw: raw["report"]["claims"][0].update(group="en-xx High"), r"group 'en-xx High' is not a group"),
+        (lambda raw: raw["report"].update(resource_groups={"low_below": "5k", "high_from": 20}),
+         r"resource_groups needs whole numbers \{low_below: N, high_from: M\}"),
+        (lambda raw: raw["report"].update(resource_groups={"low_below": 50, "high_from": 20}),
+         r"resource_groups low_below=50 exceeds high_from=20"),
+        (lambda raw: raw["report"].update(insert_into="README.md"), r"insert_into must be a list of files"),
+        (lambda raw: raw["report"].update(insert_into=["nowhere.md"]),
+         r"insert_into: nowhere.md has no `<!-- compare:tiny -->` ... `<!-- /compare:tiny -->` markers"),
+        (lambda raw: raw["report"].update(pivot=1), r"pivot must be a language code like en, got 1"),
+        # a negative seed failed every run once the shared corpus and tokenizer were built
+        (lambda raw: raw.update(seeds=[-1, 2]), r"seeds must be a non-empty list of integers from 0 to 2\*\*32 - 1"),
+    ],
+)  # fmt: skip
+def test_report_settings_the_report_reads_last_are_refused_first(tmp_path, edit, message):
+    raw = yaml.safe_load(tiny_suite(tmp_path).read_text())
+    edit(raw)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=message):
+        compare(path)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_claim_on_a_resource_group_is_accepted_when_the_suite_defines_the_groups(tmp_path):
+    raw = yaml.safe_load(tiny_suite(tmp_path).read_text())
+    raw["report"]["claims"][0].update(group="en-xx High")
+    raw["report"]["resource_groups"] = {"low_below": 10, "high_from": 20}
+    path = tmp_path / "groups.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert load_suite(path).report["claims"][0]["group"] == "en-xx High"
+
+
 def test_a_baseline_with_more_seeds_also_shows_its_row_on_the_suites_seeds(finished, tmp_path):
     """Suite seeds [1], baseline [1, 2]: the baseline row is over both seeds, and a second row over seed 1 alone
     gives the numbers FCLL's differences are taken against."""

@@ -99,6 +99,23 @@ def test_only_cll_and_plain_models_take_a_new_language():
         add_language(model, tok, "de", RU, show_progress=False)
 
 
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("code", "noise_std", "message"),
+    [
+        ("RU", 0.01, r"'RU' is not a language code; use ISO 639 in lowercase"),  # was tagged <2RU> as it stood
+        ("ru", float("nan"), r"noise_std=nan must be a finite number of 0 or more"),  # made the new rows NaN
+        ("ru", -1.0, r"noise_std=-1.0 must be a finite number"),
+    ],
+)
+def test_a_bad_new_language_is_refused_before_the_vocabulary_is_extended(code, noise_std, message):
+    model, tok = build()
+    rows = model.get_input_embeddings().weight.shape[0]
+    with pytest.raises(ValueError, match=message):
+        add_language(model, tok, code, RU, noise_std=noise_std, show_progress=False)
+    assert model.get_input_embeddings().weight.shape[0] == rows and "ru" not in model.config.languages
+
+
 def test_cli_add_language_writes_a_model_that_training_continues(tmp_path, capsys):
     from test_training import _config
 

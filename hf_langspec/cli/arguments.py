@@ -56,6 +56,28 @@ def milliseconds(text: str) -> float:
     return value
 
 
+def non_negative_number(text: str) -> float:
+    """A finite number >= 0 (a noise scale: NaN made every new embedding NaN without a word)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value < float("inf"):  # NaN too
+        raise argparse.ArgumentTypeError(f"must be a finite number of 0 or more, got {text}")
+    return value
+
+
+def language_code(text: str) -> str:
+    """A new language's code, lowercase ISO 639 like the corpora's (`IT` was accepted and tagged as it stood)."""
+    from ..data.checks import check_code
+
+    try:
+        check_code(text, "code")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def port(text: str) -> int:
     from ..export.server import port_problem
 
@@ -84,6 +106,25 @@ def device(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text}: this machine has {count} {device.type} device(s), {device.type}:0"
                                          f" to {device.type}:{count - 1}")  # fmt: skip
     return text
+
+
+def directions(text: str) -> list[str]:
+    """`en-de,de-en`: directions written src-tgt, each once (a repeated one was exported twice, and refused as
+    "not empty" half way)."""
+    from ..data.schema import split_direction
+
+    try:
+        found = ["-".join(split_direction(item)) for item in codes(text)]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    repeated = sorted({d for d in found if found.count(d) > 1})
+    if not found or repeated:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} repeats {repeated}; name each direction once"
+            if repeated
+            else "give directions like en-de,de-en"
+        )
+    return found
 
 
 def integers(text: str) -> list[int]:

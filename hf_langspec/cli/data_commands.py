@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .arguments import books, codes
+from .arguments import books, codes, directions
 from .registry import command
 
 
@@ -57,7 +57,7 @@ def cmd_data_bible(args: argparse.Namespace) -> None:
 
 def _data_hub_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("corpus", help="opus100, wmt14, wmt10, iwslt17, europarl or ted59")
-    p.add_argument("--directions", required=True, help="comma-separated, e.g. en-de,de-en")
+    p.add_argument("--directions", type=directions, required=True, help="comma-separated, e.g. en-de,de-en")
     p.add_argument("--split", default="train")
     p.add_argument("--data-files", nargs="+", help="local files with the Hub's rows instead of the Hub")
     p.add_argument("--output", required=True, type=Path)
@@ -70,7 +70,7 @@ def cmd_data_hub(args: argparse.Namespace) -> None:
     from ..data.schema import check_output_file, write_jsonl
 
     check_output_file(args.output, "--output", args.force, keep=args.data_files or ())
-    dataset = load_corpus(args.corpus, codes(args.directions), split=args.split, data_files=args.data_files)
+    dataset = load_corpus(args.corpus, args.directions, split=args.split, data_files=args.data_files)
     count = write_jsonl(args.output, dataset)
     print(f"wrote {count} examples to {args.output}")
 

@@ -7,7 +7,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .arguments import codes, device, generation_options, load_model, positive, read_text
+from .arguments import (
+    device,
+    directions,
+    generation_options,
+    language_code,
+    load_model,
+    non_negative,
+    non_negative_number,
+    positive,
+    read_text,
+)
 from .registry import command
 
 
@@ -50,7 +60,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
 def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
     generation_options(p)
     p.add_argument("--test", nargs="+", required=True, help="NAME=FILE.jsonl (zero-shot=... measures off-target)")
-    p.add_argument("--directions", help="only these directions, comma-separated")
+    p.add_argument("--directions", type=directions, help="only these directions, comma-separated")
     p.add_argument("--max-sentences-per-direction", type=positive, help="default: every sentence")
     p.add_argument(
         "--off-target",
@@ -88,7 +98,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     check_output_dir(args.output_dir, "--output-dir", args.force, keep=[args.model])
     reference = load_results(args.reference) if args.reference else None  # a bad one fails before decoding
     files = test_files(args.test)
-    tests = test_sets_from_files(files, codes(args.directions) if args.directions else None)
+    tests = test_sets_from_files(files, args.directions)
     if args.max_sentences_per_direction:
         from ..data.processing import per_direction
 
@@ -196,12 +206,14 @@ def cmd_typology(args: argparse.Namespace) -> None:
 
 def _add_language_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True)
-    p.add_argument("--language", required=True, help="the new language's code")
+    p.add_argument("--language", type=language_code, required=True, help="the new language's code")
     p.add_argument("--texts", nargs="+", required=True, help="the new language's text, one sentence per line")
-    p.add_argument("--vocab-size", type=int, default=8000, help="unigram vocabulary trained on --texts")
-    p.add_argument("--noise-std", type=float, default=0.01, help="noise on the mean embedding of new rows")
+    p.add_argument("--vocab-size", type=positive, default=8000, help="unigram vocabulary trained on --texts")
+    p.add_argument(
+        "--noise-std", type=non_negative_number, default=0.01, help="noise on the mean embedding of new rows"
+    )
     p.add_argument("--old-texts", help="canonical JSONL of old-language text: count changed segmentations")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=non_negative, default=0)
     p.add_argument("--output-dir", required=True, type=Path)
     p.add_argument("--force", action="store_true", help="write into --output-dir even if it holds files")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .arguments import device, load_model, milliseconds, port, positive
+from .arguments import device, directions, load_model, milliseconds, port, positive
 from .registry import command
 
 
@@ -34,7 +34,9 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="a trained model folder (with its tokenizer)")
     p.add_argument("--src-lang", help="one direction: its source language")
     p.add_argument("--tgt-lang", help="one direction: its target language")
-    p.add_argument("--directions", help="en-de,de-en,...: one CTranslate2 model per direction, for `serve`")
+    p.add_argument(
+        "--directions", type=directions, help="en-de,de-en,...: one CTranslate2 model per direction, for `serve`"
+    )
     p.add_argument("--output-dir", required=True, help="gets transformers/ and ctranslate2/ (or SRC-TGT/ each)")
     p.add_argument("--no-ctranslate2", action="store_true", help="write only the plain transformers model")
     p.add_argument("--quantization", default=None, help="CTranslate2 weight type, e.g. int8 or int8_float32")
@@ -59,16 +61,14 @@ def cmd_export(args: argparse.Namespace) -> None:
     if args.directions is not None and args.no_ctranslate2:
         raise ValueError("--directions writes CTranslate2 models (for `serve`); drop --no-ctranslate2, or export one "
                          "direction with --src-lang/--tgt-lang")  # fmt: skip
-    directions = (
-        [split_direction(text.strip()) for text in args.directions.split(",") if text.strip()] if not single else []
-    )
+    pairs = [split_direction(direction) for direction in args.directions] if not single else []
     from ..export.ct2 import refuse_to_overwrite
 
     out = Path(args.output_dir)
     if single:
         targets = [out / "transformers"] + ([] if args.no_ctranslate2 else [out / "ctranslate2"])
     else:
-        targets = [out / f"{src}-{tgt}" / "ctranslate2" for src, tgt in directions]
+        targets = [out / f"{src}-{tgt}" / "ctranslate2" for src, tgt in pairs]
     for target in targets:  # what export_direction(s) refuses, refused before the model is loaded
         refuse_to_overwrite(target, args.force)
     model, tokenizer = load_model(args.model, "cpu")
@@ -83,7 +83,7 @@ def cmd_export(args: argparse.Namespace) -> None:
         if skipped:
             print(f"transformers: not written ({skipped})")
         return
-    folders = export_directions(model, tokenizer, directions, args.output_dir, args.quantization, force=args.force)
+    folders = export_directions(model, tokenizer, pairs, args.output_dir, args.quantization, force=args.force)
     print(f"{len(folders)} directions exported to {args.output_dir}; serve them with "
           f"`hf-langspec serve --export {args.output_dir}`")  # fmt: skip
 
@@ -91,7 +91,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--export", help="a folder written by `export --directions` (CTranslate2)")
     p.add_argument("--model", help="or a trained model folder: every direction through one copy of the weights")
-    p.add_argument("--directions", help="with --model: only these directions (en-de,de-en,...)")
+    p.add_argument("--directions", type=directions, help="with --model: only these directions (en-de,de-en,...)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=port, default=8080, help="0: any free port (the URL is printed)")
     p.add_argument("--device", type=device, default="cpu")
@@ -102,7 +102,6 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("serve", _serve_arguments, help="translate many directions over HTTP on localhost (JSON)")
 def cmd_serve(args: argparse.Namespace) -> None:
-    from ..data.schema import split_direction
     from ..export.server import CTranslate2Backend, ModelBackend, TranslationServer, check_port_free
 
     if (args.export is None) == (args.model is None):
@@ -112,10 +111,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         backend = CTranslate2Backend(args.export, device=args.device, threads=args.threads)
     else:
         model, tokenizer = load_model(args.model, args.device)
-        directions = (
-            ["-".join(split_direction(d.strip())) for d in args.directions.split(",")] if args.directions else None
-        )
-        backend = ModelBackend(model, tokenizer, directions)
+        backend = ModelBackend(model, tokenizer, args.directions)
     server = TranslationServer(
         backend, args.host, args.port, max_batch=args.max_batch, max_wait=args.max_wait_ms / 1000
     )

@@ -67,6 +67,13 @@ def direction_group_names(
     return [group, f"{group} {next(iter(level.values()))}"]
 
 
+def group_names(pivot: str, resource: dict[str, int] | None) -> list[str]:
+    """Every group `direction_group_names` can give a direction of a suite's own test sets (a claim names one)."""
+    sides = [f"{pivot}-xx", f"xx-{pivot}"]
+    levels = [f"{side} {level}" for side in sides for level in ("Low", "Med", "High")] if resource else []
+    return [*sides, *levels, "zero-shot", "supervised, other"]
+
+
 def group_members(result: dict[str, Any], pivot: str = "en", resource: dict[str, int] | None = None) -> dict:
     """`{group: [(set, direction), ...]}` of a run."""
     members: dict[str, list[tuple[str, str]]] = defaultdict(list)
@@ -504,12 +511,26 @@ def _relative(path: Path, start: Path) -> str:
     return os.path.relpath(path, start) + "/"
 
 
+def _markers(name: str) -> tuple[str, str]:
+    return f"<!-- compare:{name} -->", f"<!-- /compare:{name} -->"
+
+
+def insertion_problem(path: Path, name: str) -> str | None:
+    """Why the report of suite `name` cannot go into `path` (no such file, or no markers), or None."""
+    start, end = _markers(name)
+    content = path.read_text() if path.is_file() else ""
+    if start not in content or end not in content:
+        return f"{path} has no `{start}` ... `{end}` markers; add them where the report should go."
+    return None
+
+
 def insert_markdown(path: Path, name: str, text: str) -> None:
     """Replace what stands between `<!-- compare:NAME -->` and `<!-- /compare:NAME -->` in `path`."""
-    start, end = f"<!-- compare:{name} -->", f"<!-- /compare:{name} -->"
-    content = path.read_text() if path.exists() else ""
-    if start not in content or end not in content:
-        raise ConfigError(f"{path} has no `{start}` ... `{end}` markers; add them where the report should go.")
+    problem = insertion_problem(path, name)
+    if problem:
+        raise ConfigError(problem)
+    start, end = _markers(name)
+    content = path.read_text()
     head, rest = content.split(start, 1)
     _, tail = rest.split(end, 1)
     write_atomic(path, f"{head}{start}\n{text}{end}{tail}".encode())

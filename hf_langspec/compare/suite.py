@@ -177,6 +177,7 @@ def load_suite(path: str | os.PathLike) -> Suite:
     )  # fmt: skip
     for name in systems:
         check_system(suite, name)
+    _check_report(report, suite.name, path)
     for i, claim in enumerate(report.get("claims", [])):
         _check_claim(suite, claim, f"{path} [report.claims][{i}]")
     _check_other_budgets(report.get("other_budgets", []), path)
@@ -184,11 +185,45 @@ def load_suite(path: str | os.PathLike) -> Suite:
 
 
 def _check_seeds(seeds: Any, where: str) -> list[int]:
-    if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
-        raise ConfigError(f"{where}: seeds must be a non-empty list of integers, got {seeds!r}.")
+    # numpy seeds are 0 .. 2**32 - 1: a negative one failed each run once the shared corpus and tokenizer were built
+    if not (
+        isinstance(seeds, list)
+        and seeds
+        and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**32 for s in seeds)
+    ):
+        raise ConfigError(f"{where}: seeds must be a non-empty list of integers from 0 to 2**32 - 1, got {seeds!r}.")
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"{where}: seeds {seeds} repeat a seed.")
     return list(seeds)
+
+
+def _check_report(report: dict[str, Any], name: str, path: Path) -> None:
+    """The [report] settings the report reads once every run has trained: refused now, not hours later."""
+    where = f"{path} [report]"
+    if not isinstance(report.get("pivot", "en"), str):
+        raise ConfigError(f"{where}: pivot must be a language code like en, got {report['pivot']!r}.")
+    resource = report.get("resource_groups")
+    if resource is not None:
+        bounds = check_keys(resource, {"low_below", "high_from"}, f"{where} resource_groups")
+        if set(bounds) != {"low_below", "high_from"} or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in bounds.values()
+        ):
+            raise ConfigError(
+                f"{where}: resource_groups needs whole numbers {{low_below: N, high_from: M}}, got {resource}."
+            )
+        if bounds["low_below"] > bounds["high_from"]:
+            raise ConfigError(
+                f"{where}: resource_groups low_below={bounds['low_below']} exceeds high_from={bounds['high_from']}."
+            )
+    targets = report.get("insert_into", [])
+    if not (isinstance(targets, list) and all(isinstance(t, str) for t in targets)):
+        raise ConfigError(f"{where}: insert_into must be a list of files, e.g. [README.md], got {targets!r}.")
+    from .report import insertion_problem
+
+    for target in targets:
+        problem = insertion_problem(Path(target), name)
+        if problem:
+            raise ConfigError(f"{where} insert_into: {problem}")
 
 
 def _check_claim(suite: Suite, claim: Any, where: str) -> None:
@@ -200,6 +235,12 @@ def _check_claim(suite: Suite, claim: Any, where: str) -> None:
         raise ConfigError(f"{where}: system {claim['system']!r} is not in the suite ({list(suite.systems)}).")
     if claim["metric"] not in CLAIM_METRICS or claim["expect"] not in ("up", "down"):
         raise ConfigError(f"{where}: metric must be one of {list(CLAIM_METRICS)} and expect up or down, got {claim}.")
+    from .report import group_names
+
+    groups = group_names(suite.report.get("pivot", "en"), suite.report.get("resource_groups"))
+    group = claim["group"]  # an --eval-set's groups ("eval:NAME supervised") are named on the command line
+    if group not in groups and not str(group).startswith("eval:"):  # was "not measured (runs missing)" at the end
+        raise ConfigError(f"{where}: group {claim['group']!r} is not a group of the report; use one of {groups}.")
     against = claim.get("against", suite.baseline)  # the row it is judged against: a control on the same schedule
     if against not in suite.systems or against == claim["system"]:
         raise ConfigError(

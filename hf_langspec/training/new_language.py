@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ..data.checks import check_code
 from ..tokenization import LangSpecTokenizer, changed_segmentations, extend_tokenizer
 
 
@@ -43,6 +44,9 @@ def add_language(
 
     Returns `(model, tokenizer, report)`; the model is changed in place.
     """
+    check_code(code, "add_language")
+    if not 0 <= noise_std < float("inf"):  # NaN made every new embedding NaN
+        raise ValueError(f"add_language: noise_std={noise_std} must be a finite number of 0 or more.")
     tokenizer.check_model(model)
     config = model.config
     modules = {
