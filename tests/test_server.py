@@ -164,7 +164,7 @@ def test_the_cli_exports_directions_and_serves_them(model_and_export, tmp_path):
         (["serve", "--model", "m", "--port", "70000"], "argument --port: port 70000 is not a TCP port; give one in 1-65535 (0: any free one)"),
         (["serve", "--model", "m", "--port", "-1"], "argument --port: port -1 is not a TCP port"),
         (["serve", "--model", "m", "--max-batch", "0"], "argument --max-batch: must be at least 1, got 0"),
-        (["serve", "--model", "m", "--max-wait-ms", "-5"], "argument --max-wait-ms: must be 0 or more, got -5"),
+        (["serve", "--model", "m", "--max-wait-ms", "-5"], "argument --max-wait-ms: must be a finite number of 0 or more, got -5"),
         (["serve", "--model", "m", "--threads", "0"], "argument --threads: must be at least 1, got 0"),
         (["serve", "--model", "m", "--device", "tpu"], "argument --device: 'tpu' is not a PyTorch device"),
     ],

@@ -46,18 +46,8 @@ def non_negative(text: str) -> int:
     return whole_number(text, 0)
 
 
-def milliseconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of milliseconds, got {text!r}") from None
-    if not value >= 0:  # NaN too
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
-
-
 def non_negative_number(text: str) -> float:
-    """A finite number >= 0 (a noise scale: NaN made every new embedding NaN without a word)."""
+    """A finite number >= 0: a wait in milliseconds, a noise scale (NaN made every new embedding NaN)."""
     try:
         value = float(text)
     except ValueError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .arguments import device, directions, load_model, milliseconds, port, positive
+from .arguments import device, directions, load_model, non_negative_number, port, positive
 from .registry import command
 
 
@@ -97,7 +97,9 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", type=device, default="cpu")
     p.add_argument("--threads", type=positive, default=1, help="CTranslate2 threads per direction")
     p.add_argument("--max-batch", type=positive, default=32, help="sentences of one direction decoded together")
-    p.add_argument("--max-wait-ms", type=milliseconds, default=5.0, help="how long a batch waits for more requests")
+    p.add_argument(
+        "--max-wait-ms", type=non_negative_number, default=5.0, help="how long a batch waits for more requests"
+    )
 
 
 @command("serve", _serve_arguments, help="translate many directions over HTTP on localhost (JSON)")
