@@ -189,6 +189,18 @@ def test_train_tokenizer_refuses_bad_input():
         train_tokenizer({"en": ["a"], "de": []}, show_progress=False)
     with pytest.raises(ValueError, match="leaves no room"):
         train_tokenizer({"en": ["a"]}, vocab_size=5, show_progress=False)
+    # a repeated code gave a tokenizer with two tags for one language, which the model config then refused
+    with pytest.raises(ValueError, match=r"languages lists \['en'\] more than once"):
+        train_tokenizer({"en": ["a"], "de": ["b"]}, languages=["en", "de", "en"], show_progress=False)
+
+
+def test_a_saved_tokenizer_that_repeats_a_language_is_refused(tok, tmp_path):
+    tok.save_pretrained(tmp_path / "tok")
+    config = json.loads((tmp_path / "tok" / "tokenizer_config.json").read_text())
+    config["languages"] = [*config["languages"], config["languages"][0]]
+    (tmp_path / "tok" / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"languages lists \['en'\] more than once"):
+        LangSpecTokenizer.from_pretrained(tmp_path / "tok")
 
 
 def test_labels_feed_the_model_loss_directly(tok):

@@ -56,6 +56,9 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         for loading_option in ("is_local", "local_files_only"):  # how it was loaded, not what it is: not saved
             self.init_kwargs.pop(loading_option, None)
         self.languages = list(languages or [])
+        repeated = sorted({code for code in self.languages if self.languages.count(code) > 1})
+        if repeated:  # two ids for one language: the model config refuses it, the tokenizer must too
+            raise ValueError(f"languages lists {repeated} more than once; each code must appear once.")
         self.lang_tag_style = lang_tag_style
         self.lang_tag_template = lang_tag_template
         vocab = self.get_vocab()

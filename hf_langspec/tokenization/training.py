@@ -125,6 +125,9 @@ def train_tokenizer(
         raise ValueError(f"model_type={model_type!r} is not supported; use one of {list(MODEL_TYPES)}.")
     sentences = sentences_by_language(texts)
     languages = list(languages) if languages is not None else sorted(sentences)
+    repeated = sorted({code for code in languages if languages.count(code) > 1})
+    if repeated:  # refused here, before the vocabulary is trained, as the tokenizer itself refuses it
+        raise ValueError(f"languages lists {repeated} more than once; each code must appear once.")
     unknown = sorted(set(sentences) - set(languages))
     if unknown:
         raise ValueError(
