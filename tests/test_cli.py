@@ -227,6 +227,8 @@ def test_translate_refuses_bad_options_in_one_line(trained, args, stdin, words):
          "argument --directions: give directions like en-de,de-en"),
         (["data", "hub", "opus100", "--directions", "en-de-fr", "--output", "o.jsonl"],
          "argument --directions: Direction 'en-de-fr' must be written 'src-tgt'"),
+        (["export", "--model", "m", "--src-lang", "en", "--tgt-lang", "de", "--output-dir", "o", "--quantization", "int3"],
+         "argument --quantization: 'int3' is not a CTranslate2 weight type; use one of int8, int8_float32"),
         (["add-language", "--model", "m", "--language", "IT", "--texts", "t.txt", "--output-dir", "o"],
          "argument --language: code: 'IT' is not a language code; use ISO 639 in lowercase"),
         (["add-language", "--model", "m", "--language", "it", "--texts", "t.txt", "--output-dir", "o",

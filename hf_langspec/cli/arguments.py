@@ -117,6 +117,17 @@ def directions(text: str) -> list[str]:
     return found
 
 
+def quantization(text: str) -> str:
+    """A CTranslate2 weight type, from CTranslate2's own list (it refused others only after the model was loaded)."""
+    from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
+
+    if text not in ACCEPTED_MODEL_TYPES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a CTranslate2 weight type; use one of {', '.join(ACCEPTED_MODEL_TYPES)}"
+        )
+    return text
+
+
 def integers(text: str) -> list[int]:
     try:
         return [int(c) for c in codes(text)]

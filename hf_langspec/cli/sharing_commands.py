@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .arguments import device, directions, load_model, non_negative_number, port, positive
+from .arguments import device, directions, load_model, non_negative_number, port, positive, quantization
 from .registry import command
 
 
@@ -39,7 +39,7 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--output-dir", required=True, help="gets transformers/ and ctranslate2/ (or SRC-TGT/ each)")
     p.add_argument("--no-ctranslate2", action="store_true", help="write only the plain transformers model")
-    p.add_argument("--quantization", default=None, help="CTranslate2 weight type, e.g. int8 or int8_float32")
+    p.add_argument("--quantization", type=quantization, help="CTranslate2 weight type, e.g. int8 or int8_float32")
     p.add_argument("--force", action="store_true", help="overwrite an existing export")
 
 
