@@ -16,6 +16,7 @@ transformers and tokenizers, so `save_pretrained` can ship it as remote code.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +24,13 @@ from transformers import BatchEncoding, PreTrainedTokenizerFast
 
 TAG_STYLES = ("source", "target", "none")
 SPECIAL_TOKENS = {"bos_token": "<s>", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}
+
+
+def check_unique_languages(languages: Sequence[str]) -> None:
+    """Refuse a code listed twice: two tags for one language (the model config refuses it too)."""
+    repeated = sorted(code for code, count in Counter(languages).items() if count > 1)
+    if repeated:
+        raise ValueError(f"languages lists {repeated} more than once; each code must appear once.")
 
 
 class LangSpecTokenizer(PreTrainedTokenizerFast):
@@ -56,9 +64,7 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         for loading_option in ("is_local", "local_files_only"):  # how it was loaded, not what it is: not saved
             self.init_kwargs.pop(loading_option, None)
         self.languages = list(languages or [])
-        repeated = sorted({code for code in self.languages if self.languages.count(code) > 1})
-        if repeated:  # two ids for one language: the model config refuses it, the tokenizer must too
-            raise ValueError(f"languages lists {repeated} more than once; each code must appear once.")
+        check_unique_languages(self.languages)
         self.lang_tag_style = lang_tag_style
         self.lang_tag_template = lang_tag_template
         vocab = self.get_vocab()

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from .tokenization_langspec import SPECIAL_TOKENS, TAG_STYLES, LangSpecTokenizer
+from .tokenization_langspec import SPECIAL_TOKENS, TAG_STYLES, LangSpecTokenizer, check_unique_languages
 
 logger = logging.getLogger(__name__)
 MODEL_TYPES = ("unigram", "bpe")
@@ -125,9 +125,7 @@ def train_tokenizer(
         raise ValueError(f"model_type={model_type!r} is not supported; use one of {list(MODEL_TYPES)}.")
     sentences = sentences_by_language(texts)
     languages = list(languages) if languages is not None else sorted(sentences)
-    repeated = sorted({code for code in languages if languages.count(code) > 1})
-    if repeated:  # refused here, before the vocabulary is trained, as the tokenizer itself refuses it
-        raise ValueError(f"languages lists {repeated} more than once; each code must appear once.")
+    check_unique_languages(languages)  # before the vocabulary is trained, as the tokenizer itself refuses it
     unknown = sorted(set(sentences) - set(languages))
     if unknown:
         raise ValueError(
