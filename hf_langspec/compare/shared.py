@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.schema import write_atomic, write_jsonl
-from ..training.config import ConfigError, sentence_limit, test_files
+from ..training.config import ConfigError, named_test_files, sentence_limit
 from .suite import Suite
 
 logger = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ def _build_shared_data(
         train_files = listed if isinstance(listed, list) else [listed]
         valid = base_data.get("valid_files", [])
         valid_files = valid if isinstance(valid, list) else [valid]
-    tests = test_files(base_data, corpus.files if "bible" in base_data else None)
+    tests = named_test_files(base_data, corpus.files if "bible" in base_data else None)
     train = [row for path in train_files for row in load_local(path)]
     cap = base_data.get("max_train_examples_per_direction")
     write_jsonl(paths["train"], cap_directions(train, cap) if cap else train)

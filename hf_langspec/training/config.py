@@ -351,7 +351,7 @@ def _check_types(config: dict[str, Any], config_class: type, where: str) -> None
     check_section(config.get("evaluation", {}), EVALUATION_TYPES, f"{where} [evaluation]", ConfigError)
 
 
-def test_files(data: dict[str, Any], corpus_files: dict[str, Any] | None = None) -> dict[str, Any]:
+def named_test_files(data: dict[str, Any], corpus_files: dict[str, Any] | None = None) -> dict[str, Any]:
     """A [data] section's test sets by name: a Bible corpus's supervised and zero-shot files (from its
     `corpus_files` once built, None before), or `test_files` (a single file is the set named supervised)."""
     if "bible" in data:
@@ -363,7 +363,7 @@ def test_files(data: dict[str, Any], corpus_files: dict[str, Any] | None = None)
 def _check_evaluation_sets(config: dict[str, Any], where: str) -> None:
     """`evaluation.splits` and `evaluation.off_target` name test sets the config has: a name it lacked
     evaluated, or measured, nothing without a word, after the whole training."""
-    names = list(test_files(config["data"]))
+    names = list(named_test_files(config["data"]))
     evaluation = config.get("evaluation", {})
     splits = evaluation.get("splits")
     unknown = [name for name in splits or [] if name not in names]

@@ -26,9 +26,9 @@ from .config import (
     check_keys,
     load_config,
     model_classes,
+    named_test_files,
     sentence_limit,
     set_keys,
-    test_files,
     validate_config,
 )
 
@@ -62,13 +62,13 @@ def _load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> di
         train_files = data["train_files"] if isinstance(data["train_files"], list) else [data["train_files"]]
         valid_files = data.get("valid_files", [])
         valid_files = valid_files if isinstance(valid_files, list) else [valid_files]
-    tests = test_files(data, corpus.files if "bible" in data else None)
+    test_paths = named_test_files(data, corpus.files if "bible" in data else None)
     train = [row for path in train_files for row in load_local(path)]
     if not train:
         raise ConfigError(f"[data] the training files {[str(p) for p in train_files]} hold no examples.")
     check_stray_languages(train, "[data] training files")
     valid = [row for path in valid_files for row in load_local(path)]
-    tests = {name: load_local(path).to_list() for name, path in tests.items()}
+    tests = {name: load_local(path).to_list() for name, path in test_paths.items()}
     cap = data.get("max_train_examples_per_direction")
     if cap:
         train = cap_directions(train, cap)
