@@ -61,3 +61,39 @@ def test_the_module_loads_offline_in_a_fresh_process_and_equals_sacrebleu_and_th
 def test_an_unknown_module_name_lists_the_shipped_ones():
     with pytest.raises(ValueError, match=r"this package ships \['langspec_mt'\]"):
         metrics.path("bleu")
+
+
+@pytest.fixture(scope="module")
+def module():
+    import evaluate
+
+    return evaluate.load(metrics.path("langspec_mt"))
+
+
+def test_a_test_without_zero_shot_directions_is_scored_with_the_defaults(module):
+    """The default off_target="zero-shot" looked up a zero-shot group that a supervised-only test does not have."""
+    rows = [r for r in ROWS if "en" in r[:2]]
+    result = module.compute(predictions=[r[2] for r in rows], references=[r[3] for r in rows],
+                            src_lang=[r[0] for r in rows], tgt_lang=[r[1] for r in rows])  # fmt: skip
+    hyps = [r[2] for r in rows if r[:2] == ("en", "de")]
+    refs = [r[3] for r in rows if r[:2] == ("en", "de")]
+    assert result["directions"]["en-de"]["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
+    assert set(result["groups"]["bleu"]) == {"en-xx", "xx-en"} and "off_target" not in result["groups"]
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"off_target": "nonsense"}, r"off_target='nonsense': use True \(every direction\), False or 'zero-shot'"),
+        ({"zero_shot": "de-fr"}, r"zero_shot='de-fr': give a list of directions like \['de-fr', 'fr-de'\]"),
+        ({"src_lang": ["EN"]}, r"'EN' is not a language code; use ISO 639 in lowercase"),
+        ({"tgt_lang": ["en"]}, r"src_lang and tgt_lang are both 'en'"),
+        ({"predictions": [], "references": [], "src_lang": [], "tgt_lang": []}, r"No predictions: give at least one"),
+    ],
+)  # fmt: skip
+def test_bad_options_and_inputs_are_one_clear_error(module, change, message):
+    """Each measured nothing without a word, or failed inside the module (KeyError, StatisticsError)."""
+    inputs = {"predictions": ["Hallo Welt"], "references": ["Hallo Welt"], "src_lang": ["en"], "tgt_lang": ["de"]}
+    with pytest.raises(ValueError, match=message):
+        module.compute(**{**inputs, **change})

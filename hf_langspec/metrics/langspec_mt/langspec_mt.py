@@ -19,6 +19,7 @@ from statistics import mean
 import datasets
 import evaluate
 
+from hf_langspec.data.checks import check_code
 from hf_langspec.evaluation.language_id import language_identifier, off_target_rate
 from hf_langspec.evaluation.metrics import corpus_scores, direction_groups, group_means
 
@@ -51,8 +52,22 @@ class LangspecMt(evaluate.Metric):
 
     def _compute(self, predictions, references, src_lang, tgt_lang, pivot="en", zero_shot=None, off_target="zero-shot",
                  language_identifier_name=None):  # fmt: skip
+        if off_target not in (True, False, "zero-shot"):  # any other string measured nothing, without a word
+            raise ValueError(f"off_target={off_target!r}: use True (every direction), False or 'zero-shot'.")
+        if zero_shot is not None and not (
+            isinstance(zero_shot, (list, tuple)) and all(isinstance(d, str) and d.count("-") == 1 for d in zero_shot)
+        ):
+            raise ValueError(f"zero_shot={zero_shot!r}: give a list of directions like ['de-fr', 'fr-de'], or None.")
+        if not predictions:
+            raise ValueError("No predictions: give at least one (prediction, reference, src_lang, tgt_lang).")
+        for code in sorted(set(src_lang) | set(tgt_lang)):
+            check_code(code, "src_lang/tgt_lang")
         by_direction = defaultdict(lambda: ([], []))
         for hyp, ref, src, tgt in zip(predictions, references, src_lang, tgt_lang, strict=True):
+            if src == tgt:  # as the corpora refuse it: a direction joins two languages
+                raise ValueError(
+                    f"src_lang and tgt_lang are both {src!r}; a translation direction joins two languages."
+                )
             hyps, refs = by_direction[f"{src}-{tgt}"]
             hyps.append(hyp.strip())
             refs.append(ref.strip())
@@ -71,7 +86,8 @@ class LangspecMt(evaluate.Metric):
                 "chrfpp": scores["chrfpp"],
                 "sentences": len(hyps),
             }
-            if off_target is True or (off_target == "zero-shot" and name in groups["zero-shot"]):
+            # a test without zero-shot directions has no such group (the default failed on it with a KeyError)
+            if off_target is True or (off_target == "zero-shot" and name in groups.get("zero-shot", ())):
                 rate = off_target_rate(hyps, name.split("-")[1], identify)
                 if rate is None:
                     not_measured.append(name)
