@@ -66,6 +66,22 @@ class LangSpecTranslationPipeline(Pipeline):
         A blank text translates to "" (as in `translate()`): a model asked to translate nothing loops."""
         single = not isinstance(inputs, list)
         items = [inputs] if single else inputs
+        for index, item in enumerate(items):  # a number or a dict without text failed inside (AttributeError)
+            text = item.get("text") if isinstance(item, dict) else item
+            if not isinstance(text, str):
+                raise ValueError(
+                    f"Input {index} is {type(item).__name__} {item!r:.60}; give a text, a {{'text', 'src_lang', "
+                    "'tgt_lang'} dict, or a list of either."
+                )
+        for name in ("src_lang", "tgt_lang"):  # one code for every input; per-input codes go in the dicts
+            if kwargs.get(name) is not None and not isinstance(kwargs[name], str):
+                raise ValueError(
+                    f"{name}={kwargs[name]!r}: give one code for every input, or per input as "
+                    f"{{'text': ..., '{name}': ...}} dicts."
+                )
+        beams = kwargs.get("num_beams")
+        if beams is not None and not (isinstance(beams, int) and beams >= 1):  # 0 failed in generate, dividing by it
+            raise ValueError(f"num_beams={beams!r} must be a whole number of at least 1.")
         texts = [item["text"] if isinstance(item, dict) else item for item in items]
         default = kwargs.get("tgt_lang")
         targets = [item.get("tgt_lang", default) if isinstance(item, dict) else default for item in items]

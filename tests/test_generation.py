@@ -127,6 +127,24 @@ def test_translation_pipeline_applies_tags_and_language_ids():
         translate("w10", tgt_lang="zz")
 
 
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("inputs", "options", "message"),
+    [
+        (5, {"tgt_lang": "de"}, r"Input 0 is int 5; give a text, a \{'text', 'src_lang', 'tgt_lang'\} dict"),  # AttributeError
+        ([{"src_lang": "en"}], {"tgt_lang": "de"}, r"Input 0 is dict"),  # a KeyError
+        (["w10", "w11"], {"tgt_lang": ["de"]}, r"tgt_lang=\['de'\]: give one code for every input, or per input"),  # unhashable
+        ("w10", {"tgt_lang": "de", "num_beams": 0}, r"num_beams=0 must be a whole number of at least 1"),  # ZeroDivisionError
+    ],
+)  # fmt: skip
+def test_bad_pipeline_inputs_are_one_clear_error(inputs, options, message):
+    translate = pipeline(
+        "langspec-translation", model=tiny_model(language_embedding="additive"), tokenizer=_word_tokenizer()
+    )
+    with pytest.raises(ValueError, match=message):
+        translate(inputs, **options)
+
+
 def test_the_removed_translation_task_is_still_removed_upstream():
     """Documents why the pipeline above exists: transformers 5 raises for pipeline("translation")."""
     with pytest.raises(KeyError, match="translation"):  # "has been removed" (5.2x), "Unknown task" (5.17)
