@@ -225,6 +225,20 @@ def test_batches_hold_one_target_language_and_outputs_keep_the_input_order(model
     assert batched == alone and len(set(alone)) > 3  # outputs differ, so a wrong order shows
 
 
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("texts", "message"),
+    [
+        ("Hello", r"texts is one string; give a list of texts"),  # was translated character by character
+        (["Hello", 5], r"texts\[1\] is int 5; every text must be a string"),  # an AttributeError
+    ],
+)
+def test_translate_refuses_texts_that_are_not_a_list_of_strings(model_and_tokenizer, texts, message):
+    model, tok = model_and_tokenizer
+    with pytest.raises(ValueError, match=message):
+        translate(model, tok, texts, "en", "de", show_progress=False)
+
+
 def test_model_card_has_model_index_and_languages(model_and_tokenizer, tmp_path):
     model, tok = model_and_tokenizer
     model.save_pretrained(tmp_path)

@@ -41,9 +41,16 @@ def translate(
     invented for it); texts longer than `max_source_length` subwords are truncated with a warning that
     counts them (`None`: no limit); a warning reports the share of `<unk>` subwords when it exceeds 1%.
     """
+    if isinstance(texts, str):  # a lone string was translated character by character
+        raise ValueError("texts is one string; give a list of texts (e.g. [text]).")
     texts = list(texts)
     if not texts:
         return []
+    wrong = next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)
+    if wrong is not None:
+        raise ValueError(
+            f"texts[{wrong}] is {type(texts[wrong]).__name__} {texts[wrong]!r:.60}; every text must be a string."
+        )
     if num_beams < 1 or batch_size < 1 or max_new_tokens < 1:
         raise ValueError(
             f"num_beams={num_beams}, batch_size={batch_size} and max_new_tokens={max_new_tokens} must all be at least 1."
