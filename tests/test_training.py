@@ -548,6 +548,10 @@ def test_generation_based_validation_reports_bleu_per_direction(tokenizer, tmp_p
     mixed = trainer.evaluate()
     assert mixed["eval_mixed_bleu"] == pytest.approx((metrics["eval_en-de_bleu"] + metrics["eval_fr-en_bleu"]) / 2)
     assert mixed["eval_mixed_bleu_en-xx"] == pytest.approx(metrics["eval_en-de_bleu"])
+    # off-target asked for on a set without zero-shot directions: nothing to measure (it raised a KeyError)
+    trainer.compute_metrics = TranslationMetrics(tokenizer, off_target=True)
+    asked = trainer.evaluate()
+    assert asked["eval_mixed_bleu"] == pytest.approx(mixed["eval_mixed_bleu"]) and "eval_mixed_off_target" not in asked
 
 
 def unpadded(ids, tokenizer) -> list[int]:
