@@ -218,6 +218,10 @@ def test_translate_refuses_bad_options_in_one_line(trained, args, stdin, words):
         (["evaluate", "m", "--test", "=a.jsonl", "--output-dir", "o"], "--test '=a.jsonl': give NAME=FILE"),
         (["curve", "--suite", "s.yaml", "--max-steps", "10", "--every", "5", "--sentences", "0"],
          "argument --sentences: must be at least 1, got 0"),
+        (["curve", "--suite", "s.yaml", "--max-steps", "10", "--every", "5", "--target", "xx-en"],
+         "argument --target: give GROUP=BLEU, e.g. xx-en=10, got 'xx-en'"),  # was "invalid parse_target value"
+        (["curve", "--suite", "s.yaml", "--max-steps", "10", "--every", "5", "--target", "xx-en=nan"],
+         "argument --target: a BLEU target is between 0 and 100, got 'xx-en=nan'"),
         # a repeated direction was exported twice and refused as "not empty" half way, after the model was loaded
         (["export", "--model", "m", "--directions", "en-de,de-en,en-de", "--output-dir", "o"],
          "argument --directions: 'en-de,de-en,en-de' repeats ['en-de']; name each direction once"),

@@ -139,9 +139,12 @@ def parse_target(text: str) -> tuple[str, float]:
     """`--target xx-en=10`: a direction group and the BLEU it must reach."""
     group, _, value = text.partition("=")
     try:
-        return group.strip(), float(value)
-    except ValueError:
-        raise ValueError(f"--target {text!r}: give GROUP=BLEU, e.g. xx-en=10.") from None
+        bleu = float(value)
+    except ValueError:  # a ValueError here became argparse's "invalid parse_target value"
+        raise argparse.ArgumentTypeError(f"give GROUP=BLEU, e.g. xx-en=10, got {text!r}") from None
+    if not 0 <= bleu <= 100:  # NaN too
+        raise argparse.ArgumentTypeError(f"a BLEU target is between 0 and 100, got {text!r}")
+    return group.strip(), bleu
 
 
 def load_model(path: str, device: str | None, codes: Sequence[str] = ()):
