@@ -355,6 +355,15 @@ def test_report_settings_the_report_reads_last_are_refused_first(tmp_path, edit,
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.reliability
+@pytest.mark.parametrize(("seeds", "message"), [([-1], r"--seeds: seeds must be a non-empty list of integers from 0"),
+                                               ([2, 2], r"--seeds: seeds \[2, 2\] repeat a seed")])  # fmt: skip
+def test_command_line_seeds_follow_the_suite_files_rule(tmp_path, seeds, message):
+    """`compare --seeds -1` trained nothing and reported every run failed, after the shared corpus was built."""
+    with pytest.raises(ConfigError, match=message):
+        load_suite(tiny_suite(tmp_path)).select(seeds=seeds)
+
+
 def test_a_claim_on_a_resource_group_is_accepted_when_the_suite_defines_the_groups(tmp_path):
     raw = yaml.safe_load(tiny_suite(tmp_path).read_text())
     raw["report"]["claims"][0].update(group="en-xx High")

@@ -104,6 +104,8 @@ class Suite:
             unknown = [s for s in systems if s not in self.systems]
             if unknown:
                 raise ConfigError(f"{self.path}: unknown systems {unknown}; the suite has {list(self.systems)}.")
+        if seeds:  # the suite file's rule for the command line's seeds (a negative one failed every run)
+            seeds = _check_seeds(seeds, f"{self.path} --seeds")
         keep = [s for s in self.systems if not systems or s in systems or s == self.baseline]
         chosen = {s: replace(self.systems[s], seeds=None) if seeds else self.systems[s] for s in keep}
         return replace(self, systems=chosen, seeds=seeds or self.seeds)
