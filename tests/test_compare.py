@@ -316,8 +316,13 @@ def test_a_claim_against_a_control_is_judged_on_that_row_not_the_baseline(finish
     ],
 )
 def test_a_claim_against_an_unknown_row_or_itself_is_refused(tmp_path, against, message):
+    _refused_before_any_run(tmp_path, lambda raw: raw["report"]["claims"][0].update(against=against), message)
+
+
+def _refused_before_any_run(tmp_path, edit, message: str) -> None:
+    """The tiny suite edited by `edit` is refused with `message`, and nothing is written."""
     raw = yaml.safe_load(tiny_suite(tmp_path).read_text())
-    raw["report"]["claims"][0]["against"] = against
+    edit(raw)
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match=message):
@@ -346,13 +351,7 @@ def test_a_claim_against_an_unknown_row_or_itself_is_refused(tmp_path, against, 
     ],
 )  # fmt: skip
 def test_report_settings_the_report_reads_last_are_refused_first(tmp_path, edit, message):
-    raw = yaml.safe_load(tiny_suite(tmp_path).read_text())
-    edit(raw)
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    with pytest.raises(ConfigError, match=message):
-        compare(path)
-    assert not (tmp_path / "out").exists()
+    _refused_before_any_run(tmp_path, edit, message)
 
 
 @pytest.mark.reliability
