@@ -44,6 +44,10 @@ def cmd_train(args: argparse.Namespace) -> None:
         config["output_dir"] = str(args.output_dir)
     outcome = run_experiment(config, resume=not args.no_resume)
     print(f"model: {outcome['model_dir']}")
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():  # a launched process ends its group (accelerate's end_training)
+        dist.destroy_process_group()  # left to interpreter exit, a rank once aborted ("terminate called ...")
 
 
 def _compare_arguments(p: argparse.ArgumentParser) -> None:
