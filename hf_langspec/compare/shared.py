@@ -73,6 +73,7 @@ def _first_per_direction(rows: list[dict[str, str]], limit: int | None) -> dict[
 
 def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, Any]:
     """Build (or reuse) the shared corpus, tokenizer and evaluation sets; return their paths and fingerprints."""
+    from ..data.corpus_store import direction_sizes, read_corpus
     from ..data.local import load_local
     from ..tokenization import LangSpecTokenizer
 
@@ -95,13 +96,9 @@ def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, An
         sets = {name: _first_per_direction(load_local(path).to_list(), None) for name, path in test_paths.items()}
     else:
         sets, test_paths = _build_shared_data(suite, data_dir, paths, stamp)
-    train_rows = load_local(paths["train"]).to_list()
-    train_sizes: dict[str, int] = {}
-    for row in train_rows:
-        key = f"{row['src_lang']}-{row['tgt_lang']}"
-        train_sizes[key] = train_sizes.get(key, 0) + 1
-
-    tokenizer_dir = _shared_tokenizer(suite, shared / "tokenizer", train_rows)
+    train = read_corpus([paths["train"]])  # memory-mapped; every run of the suite reuses it and its tokenized form
+    train_sizes = direction_sizes(train)
+    tokenizer_dir = _shared_tokenizer(suite, shared / "tokenizer", train)
     tokenizer = LangSpecTokenizer.from_pretrained(tokenizer_dir)
 
     corpus_fingerprint = file_digest([paths["train"], paths["valid"], *test_paths.values()])
@@ -132,8 +129,8 @@ def _build_shared_data(
 ) -> tuple[dict[str, dict[str, list]], dict[str, Path]]:
     """Write the suite's training, validation and test files into `data_dir` from its corpus (the Bible, built
     or reused, or its JSONL files); returns the test sets by direction and their paths."""
+    from ..data.corpus_store import canonical_rows, direction_order, read_corpus
     from ..data.local import load_local
-    from ..training.experiment import cap_directions
 
     base_data, evaluation = stamp["data"], suite.base.get("evaluation", {})
     if "bible" in base_data:
@@ -148,9 +145,14 @@ def _build_shared_data(
         valid = base_data.get("valid_files", [])
         valid_files = valid if isinstance(valid, list) else [valid]
     tests = named_test_files(base_data, corpus.files if "bible" in base_data else None)
-    train = [row for path in train_files for row in load_local(path)]
+    # streamed from the corpus on disk (capped in place), never held as rows
+    train = read_corpus(train_files)
     cap = base_data.get("max_train_examples_per_direction")
-    write_jsonl(paths["train"], cap_directions(train, cap) if cap else train)
+    try:
+        view = train.select(direction_order(train, cap)) if cap else train
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    write_jsonl(paths["train"], canonical_rows(view))
     write_jsonl(paths["valid"], [row for path in valid_files for row in load_local(path)])
     sets = {
         name: _first_per_direction(load_local(path).to_list(), sentence_limit(evaluation, name))
@@ -164,7 +166,7 @@ def _build_shared_data(
     return sets, test_paths
 
 
-def _shared_tokenizer(suite: Suite, tokenizer_dir: Path, train_rows: list[dict[str, str]]) -> Path:
+def _shared_tokenizer(suite: Suite, tokenizer_dir: Path, train: Any) -> Path:
     """The suite's joint vocabulary: trained once, and kept beside the results as well, so that a suite can be
     continued elsewhere (another machine, a later version of the trainer) with exactly the same ids."""
     import shutil
@@ -184,7 +186,7 @@ def _shared_tokenizer(suite: Suite, tokenizer_dir: Path, train_rows: list[dict[s
             shutil.copytree(kept, tokenizer_dir, dirs_exist_ok=True)
         else:
             print(f"[{suite.name}] tokenizer: training the joint vocabulary ({settings.get('vocab_size', 8000)})")
-            train_tokenizer(train_rows, show_progress=False, **settings).save_pretrained(tokenizer_dir)
+            train_tokenizer(train, show_progress=False, **settings).save_pretrained(tokenizer_dir)
             write_atomic(tokenizer_dir / "hf_langspec_training.json", json.dumps(settings, sort_keys=True).encode())
     if trained_with(kept) != settings:
         shutil.copytree(tokenizer_dir, kept, dirs_exist_ok=True)

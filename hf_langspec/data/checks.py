@@ -15,8 +15,12 @@ from __future__ import annotations
 import logging
 import random
 import re
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+from datasets import Dataset
+
+from .schema import canonical_dataset
 
 logger = logging.getLogger(__name__)
 LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(_[A-Za-z0-9]{2,8})*$")
@@ -45,46 +49,60 @@ def counts_table(counts: Mapping[str, int]) -> str:
     return f"{total:,} training examples in {len(counts)} directions: {parts}"
 
 
-def check_stray_languages(rows: list[Mapping[str, str]], where: str) -> None:
-    """Refuse a language that occurs in only a few examples of a large corpus, naming where it first occurs."""
-    if len(rows) < STRAY_CORPUS:
+def check_stray_languages(corpus: Dataset | Sequence[Mapping[str, str]], where: str) -> None:
+    """Refuse a language that occurs in only a few examples of a large corpus, naming where it first occurs.
+
+    `corpus` is a corpus from `corpus_store.read_corpus` (counted over its columns) or a list of canonical rows.
+    """
+    from .corpus_store import first_occurrence, language_counts
+
+    corpus = as_corpus(corpus)
+    if len(corpus) < STRAY_CORPUS:
         return
-    seen: Counter = Counter()
-    first: dict[str, int] = {}
-    for i, row in enumerate(rows):
-        for code in (row["src_lang"], row["tgt_lang"]):
-            seen[code] += 1
-            first.setdefault(code, i)
+    seen = language_counts(corpus)
     stray = sorted(code for code, n in seen.items() if n < STRAY_BELOW)
     if stray:
         listing = ", ".join(
-            f"{code!r} ({seen[code]} example(s), the first is example {first[code] + 1})" for code in stray
+            f"{code!r} ({seen[code]} example(s), the first is example {first_occurrence(corpus, code) + 1})"
+            for code in stray
         )
         raise ValueError(
-            f"{where}: languages {listing} occur in fewer than {STRAY_BELOW} of {len(rows):,} examples; a typo in "
+            f"{where}: languages {listing} occur in fewer than {STRAY_BELOW} of {len(corpus):,} examples; a typo in "
             "the language fields? Fix or remove those lines."
         )
 
 
+def as_corpus(corpus: Dataset | Sequence[Mapping[str, str]]) -> Dataset:
+    """A corpus with the text-hash columns: a `read_corpus` dataset as it is, canonical rows put in memory."""
+    if isinstance(corpus, Dataset) and {"src_hash", "tgt_hash"} <= set(corpus.column_names):
+        return corpus
+    from .corpus_store import CORPUS_FEATURES
+    from .processing import hash_columns
+
+    rows = canonical_dataset(corpus)
+    return rows.map(hash_columns, batched=True, keep_in_memory=True, features=CORPUS_FEATURES)
+
+
 def language_label_disagreement(
-    rows: list[Mapping[str, str]], sample: int = LABEL_SAMPLE, seed: int = 0
+    corpus: Dataset | Sequence[Mapping[str, str]], sample: int = LABEL_SAMPLE, seed: int = 0
 ) -> dict[str, tuple[float, str]]:
     """`{language: (share identified as another language, the most frequent other)}` on a sample per language.
 
-    Uses lingua restricted to the declared languages it supports (nothing when lingua is not installed or
-    supports fewer than two of them).
+    The sample is drawn from each language's distinct sentences (found by their hashes: only the sample is read
+    from a corpus on disk). Uses lingua restricted to the declared languages it supports (nothing when lingua is
+    not installed or supports fewer than two of them).
     """
     try:
         from lingua import IsoCode639_1, Language, LanguageDetectorBuilder
     except ImportError:
         logger.info("Language labels not checked: lingua is not installed (pip install 'hf_langspec[eval]').")
         return {}
-    texts: dict[str, list[str]] = defaultdict(list)
-    for row in rows:
-        texts[row["src_lang"]].append(row["src"])
-        texts[row["tgt_lang"]].append(row["tgt"])
+    from .corpus_store import distinct_texts, texts_at
+
+    corpus = as_corpus(corpus)
+    positions = distinct_texts(corpus) if len(corpus) else {}
     supported = {}
-    for code in texts:
+    for code in positions:
         try:
             supported[code] = Language.from_iso_code_639_1(getattr(IsoCode639_1, code.upper()))
         except (AttributeError, ValueError):
@@ -95,8 +113,8 @@ def language_label_disagreement(
     rng = random.Random(seed)
     found = {}
     for code in sorted(supported):
-        unique = sorted(set(texts[code]))
-        picked = rng.sample(unique, min(sample, len(unique)))
+        candidates = positions[code]
+        picked = texts_at(corpus, candidates[rng.sample(range(len(candidates)), min(sample, len(candidates)))])
         detected = [
             d.iso_code_639_1.name.lower() if d else None for d in detector.detect_languages_in_parallel_of(picked)
         ]
@@ -106,10 +124,10 @@ def language_label_disagreement(
     return found
 
 
-def warn_about_labels(rows: list[Mapping[str, str]]) -> list[str]:
+def warn_about_labels(corpus: Dataset | Sequence[Mapping[str, str]]) -> list[str]:
     """Warn about each language whose sampled sentences are mostly identified as another; returns the warnings."""
     messages = []
-    for code, (share, other) in language_label_disagreement(rows).items():
+    for code, (share, other) in language_label_disagreement(corpus).items():
         if share > LABEL_WARNING_SHARE:
             messages.append(
                 f"{share:.0%} of the sampled training sentences labelled {code!r} look like {other!r} to the language "

@@ -30,7 +30,28 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         raise ValueError(f"{path}: not UTF-8 text ({err}).") from None
 
 
-def _check_row(row: dict, where: str) -> dict[str, str]:
+_CHECKED_CODES: set[str] = set()  # codes check_code accepted: a corpus has few, and each is checked once
+
+
+def check_row(row: dict, where: str) -> dict[str, str]:
+    """One canonical row, checked (every reader and every stored corpus passes its rows through here).
+
+    The common case (four non-blank strings, two known valid codes that differ, not the header) is decided in a
+    few comparisons, since a corpus of 110M examples passes through here; anything else goes through every check
+    and fails with its message.
+    """
+    src_lang, tgt_lang, src, tgt = (row.get(c) for c in CANONICAL_COLUMNS) if isinstance(row, dict) else (None,) * 4
+    if (
+        src_lang in _CHECKED_CODES and tgt_lang in _CHECKED_CODES and src_lang != tgt_lang and src_lang != "src_lang"
+        and type(src) is str and type(tgt) is str and src.strip() and tgt.strip()
+    ):  # fmt: skip
+        return {"src_lang": src_lang, "tgt_lang": tgt_lang, "src": src, "tgt": tgt}
+    checked = _check_row_fully(row, where)
+    _CHECKED_CODES.update((checked["src_lang"], checked["tgt_lang"]))
+    return checked
+
+
+def _check_row_fully(row: dict, where: str) -> dict[str, str]:
     missing = [c for c in CANONICAL_COLUMNS if c not in row]
     if missing:
         raise ValueError(f"{where}: missing fields {missing}; each line needs {list(CANONICAL_COLUMNS)}.")
@@ -70,7 +91,7 @@ def read_jsonl_pairs(path: str | os.PathLike) -> Iterator[dict[str, str]]:
             raise ValueError(f"{path}:{number}: not valid JSON ({err.msg} at column {err.colno}).") from None
         if not isinstance(row, dict):
             raise ValueError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}.")
-        yield _check_row(row, f"{path}:{number}")
+        yield check_row(row, f"{path}:{number}")
 
 
 def read_tsv_pairs(
@@ -84,31 +105,40 @@ def read_tsv_pairs(
             layout = "src<TAB>tgt" if expected == 2 else "src_lang<TAB>tgt_lang<TAB>src<TAB>tgt"
             raise ValueError(f"{path}:{number}: {len(fields)} tab-separated fields, expected {expected} ({layout}).")
         values = [src_lang, tgt_lang, *fields] if expected == 2 else fields
-        yield _check_row(dict(zip(CANONICAL_COLUMNS, values, strict=True)), f"{path}:{number}")
+        yield check_row(dict(zip(CANONICAL_COLUMNS, values, strict=True)), f"{path}:{number}")
 
 
 def read_moses_pairs(
     src_path: str | os.PathLike, tgt_path: str | os.PathLike, src_lang: str, tgt_lang: str
 ) -> Iterator[dict[str, str]]:
     src_path, tgt_path = Path(src_path), Path(tgt_path)
-    sources, targets = list(_lines(src_path)), list(_lines(tgt_path))
-    if len(sources) != len(targets):
+    sources, targets = _lines(src_path), _lines(tgt_path)
+    # streamed in step, so that a corpus of any size is never held in memory; the line counts only when they differ
+    aligned = 0
+    while True:
+        source, target = next(sources, None), next(targets, None)
+        if source is None or target is None:
+            break
+        aligned = source[0]
+        where = f"{src_path}:{aligned} / {tgt_path}:{aligned}"
+        yield check_row({"src_lang": src_lang, "tgt_lang": tgt_lang, "src": source[1], "tgt": target[1]}, where)
+    if source is not None or target is not None:
+        src_count = aligned + (source is not None) + sum(1 for _ in sources)
+        tgt_count = aligned + (target is not None) + sum(1 for _ in targets)
         raise ValueError(
-            f"{src_path} has {len(sources)} lines but {tgt_path} has {len(targets)}; Moses-style files must align line by line."
+            f"{src_path} has {src_count} lines but {tgt_path} has {tgt_count}; Moses-style files must align line by "
+            "line."
         )
-    for (number, src), (_, tgt) in zip(sources, targets, strict=True):
-        where = f"{src_path}:{number} / {tgt_path}:{number}"
-        yield _check_row({"src_lang": src_lang, "tgt_lang": tgt_lang, "src": src, "tgt": tgt}, where)
 
 
-def load_local(
+def iter_rows(
     path: str | os.PathLike,
     format: str | None = None,
     src_lang: str | None = None,
     tgt_lang: str | None = None,
     tgt_path: str | os.PathLike | None = None,
-) -> Dataset:
-    """Load one local file (or a Moses pair) as a canonical `datasets.Dataset`.
+) -> Iterator[dict[str, str]]:
+    """The checked canonical rows of one local file (or a Moses pair), streamed: `load_local` without the dataset.
 
     `format` is `"jsonl"`, `"tsv"` or `"moses"`; by default it comes from the extension (`.jsonl`/`.json`,
     `.tsv`), and a Moses pair is given as `path` (source side) plus `tgt_path`.
@@ -123,19 +153,39 @@ def load_local(
             "moses" if tgt_path is not None else {".jsonl": "jsonl", ".json": "jsonl", ".tsv": "tsv"}.get(path.suffix)
         )
     if format == "jsonl":
-        rows = read_jsonl_pairs(path)
-    elif format == "tsv":
-        rows = read_tsv_pairs(path, src_lang, tgt_lang)
-    elif format == "moses":
+        return read_jsonl_pairs(path)
+    if format == "tsv":
+        return read_tsv_pairs(path, src_lang, tgt_lang)
+    if format == "moses":
         if tgt_path is None or not src_lang or not tgt_lang:
             raise ValueError("Moses-style data needs tgt_path, src_lang and tgt_lang.")
-        rows = read_moses_pairs(path, tgt_path, src_lang, tgt_lang)
-    else:
-        raise ValueError(
-            f"Cannot tell the format of {path} from its extension: name it .jsonl, .json or .tsv, or pass "
-            "format='jsonl', 'tsv' or 'moses' (`data local --format`)."
-        )
-    return canonical_dataset(rows)
+        return read_moses_pairs(path, tgt_path, src_lang, tgt_lang)
+    raise ValueError(
+        f"Cannot tell the format of {path} from its extension: name it .jsonl, .json or .tsv, or pass "
+        "format='jsonl', 'tsv' or 'moses' (`data local --format`)."
+    )
 
 
-__all__ = ["load_local", "read_jsonl_pairs", "read_moses_pairs", "read_sentences", "read_tsv_pairs"]
+def load_local(
+    path: str | os.PathLike,
+    format: str | None = None,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+    tgt_path: str | os.PathLike | None = None,
+) -> Dataset:
+    """Load one local file (or a Moses pair) as a canonical in-memory `datasets.Dataset` (`iter_rows`' rows).
+
+    For a training corpus of any size use `corpus_store.read_corpus`, which keeps it on disk.
+    """
+    return canonical_dataset(iter_rows(path, format, src_lang, tgt_lang, tgt_path))
+
+
+__all__ = [
+    "check_row",
+    "iter_rows",
+    "load_local",
+    "read_jsonl_pairs",
+    "read_moses_pairs",
+    "read_sentences",
+    "read_tsv_pairs",
+]

@@ -9,13 +9,15 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from datasets import Dataset
 
-from .schema import canonical_dataset, split_direction
+from .schema import CANONICAL_COLUMNS, canonical_dataset, split_direction
 
 
 @dataclass
@@ -116,6 +118,82 @@ def subword_lengths(tokenizer: Any) -> Callable[[list[str]], list[int]]:
     return lengths
 
 
+def text_hashes(languages: Sequence[str], texts: Sequence[str]) -> list[int]:
+    """A 64-bit hash of each `(language, text)`: the key that de-duplication and the exclusion of valid/test text
+    compare instead of the strings (blake2b, the same in every process and on every machine; a language code
+    cannot hold the NUL that separates it from the text)."""
+    return [
+        int.from_bytes(hashlib.blake2b(f"{lang}\0{text}".encode(), digest_size=8).digest(), "little")
+        for lang, text in zip(languages, texts, strict=True)
+    ]
+
+
+def hash_columns(batch: dict[str, list]) -> dict[str, np.ndarray]:
+    """`src_hash` / `tgt_hash` of a batch of canonical rows (a batched `map` function; uint64 arrays, which Arrow
+    stores as they are, where Python ints above 2**63 would not fit its inferred int64)."""
+    return {
+        "src_hash": np.array(text_hashes(batch["src_lang"], batch["src"]), dtype=np.uint64),
+        "tgt_hash": np.array(text_hashes(batch["tgt_lang"], batch["tgt"]), dtype=np.uint64),
+    }
+
+
+def blank_sides(sources: Sequence[str], targets: Sequence[str]) -> list[bool]:
+    return [not s.strip() or not t.strip() for s, t in zip(sources, targets, strict=True)]
+
+
+@dataclass
+class PairColumns:
+    """What the filters read of every example, as arrays (one entry per example, in corpus order)."""
+
+    src_len: np.ndarray
+    tgt_len: np.ndarray
+    blank: np.ndarray
+    src_hash: np.ndarray
+    tgt_hash: np.ndarray
+
+
+def select_pairs(
+    columns: PairColumns,
+    max_length: int | None = 100,
+    min_length: int = 1,
+    max_ratio: float | None = None,
+    deduplicate: bool = True,
+    excluded_hashes: np.ndarray | None = None,
+) -> tuple[np.ndarray, FilterReport]:
+    """The papers' filters over columns: `(indices of the kept examples, report)`.
+
+    Each removed example is counted under the first check it fails, in this order: empty side, longer than
+    `max_length`, shorter than `min_length`, length ratio above `max_ratio`, source or target text in a
+    valid/test set (`excluded_hashes`: `text_hashes` of their sides), and last a duplicate of an earlier example
+    that passed every check (same languages and texts: the pair of side hashes, 128 bits).
+    """
+    longer = np.maximum(columns.src_len, columns.tgt_len)
+    shorter = np.minimum(columns.src_len, columns.tgt_len)
+    checks: list[tuple[str, np.ndarray]] = [("empty side", columns.blank)]
+    if max_length is not None:
+        checks.append((f"longer than {max_length}", longer > max_length))
+    checks.append((f"shorter than {min_length}", shorter < min_length))
+    if max_ratio is not None:
+        checks.append((f"length ratio above {max_ratio}", longer > max_ratio * np.maximum(shorter, 1)))
+    if excluded_hashes is not None and len(excluded_hashes):
+        held = np.isin(columns.src_hash, excluded_hashes) | np.isin(columns.tgt_hash, excluded_hashes)
+        checks.append(("in valid/test", held))
+    report = FilterReport()
+    alive = np.ones(len(longer), dtype=bool)
+    for reason, failed in checks:
+        removed = alive & failed
+        report.removed[reason] = int(removed.sum())
+        alive &= ~removed
+    kept = np.flatnonzero(alive)
+    if deduplicate:
+        keys = np.stack([columns.src_hash[kept], columns.tgt_hash[kept]], axis=1).astype(np.uint64)
+        _, first = np.unique(np.ascontiguousarray(keys).view(np.dtype((np.void, 16))).ravel(), return_index=True)
+        report.removed["duplicate"] = len(kept) - len(first)
+        kept = kept[np.sort(first)]
+    report.kept = len(kept)
+    return kept, report
+
+
 def filter_pairs(
     dataset: Dataset | Iterable[dict[str, str]],
     tokenizer: Any | None = None,
@@ -125,71 +203,49 @@ def filter_pairs(
     deduplicate: bool = True,
     exclude: Iterable[Dataset | Iterable[dict[str, str]]] = (),
 ) -> tuple[Dataset, FilterReport]:
-    """Apply the papers' filters and return `(kept, report)`.
+    """Apply the papers' filters (`select_pairs`) and return `(kept, report)`.
 
     Lengths are subwords when `tokenizer` is given, whitespace words otherwise. `exclude` are
     valid/test sets: a pair is removed when its source or its target text occurs there in the same
-    language.
+    language. This is the in-memory form; a corpus on disk is filtered by `corpus_store.prepare_training_set`
+    with the same `select_pairs`.
     """
-    rows = list(dataset)
-    report = FilterReport()
+    rows = (
+        canonical_dataset(dataset)
+        if not isinstance(dataset, Dataset)
+        else dataset.select_columns(list(CANONICAL_COLUMNS))
+    )
     measure = subword_lengths(tokenizer) if tokenizer is not None else _word_lengths
-    src_len = measure([r["src"] for r in rows])
-    tgt_len = measure([r["tgt"] for r in rows])
-    held_out: dict[str, set[str]] = {}
-    for split in exclude:
-        for r in split:
-            held_out.setdefault(r["src_lang"], set()).add(r["src"])
-            held_out.setdefault(r["tgt_lang"], set()).add(r["tgt"])
+    excluded = [h for split in exclude for h in _side_hashes(split)]
+    columns = PairColumns(
+        src_len=np.asarray(measure(rows["src"]), dtype=np.int64),
+        tgt_len=np.asarray(measure(rows["tgt"]), dtype=np.int64),
+        blank=np.asarray(blank_sides(rows["src"], rows["tgt"]), dtype=bool),
+        src_hash=np.asarray(text_hashes(rows["src_lang"], rows["src"]), dtype=np.uint64),
+        tgt_hash=np.asarray(text_hashes(rows["tgt_lang"], rows["tgt"]), dtype=np.uint64),
+    )
+    kept, report = select_pairs(
+        columns, max_length, min_length, max_ratio, deduplicate, np.asarray(excluded, dtype=np.uint64)
+    )
+    return rows.select(kept).flatten_indices(), report
 
-    checks: list[tuple[str, Callable[[int, dict], bool]]] = [
-        ("empty side", lambda i, r: not r["src"].strip() or not r["tgt"].strip()),
-    ]
-    if max_length is not None:
-        checks.append((f"longer than {max_length}", lambda i, r: max(src_len[i], tgt_len[i]) > max_length))
-    checks.append((f"shorter than {min_length}", lambda i, r: min(src_len[i], tgt_len[i]) < min_length))
-    if max_ratio is not None:
-        checks.append(
-            (
-                f"length ratio above {max_ratio}",
-                lambda i, r: max(src_len[i], tgt_len[i]) > max_ratio * max(min(src_len[i], tgt_len[i]), 1),
-            )
-        )
-    if held_out:
-        checks.append(
-            (
-                "in valid/test",
-                lambda i, r: (
-                    r["src"] in held_out.get(r["src_lang"], ()) or r["tgt"] in held_out.get(r["tgt_lang"], ())
-                ),
-            )
-        )
-    seen: set[tuple[str, str, str, str]] = set()
-    kept = []
-    for reason, _ in checks:
-        report.removed[reason] = 0
-    if deduplicate:
-        report.removed["duplicate"] = 0
-    for i, row in enumerate(rows):
-        failed = next((reason for reason, check in checks if check(i, row)), None)
-        if failed is None and deduplicate:
-            key = (row["src_lang"], row["tgt_lang"], row["src"], row["tgt"])
-            failed = "duplicate" if key in seen else None
-            seen.add(key)
-        if failed is None:
-            kept.append({k: row[k] for k in ("src_lang", "tgt_lang", "src", "tgt")})
-        else:
-            report.removed[failed] += 1
-    report.kept = len(kept)
-    return canonical_dataset(kept), report
+
+def _side_hashes(split: Dataset | Iterable[dict[str, str]]) -> list[int]:
+    rows = list(split)
+    return text_hashes([r["src_lang"] for r in rows], [r["src"] for r in rows]) + text_hashes(
+        [r["tgt_lang"] for r in rows], [r["tgt"] for r in rows]
+    )
 
 
 __all__ = [
     "FilterReport",
+    "PairColumns",
     "both_directions",
     "filter_pairs",
     "hold_out_directions",
     "monolingual_texts",
     "multiway_pairs",
+    "select_pairs",
     "subword_lengths",
+    "text_hashes",
 ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Sequence
 
+import numpy as np
 import torch
 from torch.utils.data import Sampler
 
@@ -28,24 +29,26 @@ class TemperatureSampler(Sampler[int]):
     """Indices of a dataset whose example i belongs to direction `directions[i]`.
 
     Args:
-        directions: the direction (any hashable, e.g. `"en-de"` or `(0, 1)`) of every example.
+        directions: the direction (any hashable, e.g. `"en-de"` or `(0, 1)`) of every example, or an `[N, 2]` array
+            of (source, target) language ids.
         temperature: the sampling temperature T (5 in the papers).
         num_samples: indices per epoch; defaults to the dataset size.
         seed: base seed; epoch e uses `seed + e`.
         warmup_epochs: raise T linearly from 1 to `temperature` over this many epochs (0: no warm-up).
-        lengths: the length of every example, to group batches by length (needs `batch_size`).
+        lengths: the length of every example (a sequence or an array), to group batches by length (needs
+            `batch_size`).
         batch_size: the batch size the grouping works for.
         megabatch_size: batches per sorted mega-batch.
     """
 
     def __init__(
         self,
-        directions: Sequence[Hashable],
+        directions: Sequence[Hashable] | np.ndarray,
         temperature: float = 5.0,
         num_samples: int | None = None,
         seed: int = 0,
         warmup_epochs: float = 0.0,
-        lengths: Sequence[int] | None = None,
+        lengths: Sequence[int] | np.ndarray | None = None,
         batch_size: int | None = None,
         megabatch_size: int = 50,
     ):
@@ -58,15 +61,19 @@ class TemperatureSampler(Sampler[int]):
         self.warmup_epochs = warmup_epochs
         self.num_samples = num_samples if num_samples is not None else len(directions)
         self.epoch = 0
-        groups: dict[Hashable, list[int]] = {}
-        for index, direction in enumerate(directions):
-            groups.setdefault(direction, []).append(index)
-        self.directions = sorted(groups, key=str)
-        self.groups = [torch.tensor(groups[d]) for d in self.directions]
-        self.sizes = torch.tensor([len(g) for g in self.groups], dtype=torch.float64)
+        labels, inverse = _direction_codes(directions)
+        # directions sorted by their text (as the first version did), examples of each in dataset order
+        rank = np.empty(len(labels), dtype=np.int64)
+        rank[sorted(range(len(labels)), key=lambda i: str(labels[i]))] = np.arange(len(labels))
+        code = rank[inverse]
+        self.directions = sorted(labels, key=str)
+        by_direction = np.argsort(code, kind="stable")
+        counts = np.bincount(code, minlength=len(labels))
+        self.groups = [torch.from_numpy(g) for g in np.split(by_direction, np.cumsum(counts)[:-1])]
+        self.sizes = torch.tensor(counts, dtype=torch.float64)
         if lengths is not None and (batch_size is None or len(lengths) != len(directions)):
             raise ValueError("Grouping by length needs batch_size and one length per example.")
-        self.lengths = None if lengths is None else torch.as_tensor(lengths)
+        self.lengths = None if lengths is None else torch.as_tensor(np.asarray(lengths, dtype=np.int64))
         self.megabatch = None if lengths is None else batch_size * megabatch_size
 
     def set_epoch(self, epoch: int) -> None:
@@ -100,12 +107,29 @@ class TemperatureSampler(Sampler[int]):
         indices = torch.empty(self.num_samples, dtype=torch.long)
         indices[slots] = torch.cat(picked)
         if self.lengths is not None:
-            chunks = indices.split(self.megabatch)
-            indices = torch.cat([c[torch.argsort(self.lengths[c], descending=True, stable=True)] for c in chunks])
-        return iter(indices.tolist())
+            # longest first within each mega-batch, ties in draw order: one stable sort on (mega-batch, -length)
+            longest = int(self.lengths.max()) + 1
+            megabatch = torch.arange(self.num_samples) // self.megabatch
+            indices = indices[torch.argsort(megabatch * longest + (longest - 1 - self.lengths[indices]), stable=True)]
+        # a chunk at a time: a list of every index would cost ~40 bytes an example (4 GB at OPUS-100's size)
+        for chunk in indices.split(1 << 16):
+            yield from chunk.tolist()
 
     def __len__(self) -> int:
         return self.num_samples
+
+
+def _direction_codes(directions: Sequence[Hashable] | np.ndarray) -> tuple[list[Hashable], np.ndarray]:
+    """`(labels, inverse)`: the distinct directions and each example's index into them. An `[N, 2]` integer array
+    (source and target language ids, as the trainer reads them from Arrow columns) is grouped without Python
+    objects; its labels are `(src_id, tgt_id)` tuples of ints."""
+    if isinstance(directions, np.ndarray) and directions.ndim == 2:
+        width = int(directions[:, 1].max()) + 1  # one integer key per (source, target): a 1-D unique is fast
+        unique, inverse = np.unique(directions[:, 0].astype(np.int64) * width + directions[:, 1], return_inverse=True)
+        return [(int(k // width), int(k % width)) for k in unique], inverse.reshape(-1)
+    index: dict[Hashable, int] = {}
+    inverse = np.fromiter((index.setdefault(d, len(index)) for d in directions), dtype=np.int64, count=len(directions))
+    return list(index), inverse
 
 
 __all__ = ["TemperatureSampler"]

@@ -21,6 +21,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+import numpy as np
+from datasets import Dataset
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from .tokenization_langspec import SPECIAL_TOKENS, TAG_STYLES, LangSpecTokenizer, check_unique_languages
@@ -58,24 +60,51 @@ def temperature_sample(
     sentences: Mapping[str, Sequence[str]], sample_size: int, temperature: float, seed: int = 0
 ) -> dict[str, list[str]]:
     """Draw about `sample_size` sentences, language l with share proportional to n_l ** (1/T)."""
+    picked = temperature_sample_positions(
+        {code: len(s) for code, s in sentences.items()}, sample_size, temperature, seed
+    )
+    return {code: [sentences[code][i] for i in positions] for code, positions in picked.items()}
+
+
+def temperature_sample_positions(
+    sizes: Mapping[str, int], sample_size: int, temperature: float, seed: int = 0
+) -> dict[str, list[int]]:
+    """`temperature_sample` as positions into each language's sentences, from their counts alone (so a corpus on
+    disk gives its sample without holding its sentences; `random.sample` and `random.choices` draw positions, so
+    both forms pick the same sentences)."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}.")
-    total = sum(len(s) for s in sentences.values())
-    largest = max(len(s) for s in sentences.values())
+    total = sum(sizes.values())
+    largest = max(sizes.values())
     # relative to the largest language: equal after normalising, and a tiny T cannot underflow every weight to 0
-    weights = {code: (len(s) / largest) ** (1.0 / temperature) for code, s in sentences.items()}
+    weights = {code: (n / largest) ** (1.0 / temperature) for code, n in sizes.items()}
     norm = sum(weights.values())
     budget = min(sample_size, total)
     rng = random.Random(seed)
     sample = {}
-    for code in sorted(sentences):
-        pool = sentences[code]
+    for code in sorted(sizes):
+        n = sizes[code]
         k = max(1, round(budget * weights[code] / norm))
-        if k <= len(pool):
-            sample[code] = rng.sample(list(pool), k)
+        if k <= n:
+            sample[code] = rng.sample(range(n), k)
         else:  # oversample a small language: every sentence, then draws with replacement
-            sample[code] = list(pool) + rng.choices(list(pool), k=k - len(pool))
+            sample[code] = list(range(n)) + rng.choices(range(n), k=k - n)
     return sample
+
+
+def _corpus_sample(corpus: Any, sample_size: int, temperature: float, seed: int) -> tuple[dict[str, int], Any]:
+    """`(sentences per language, draw)` for a corpus from `corpus_store.read_corpus`: the distinct sentences are
+    found by their hash columns, and `draw()` reads only the sampled ones."""
+    from ..data.corpus_store import distinct_texts, texts_at
+
+    positions = distinct_texts(corpus)
+    sizes = {code: len(p) for code, p in positions.items()}
+
+    def draw() -> dict[str, list[str]]:
+        picked = temperature_sample_positions(sizes, sample_size, temperature, seed)
+        return {code: texts_at(corpus, positions[code][np.asarray(i, dtype=np.int64)]) for code, i in picked.items()}
+
+    return sizes, draw
 
 
 def covered_alphabet(lines: Iterable[str], character_coverage: float) -> tuple[list[str], float]:
@@ -110,7 +139,8 @@ def train_tokenizer(
     """Learn one joint vocabulary over all languages and return a `LangSpecTokenizer`.
 
     Args:
-        texts: `{language: sentences}`, or canonical rows (src_lang, tgt_lang, src, tgt) as a dataset or a list.
+        texts: `{language: sentences}`, or canonical rows (src_lang, tgt_lang, src, tgt) as a dataset or a list; a
+            corpus from `corpus_store.read_corpus` is read only for its sample (the same sample as its rows give).
         languages: tag order (the ids of the language contract); defaults to the sorted codes of `texts`.
         vocab_size: size of the vocabulary, special and tag tokens included.
         model_type: `"unigram"` (SentencePiece's default) or `"bpe"`.
@@ -123,15 +153,23 @@ def train_tokenizer(
     """
     if model_type not in MODEL_TYPES:
         raise ValueError(f"model_type={model_type!r} is not supported; use one of {list(MODEL_TYPES)}.")
-    sentences = sentences_by_language(texts)
-    languages = list(languages) if languages is not None else sorted(sentences)
+    if isinstance(texts, Dataset) and {"src_hash", "tgt_hash"} <= set(texts.column_names):
+        sizes, draw = _corpus_sample(texts, sample_size, temperature, seed)  # a corpus on disk: only its sample read
+    else:
+        sentences = sentences_by_language(texts)
+        sizes = {code: len(s) for code, s in sentences.items()}
+
+        def draw() -> dict[str, list[str]]:
+            return temperature_sample(sentences, sample_size, temperature, seed)
+
+    languages = list(languages) if languages is not None else sorted(sizes)
     check_unique_languages(languages)  # before the vocabulary is trained, as the tokenizer itself refuses it
-    unknown = sorted(set(sentences) - set(languages))
+    unknown = sorted(set(sizes) - set(languages))
     if unknown:
         raise ValueError(
             f"texts has languages {unknown} that are not in languages={languages}; add them or drop those texts."
         )
-    empty = [code for code in languages if not sentences.get(code)]
+    empty = [code for code in languages if not sizes.get(code)]
     if empty:
         raise ValueError(f"No sentences for languages {empty}: every language in `languages` needs training text.")
     specials = list(SPECIAL_TOKENS.values()) + [lang_tag_template.format(code) for code in languages]
@@ -142,7 +180,7 @@ def train_tokenizer(
     if sample_size < 1:
         raise ValueError(f"sample_size={sample_size}: the tokenizer needs a sample of at least 1 sentence.")
 
-    sample = temperature_sample(sentences, sample_size, temperature, seed)
+    sample = draw()
     lines = [line for code in languages for line in sample[code]]
     alphabet, covered = covered_alphabet(lines, character_coverage)
     if character_coverage < 1.0:

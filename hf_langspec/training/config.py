@@ -12,6 +12,8 @@ data:        # the Bible corpus, or canonical JSONL files
   # train_files: [...]; valid_files: [...]; test_files: {supervised: ..., zero-shot: ...}
   max_length: 100                     # the papers drop pairs longer than 100 subwords
   max_train_examples_per_direction: null   # or {en-fr: 1500, default: null}: subsample some directions
+  num_proc: 8                         # processes that tokenize the training set (once: it is cached on disk)
+  cache_dir: /data/hf_langspec        # the tokenized corpora (default $HF_LANGSPEC_CACHE or ~/.cache/hf_langspec)
 tokenizer:   # a saved LangSpecTokenizer (path), or train_tokenizer arguments
   vocab_size: 8000
   lang_tag_style: source
@@ -61,6 +63,7 @@ DATA_KEYS = {
     "max_train_examples_per_direction",
     "valid_sentences_per_direction",
     "num_proc",
+    "cache_dir",
 }
 TOKENIZER_KEYS = {
     "path",
@@ -90,6 +93,7 @@ CARD_KEYS = {"model_name", "license", "datasets", "paper"}
 # what [data] does when a key is not given (the run reads them from here), and what an absence means
 DATA_DEFAULTS = {"max_length": 100, "valid_sentences_per_direction": 100}
 DATA_ABSENT = {"max_train_examples_per_direction": "every example", "num_proc": "one process",
+               "cache_dir": "$HF_LANGSPEC_CACHE, else ~/.cache/hf_langspec",
                "train_files": "(or bible)", "valid_files": "none", "test_files": "(with train_files, required)"}  # fmt: skip
 EVALUATION_DEFAULTS = {"num_beams": 4, "batch_size": 32, "max_new_tokens": 128, "off_target": "zero-shot"}
 # and of the keys whose absence means something rather than a value
@@ -328,6 +332,7 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
 EVALUATION_TYPES = {"max_sentences_per_direction": int | dict | None, "num_beams": int, "batch_size": int,
                     "max_new_tokens": int, "off_target": bool | str, "language_identifier": str, "splits": list}  # fmt: skip
 DATA_TYPES = {"max_length": int | None, "valid_sentences_per_direction": int, "num_proc": int | None,
+              "cache_dir": str,
               "max_train_examples_per_direction": int | dict | None, "train_files": list | str,
               "valid_files": list | str, "test_files": dict | str}  # fmt: skip
 

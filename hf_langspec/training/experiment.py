@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from transformers import TrainerCallback
 
 from ..evaluation.trainer_metrics import TranslationMetrics
@@ -50,8 +51,11 @@ def _check_writable(directory: Path) -> None:
 
 
 def _load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> dict[str, Any]:
+    """The training corpus, read into memory-mapped Arrow (`corpus_store.read_corpus`; the main process reads,
+    the others map the same file), its capped view, and the validation and test rows (small, in memory)."""
     from ..data.bible import BibleCorpusConfig, build_bible_corpus
     from ..data.checks import check_stray_languages
+    from ..data.corpus_store import direction_order, read_corpus
     from ..data.local import load_local
 
     if "bible" in data:
@@ -63,41 +67,37 @@ def _load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> di
         valid_files = data.get("valid_files", [])
         valid_files = valid_files if isinstance(valid_files, list) else [valid_files]
     test_paths = named_test_files(data, corpus.files if "bible" in data else None)
-    train = [row for path in train_files for row in load_local(path)]
-    if not train:
+    with main_process_first(desc="reading the training files"):
+        train = read_corpus(train_files, data.get("cache_dir"))
+    if not len(train):
         raise ConfigError(f"[data] the training files {[str(p) for p in train_files]} hold no examples.")
     check_stray_languages(train, "[data] training files")
     valid = [row for path in valid_files for row in load_local(path)]
     tests = {name: load_local(path).to_list() for name, path in test_paths.items()}
     cap = data.get("max_train_examples_per_direction")
-    if cap:
-        train = cap_directions(train, cap)
-    return {"train": train, "valid": valid, "tests": tests}
+    try:
+        view = train.select(direction_order(train, cap)) if cap else train
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    return {"corpus": train, "train": view, "valid": valid, "tests": tests}
 
 
 def cap_directions(rows: list[dict], cap: int | dict[str, int]) -> list[dict]:
     """The first `cap` rows of every direction; a mapping caps the directions it names (`"default"`: the rest).
 
     A mapping turns an equal-sized corpus into high- and low-resource directions by subsampling, e.g.
-    `{en-fr: 1500, fr-en: 1500}` for HLT-MT's split on the Bible corpus.
+    `{en-fr: 1500, fr-en: 1500}` for HLT-MT's split on the Bible corpus. Directions come in the order of their
+    first row (`corpus_store.direction_order`, which a run applies to its corpus on disk).
     """
-    from ..data.processing import per_direction
+    from datasets import Dataset
 
-    groups = per_direction(rows)
-    limits = cap if isinstance(cap, dict) else {"default": cap}
-    unknown = sorted(set(limits) - set(groups) - {"default"})
-    if unknown:
-        raise ConfigError(
-            f"[data] max_train_examples_per_direction names {unknown}, which have no training data; the directions "
-            f"are {sorted(groups)}."
-        )
-    kept = []
-    for direction, group in groups.items():
-        limit = limits.get(direction, limits.get("default"))
-        kept += group if limit is None else group[: int(limit)]
-        if limit is not None and len(group) > int(limit):
-            logger.info("Capped %s at %d of %d training examples", direction, int(limit), len(group))
-    return kept
+    from ..data.corpus_store import direction_order
+
+    languages = Dataset.from_dict({side: [r[side] for r in rows] for side in ("src_lang", "tgt_lang")})
+    try:
+        return [rows[i] for i in direction_order(languages, cap).tolist()]
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def resolve_high_resource(model_section: dict[str, Any], train_sizes: dict[str, int]) -> None:
@@ -217,12 +217,12 @@ def _check_saved_models(model: dict[str, Any], tokenizer: dict[str, Any]) -> Non
         load_model_folder(encoder if isinstance(encoder, str) else encoder["path"], translation=False)
 
 
-def _check_against_data(config: dict[str, Any], train: list[dict]) -> None:
+def _check_against_data(config: dict[str, Any], sizes: dict[str, int]) -> None:
     """What the config says that only the data can refute, before the tokenizer is trained: the example
     translation's languages (once checked after training and evaluation), and the model config, built with
-    the data's languages and a stand-in for the vocabulary (heads that do not divide d_model, unknown
+    the data's languages (`sizes`: examples per direction) and a stand-in for the vocabulary (heads that do not divide d_model, unknown
     insertion points, high-resource languages outside the data)."""
-    languages = sorted({r["src_lang"] for r in train} | {r["tgt_lang"] for r in train})
+    languages = sorted({code for direction in sizes for code in direction.split("-")})
     example = config.get("translate") or {}
     unknown = [code for code in (example.get("src_lang"), example.get("tgt_lang")) if code and code not in languages]
     if unknown:
@@ -235,7 +235,6 @@ def _check_against_data(config: dict[str, Any], train: list[dict]) -> None:
         return
     config_class = model_classes()[model.pop("class", "baseline")][0]
     model.pop("init_encoder_from", None)
-    sizes = Counter(f"{r['src_lang']}-{r['tgt_lang']}" for r in train)
     # a data-size rule, here on the unfiltered data: its languages include those of the filtered data
     resolve_high_resource(model, sizes)
     model.setdefault("language_pairs", sorted(sizes))
@@ -251,35 +250,43 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     import torch
     from datasets import Dataset
 
-    from ..data.processing import filter_pairs, per_direction
+    from ..data.corpus_store import direction_sizes, language_counts, prepare_training_set
+    from ..data.processing import per_direction
     from ..evaluation import copy_baseline, evaluate_model, results_table, save_results, translate
 
     data_section = config.get("data", {})
     data = _load_data(data_section, output_dir, base_args.main_process_first)
-    _check_against_data(config, data["train"])
+    _check_against_data(config, direction_sizes(data["train"]))
     say = _announcer(base_args.process_index == 0)
     tokenizer = _tokenizer(config.get("tokenizer", {}), data["train"], output_dir, base_args.main_process_first, say)
     say(f"tokenizer: {len(tokenizer):,} pieces, {len(tokenizer.languages)} language tags "
         f"(vocabulary {tokenizer.vocabulary_fingerprint()})")  # fmt: skip
-    languages_used = {r["src_lang"] for r in data["train"]} | {r["tgt_lang"] for r in data["train"]}
-    for code in sorted(languages_used):
+    for code in sorted(language_counts(data["train"])):
         tokenizer.language_id(code)  # a language the tokenizer lacks fails before training
     for name, rows in data["tests"].items():
         if not rows:
             raise ConfigError(f"The {name} test set is empty; check data.test_files or the corpus settings.")
 
-    train, report = filter_pairs(
-        data["train"], tokenizer=tokenizer, max_length=data_section.get("max_length", DATA_DEFAULTS["max_length"])
-    )
+    # tokenized once, filtered over columns, cached on disk: the main process prepares, the others map its files
+    with base_args.main_process_first(desc="tokenizing"):
+        prepared = prepare_training_set(
+            data["corpus"], tokenizer,
+            max_length=data_section.get("max_length", DATA_DEFAULTS["max_length"]),
+            cap=data_section.get("max_train_examples_per_direction"),
+            num_proc=data_section.get("num_proc"), cache_dir=data_section.get("cache_dir"),
+            show_progress=base_args.process_index == 0,
+        )  # fmt: skip
+    train_set, report = prepared.dataset, prepared.report
+    say(f"data: {'reusing' if prepared.reused else 'wrote'} the tokenized training set {prepared.path}")
     logger.info("Training data after filtering:\n%s", report.table())
-    if not len(train):
+    if not len(train_set):
         raise ConfigError(
             f"No training example is left after filtering ({', '.join(f'{k}: {v}' for k, v in report.removed.items() if v)}"
             f" removed of {report.total}); raise data.max_length ({data_section.get('max_length', DATA_DEFAULTS['max_length'])} subwords) or "
             "check the data."
         )
     # examples per direction, counted once: language pairs, the high/low split, stage directions, the card
-    train_sizes = Counter(f"{s}-{t}" for s, t in zip(train["src_lang"], train["tgt_lang"], strict=True))
+    train_sizes = _direction_sizes(train_set, tokenizer.languages)
     if base_args.process_index == 0:
         from ..data.checks import counts_table, warn_about_labels
 
@@ -320,9 +327,7 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
         )
 
     columns = ["src_lang", "tgt_lang", "src", "tgt"]
-    num_proc = data_section.get("num_proc")
     with base_args.main_process_first(desc="tokenizing"):
-        train_set = train.map(encode, batched=True, remove_columns=columns, num_proc=num_proc, desc="tokenizing train")
         valid_per_direction = per_direction(
             data["valid"],
             data_section.get("valid_sentences_per_direction", DATA_DEFAULTS["valid_sentences_per_direction"]),
@@ -415,6 +420,18 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     return outcome
 
 
+def _direction_sizes(train_set: Any, languages: list[str]) -> dict[str, int]:
+    """Examples per direction `"src-tgt"` of a tokenized training set, counted over its id columns."""
+    from .trainer import sampling_columns
+
+    directions, _ = sampling_columns(train_set, with_lengths=False)
+    keys, counts = np.unique(directions @ np.array([len(languages), 1]), return_counts=True)
+    return {
+        f"{languages[k // len(languages)]}-{languages[k % len(languages)]}": int(n)
+        for k, n in zip(keys.tolist(), counts, strict=True)
+    }
+
+
 def _identifier(evaluation: dict[str, Any]):
     """`evaluation.language_identifier` (lingua, langid, py3langid), or None for the default."""
     from ..evaluation.language_id import language_identifier
@@ -436,10 +453,13 @@ def _run_stage(
     final = Path(args.output_dir) / "final"
     record: dict[str, Any] = {"stage": stage["name"], "max_steps": args.max_steps}
     if "directions" in stage:
-        wanted = {tuple(tokenizer.language_id(c) for c in d.split("-")) for d in stage["directions"]}
-        pairs = zip(train_set["src_lang_ids"], train_set["tgt_lang_ids"], strict=True)
-        keep = [i for i, pair in enumerate(pairs) if pair in wanted]
-        if not keep:
+        from .trainer import sampling_columns
+
+        wanted = [[tokenizer.language_id(c) for c in d.split("-")] for d in stage["directions"]]
+        directions, _ = sampling_columns(train_set, with_lengths=False)
+        keys = directions @ np.array([1 << 20, 1])  # one integer per (source, target) pair
+        keep = np.flatnonzero(np.isin(keys, np.array(wanted, dtype=np.int64) @ np.array([1 << 20, 1])))
+        if not len(keep):
             raise ConfigError(f"Stage {stage['name']!r}: no training data for directions {stage['directions']}.")
         train_set = train_set.select(keep)
         eval_sets = {d: ds for d, ds in eval_sets.items() if d in stage["directions"]}

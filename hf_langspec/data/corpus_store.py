@@ -1,0 +1,418 @@
+"""Training corpora on disk: read once into memory-mapped Arrow, tokenized once, shared by every run and process.
+
+At the papers' size (OPUS-100: 110M training examples) a corpus cannot live in Python objects (about 6 KB a
+pair in lists of dicts); here it never does:
+
+1. `read_corpus(files)`: JSONL / TSV / Moses / Parquet files, or folders saved by `Dataset.save_to_disk`, are
+   read row by row through the loaders' checks (a malformed line names its file and line, before any tokenizer or
+   model work) and written in batches as one Arrow file with the canonical columns plus `src_hash` / `tgt_hash`
+   (`processing.text_hashes`: what de-duplication, the exclusion of valid/test text and the tokenizer's sample
+   compare instead of strings). The result is memory-mapped (`Dataset.from_file`).
+2. `prepare_training_set(corpus, tokenizer, ...)`: one batched, multi-process `map` tokenizes every example
+   (ids stored as int32, the mask as int8); the filters run over columns (`processing.select_pairs`: lengths from
+   the tokenized lists, de-duplication by the hash pair); the kept examples are written contiguously
+   (`save_to_disk`) and memory-mapped. Nothing is tokenized twice.
+
+Both steps are cached under `cache_root()` (`data.cache_dir`, else `$HF_LANGSPEC_CACHE`, else
+`~/.cache/hf_langspec`), keyed by what changes their output: the files (resolved path, size, modification
+time), the tokenizer (its whole serialised state, languages and tag style) and the settings (`max_length`,
+per-direction caps, excluded text). A resumed run, every system and seed of a `compare` suite, and every process
+of a launch meet the same key: the main process prepares, the others memory-map the same files. Entries are
+written into a temporary folder and renamed into place, so an interrupted preparation leaves nothing half-written.
+A corpus the cache's disk cannot hold is refused, before any work, with the space it needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from datasets import Dataset, Features, List, Value, load_from_disk
+
+from .local import check_row, iter_rows
+from .processing import FilterReport, PairColumns, blank_sides, select_pairs, text_hashes
+from .schema import CANONICAL_COLUMNS
+
+logger = logging.getLogger(__name__)
+
+CACHE_ENV = "HF_LANGSPEC_CACHE"
+# bump when what is written changes: older entries are then never read
+CORPUS_VERSION = 1
+PREPARED_VERSION = 1
+HASH_COLUMNS = ("src_hash", "tgt_hash")
+CORPUS_SCHEMA = pa.schema(
+    [*(pa.field(name, pa.string()) for name in CANONICAL_COLUMNS), *(pa.field(h, pa.uint64()) for h in HASH_COLUMNS)]
+)
+CORPUS_FEATURES = Features.from_arrow_schema(CORPUS_SCHEMA)
+TOKENIZED_FEATURES = Features(
+    {
+        "input_ids": List(Value("int32")),
+        "attention_mask": List(Value("int8")),
+        "labels": List(Value("int32")),
+        "src_lang_ids": Value("int32"),
+        "tgt_lang_ids": Value("int32"),
+        "blank": Value("bool"),
+        **{h: Value("uint64") for h in HASH_COLUMNS},
+    }
+)
+TRAINING_COLUMNS = ["input_ids", "attention_mask", "labels", "src_lang_ids", "tgt_lang_ids"]
+TRAINING_FEATURES = Features({name: TOKENIZED_FEATURES[name] for name in TRAINING_COLUMNS})
+READ_BATCH = 10_000
+# disk an entry needs, per byte of its input: Arrow strings plus hashes (corpus), ids and mask (prepared)
+CORPUS_SPACE_FACTOR = 1.5
+PREPARED_SPACE_FACTOR = 3.0
+
+
+class CacheSpaceError(ValueError):
+    """The cache's disk cannot hold what would be written there."""
+
+
+def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
+    """Where prepared corpora live: `cache_dir`, else the package's cache (`$HF_LANGSPEC_CACHE`, else
+    `~/.cache/hf_langspec`, where the Bible database is kept too)."""
+    from .bible import default_cache_dir
+
+    return Path(cache_dir) if cache_dir is not None else default_cache_dir()
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def files_fingerprint(files: Sequence[str | os.PathLike]) -> list[list[Any]]:
+    """What identifies the files' contents without reading them: resolved path, size, modification time."""
+    out = []
+    for file in files:
+        path = Path(file).resolve()
+        parts = sorted(path.rglob("*")) if path.is_dir() else [path]
+        out.append([str(path), [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in parts if p.is_file()]])
+    return out
+
+
+def _input_bytes(files: Sequence[str | os.PathLike]) -> int:
+    return sum(size for _, parts in files_fingerprint(files) for _, size, _ in parts)
+
+
+def check_space(root: Path, needed: int, what: str) -> None:
+    """Refuse, before writing, an entry that the disk under `root` cannot hold."""
+    root.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(root).free
+    if needed > free:
+        raise CacheSpaceError(
+            f"The data cache {root} has {free / 1e9:.1f} GB free, but {what} needs about {needed / 1e9:.1f} GB; free "
+            f"space there or point data.cache_dir (or ${CACHE_ENV}) at a larger disk."
+        )
+
+
+def _publish(work: Path, target: Path) -> None:
+    """Rename a finished temporary folder into place (another process may have published it first)."""
+    try:
+        os.replace(work, target)
+    except OSError:
+        if not target.exists():
+            raise
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------------------------- reading
+def _batches(rows: Iterator[dict[str, str]]) -> Iterator[pa.RecordBatch]:
+    columns: dict[str, list[str]] = {name: [] for name in CANONICAL_COLUMNS}
+    for row in rows:
+        for name in CANONICAL_COLUMNS:
+            columns[name].append(row[name])
+        if len(columns["src"]) == READ_BATCH:
+            yield _record_batch(columns)
+            columns = {name: [] for name in CANONICAL_COLUMNS}
+    if columns["src"]:
+        yield _record_batch(columns)
+
+
+def _record_batch(columns: dict[str, list[str]]) -> pa.RecordBatch:
+    hashes = {
+        "src_hash": text_hashes(columns["src_lang"], columns["src"]),
+        "tgt_hash": text_hashes(columns["tgt_lang"], columns["tgt"]),
+    }
+    return pa.record_batch({**columns, **hashes}, schema=CORPUS_SCHEMA)
+
+
+def corpus_rows(path: str | os.PathLike) -> Iterator[dict[str, str]]:
+    """The canonical rows of one file, every row through the loaders' checks: JSONL / TSV through `local`'s
+    readers, a Parquet file or a `save_to_disk` folder (as `data local|hub --output X.parquet` write them) through
+    the same `check_row`, with the row's number in the error."""
+    path = Path(path)
+    if path.is_dir() or path.suffix == ".parquet":
+        dataset = load_from_disk(str(path)) if path.is_dir() else Dataset.from_parquet(str(path))
+        missing = [c for c in CANONICAL_COLUMNS if c not in dataset.column_names]
+        if missing:
+            raise ValueError(f"{path}: no columns {missing}; a corpus needs {list(CANONICAL_COLUMNS)}.")
+        number = 0
+        for batch in dataset.select_columns(list(CANONICAL_COLUMNS)).iter(batch_size=READ_BATCH):
+            for values in zip(*(batch[c] for c in CANONICAL_COLUMNS), strict=True):
+                number += 1
+                yield check_row(dict(zip(CANONICAL_COLUMNS, values, strict=True)), f"{path}: row {number}")
+        return
+    yield from iter_rows(path)
+
+
+def read_corpus(
+    files: Sequence[str | os.PathLike], cache_dir: str | os.PathLike | None = None, show_progress: bool = True
+) -> Dataset:
+    """The training files as one memory-mapped Arrow dataset (canonical columns + `src_hash` / `tgt_hash`),
+    read once and reused while the files are unchanged."""
+    files = [Path(f) for f in files]
+    for file in files:
+        if not file.exists():
+            raise FileNotFoundError(f"{file} does not exist.")
+    root = cache_root(cache_dir)
+    key = _digest(["corpus", CORPUS_VERSION, files_fingerprint(files)])
+    target = root / "corpora" / key
+    if (target / "corpus.arrow").exists():
+        logger.info("Reusing the corpus read into %s", target)
+        return Dataset.from_file(str(target / "corpus.arrow"))
+    check_space(root, int(_input_bytes(files) * CORPUS_SPACE_FACTOR), f"reading {[str(f) for f in files]}")
+    (root / "corpora").mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root / "corpora"))
+    try:
+        progress = _progress(show_progress, "reading the training files", "pairs")
+        with pa.OSFile(str(work / "corpus.arrow"), "wb") as sink, pa.ipc.new_stream(sink, CORPUS_SCHEMA) as writer:
+            for file in files:
+                for batch in _batches(corpus_rows(file)):
+                    writer.write_batch(batch)
+                    progress.update(batch.num_rows)
+        progress.close()
+        (work / "files.json").write_text(json.dumps(files_fingerprint(files), indent=1))
+        _publish(work, target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return Dataset.from_file(str(target / "corpus.arrow"))
+
+
+def _progress(show: bool, desc: str, unit: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(desc=desc, unit=f" {unit}", disable=not show)
+
+
+# ----------------------------------------------------------------------------------------------- columns
+def column(dataset: Dataset, name: str) -> pa.ChunkedArray:
+    """A column as Arrow (zero-copy from the memory map; through the dataset's indices mapping, if any)."""
+    return dataset.with_format("arrow")[name]
+
+
+def direction_sizes(dataset: Dataset) -> dict[str, int]:
+    """Examples per direction `"src-tgt"`, counted over the Arrow columns."""
+    table = pa.table({"s": column(dataset, "src_lang"), "t": column(dataset, "tgt_lang")})
+    counts = table.group_by(["s", "t"]).aggregate([([], "count_all")])
+    return {f"{s}-{t}": n for s, t, n in zip(*(counts.column(i).to_pylist() for i in range(3)), strict=True)}
+
+
+def language_counts(dataset: Dataset) -> dict[str, int]:
+    """Sides per language (a pair counts once for each of its two languages)."""
+    counts: dict[str, int] = {}
+    for name in ("src_lang", "tgt_lang"):
+        for entry in pc.value_counts(column(dataset, name)).to_pylist():
+            counts[entry["values"]] = counts.get(entry["values"], 0) + entry["counts"]
+    return counts
+
+
+def first_occurrence(dataset: Dataset, code: str) -> int:
+    """The index of the first example with `code` on either side."""
+    found = [pc.index(column(dataset, name), code).as_py() for name in ("src_lang", "tgt_lang")]
+    return min(i for i in found if i >= 0)
+
+
+def distinct_texts(dataset: Dataset) -> dict[str, np.ndarray]:
+    """Each language's distinct sentences as positions `2 * row + side` (side 0: src, 1: tgt), in the order of
+    their first occurrence over src, tgt, src, tgt, ...: the order `sentences_by_language` gives them, from the hash
+    columns alone."""
+    hashes = np.empty(2 * len(dataset), dtype=np.uint64)
+    hashes[0::2] = column(dataset, "src_hash").to_numpy()
+    hashes[1::2] = column(dataset, "tgt_hash").to_numpy()
+    _, first = np.unique(hashes, return_index=True)
+    del hashes
+    first.sort()
+    sides = pa.chunked_array([*column(dataset, "src_lang").chunks, *column(dataset, "tgt_lang").chunks], pa.string())
+    languages = pc.dictionary_encode(sides.combine_chunks())
+    codes, index = languages.dictionary.to_pylist(), languages.indices.to_numpy()
+    n = len(dataset)
+    side_language = np.empty(2 * n, dtype=np.int32)
+    side_language[0::2], side_language[1::2] = index[:n], index[n:]
+    of_first = side_language[first]
+    return {code: first[of_first == i] for i, code in enumerate(codes) if (of_first == i).any()}
+
+
+def texts_at(dataset: Dataset, positions: np.ndarray) -> list[str]:
+    """The sentences at positions `2 * row + side`, in the order given."""
+    positions = np.asarray(positions, dtype=np.int64)
+    rows, order = np.unique(positions // 2, return_inverse=True)
+    table = dataset.select_columns(["src", "tgt"]).with_format("arrow")[rows.tolist()] if len(rows) else None
+    src = table.column("src").to_pylist() if table is not None else []
+    tgt = table.column("tgt").to_pylist() if table is not None else []
+    return [tgt[r] if p % 2 else src[r] for p, r in zip(positions.tolist(), order.tolist(), strict=True)]
+
+
+# ----------------------------------------------------------------------------------------------- preparing
+@dataclass
+class PreparedTrainingSet:
+    """The tokenized, filtered training set (memory-mapped) and what the filters removed."""
+
+    dataset: Dataset
+    report: FilterReport
+    path: Path
+    reused: bool
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """Everything that decides a tokenizer's ids: its whole serialised state, languages, tags and tag style."""
+    state = [tokenizer.backend_tokenizer.to_str(), tokenizer.languages, tokenizer.lang_tag_template]
+    return _digest([state, tokenizer.lang_tag_style, tokenizer.eos_token_id])
+
+
+def special_counts(tokenizer: Any) -> tuple[int, int]:
+    """Tokens the tokenizer adds to a source and to a target besides the pieces (`</s>`, and the tag on its side)."""
+    style = tokenizer.lang_tag_style
+    return 1 + (style == "source"), 1 + (style == "target")
+
+
+def direction_order(dataset: Dataset, cap: int | Mapping[str, int | None]) -> np.ndarray:
+    """`cap_directions` over columns: the first `cap` examples of every direction (a mapping caps the directions
+    it names, `"default"` the rest), directions in the order of their first example, examples in corpus order."""
+    table = pa.table({"s": column(dataset, "src_lang"), "t": column(dataset, "tgt_lang")})
+    keys = pc.binary_join_element_wise(table.column("s"), table.column("t"), "-")
+    encoded = pc.dictionary_encode(keys.combine_chunks())
+    names = encoded.dictionary.to_pylist()  # in the order of first occurrence
+    ids = encoded.indices.to_numpy()
+    limits = dict(cap) if isinstance(cap, Mapping) else {"default": cap}
+    unknown = sorted(set(limits) - set(names) - {"default"})
+    if unknown:
+        raise ValueError(
+            f"[data] max_train_examples_per_direction names {unknown}, which have no training data; the directions "
+            f"are {sorted(names)}."
+        )
+    order = np.argsort(ids, kind="stable")
+    counts = np.bincount(ids, minlength=len(names))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    rank = np.arange(len(order)) - np.repeat(starts, counts)  # position within its direction
+    limit = np.array([limits.get(d, limits.get("default")) for d in names], dtype=object)
+    bound = np.array([np.iinfo(np.int64).max if v is None else int(v) for v in limit], dtype=np.int64)
+    for name, size, b in zip(names, counts, bound, strict=True):
+        if size > b:
+            logger.info("Capped %s at %d of %d training examples", name, b, size)
+    return order[rank < bound[ids[order]]]
+
+
+def prepare_training_set(
+    corpus: Dataset,
+    tokenizer: Any,
+    max_length: int | None = 100,
+    cap: int | Mapping[str, int | None] | None = None,
+    exclude_hashes: np.ndarray | None = None,
+    num_proc: int | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    show_progress: bool = True,
+) -> PreparedTrainingSet:
+    """Tokenize and filter a corpus from `read_corpus` once; later calls with the same key reuse it.
+
+    The result equals `filter_pairs(corpus, tokenizer, max_length)` mapped through `tokenizer(...)`, row for row
+    (tests/test_corpus_store.py), with the direction caps of `cap_directions` applied first.
+    """
+    if not {*CANONICAL_COLUMNS, *HASH_COLUMNS} <= set(corpus.column_names):
+        raise ValueError("prepare_training_set takes a corpus from read_corpus (canonical columns and text hashes).")
+    root = cache_root(cache_dir)
+    excluded = np.unique(np.asarray(exclude_hashes if exclude_hashes is not None else [], dtype=np.uint64))
+    settings = {
+        "max_length": max_length,
+        "cap": cap,
+        "excluded": hashlib.sha256(excluded.tobytes()).hexdigest()[:20],
+    }
+    if not corpus.cache_files or corpus._indices is not None:
+        raise ValueError("prepare_training_set takes the memory-mapped corpus read_corpus returns, as it is.")
+    corpus_files = files_fingerprint([f["filename"] for f in corpus.cache_files])
+    key = _digest(["prepared", PREPARED_VERSION, corpus_files, tokenizer_fingerprint(tokenizer), settings])
+    target = root / "prepared" / key
+    if (target / "filter_report.json").exists():
+        recorded = json.loads((target / "filter_report.json").read_text())
+        logger.info("Reusing the tokenized training set in %s", target)
+        return PreparedTrainingSet(load_from_disk(str(target)), FilterReport(**recorded), target, True)
+    corpus_bytes = sum(Path(f["filename"]).stat().st_size for f in corpus.cache_files)
+    check_space(root, int(corpus_bytes * PREPARED_SPACE_FACTOR), "tokenizing the training set")
+    (root / "prepared").mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root / "prepared"))
+    try:
+        source = corpus.select(direction_order(corpus, cap)) if cap else corpus
+        tokenized = source.map(
+            _Encoder(tokenizer),
+            batched=True,
+            num_proc=num_proc,
+            remove_columns=list(CANONICAL_COLUMNS),
+            features=TOKENIZED_FEATURES,
+            cache_file_name=str(work / "tokenized.arrow"),
+            new_fingerprint=f"{key}-tokenized",
+            desc="tokenizing train",
+        )
+        extra_src, extra_tgt = special_counts(tokenizer)
+        columns = PairColumns(
+            src_len=pc.list_value_length(column(tokenized, "input_ids")).to_numpy() - extra_src,
+            tgt_len=pc.list_value_length(column(tokenized, "labels")).to_numpy() - extra_tgt,
+            blank=column(tokenized, "blank").to_numpy(zero_copy_only=False),
+            src_hash=column(tokenized, "src_hash").to_numpy(),
+            tgt_hash=column(tokenized, "tgt_hash").to_numpy(),
+        )
+        kept, report = select_pairs(columns, max_length=max_length, excluded_hashes=excluded)
+        del columns
+        if not len(kept):  # nothing to cache: the caller says what the filters removed
+            empty = Dataset.from_dict({name: [] for name in TRAINING_COLUMNS}, features=TRAINING_FEATURES)
+            return PreparedTrainingSet(empty, report, target, False)
+        final = tokenized.select(kept).select_columns(TRAINING_COLUMNS)
+        final.save_to_disk(str(work / "set"))
+        (work / "set" / "filter_report.json").write_text(json.dumps({"kept": report.kept, "removed": report.removed}))
+        del tokenized, final
+        _publish(work / "set", target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return PreparedTrainingSet(load_from_disk(str(target)), report, target, False)
+
+
+class _Encoder:
+    """The `map` function: the tokenizer's own encoding of each pair, and whether a side is blank. A class, so
+    that datasets can pickle it to its worker processes."""
+
+    def __init__(self, tokenizer: Any):
+        self.tokenizer = tokenizer
+
+    def __call__(self, batch: dict[str, list]) -> dict[str, list]:
+        encoded = self.tokenizer(
+            batch["src"], text_target=batch["tgt"], src_lang=batch["src_lang"], tgt_lang=batch["tgt_lang"]
+        )
+        return {**encoded, "blank": blank_sides(batch["src"], batch["tgt"])}
+
+
+def canonical_rows(dataset: Dataset) -> Iterator[dict[str, str]]:
+    """The canonical rows of a corpus, streamed in batches (for code that wants rows of a small corpus)."""
+    for batch in dataset.select_columns(list(CANONICAL_COLUMNS)).iter(batch_size=READ_BATCH):
+        yield from (dict(zip(CANONICAL_COLUMNS, v, strict=True)) for v in zip(*batch.values(), strict=True))
+
+
+__all__ = [
+    "CacheSpaceError",
+    "PreparedTrainingSet",
+    "cache_root",
+    "direction_order",
+    "direction_sizes",
+    "distinct_texts",
+    "language_counts",
+    "prepare_training_set",
+    "read_corpus",
+    "texts_at",
+]

@@ -1,0 +1,274 @@
+"""The on-disk data path (`data/corpus_store.py`) against the row-by-row path it replaced.
+
+The references below are the earlier implementations, written out plainly (lists of dicts, a set of strings, a
+loop per example): the Arrow path must give the same examples in the same order, the same filter counts, the same
+tokenizer and the same sampler draws, so that published runs reproduce.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+from collections import namedtuple
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hf_langspec.data.corpus_store import (
+    CacheSpaceError,
+    direction_order,
+    prepare_training_set,
+    read_corpus,
+)
+from hf_langspec.data.sampler import TemperatureSampler
+from hf_langspec.tokenization import train_tokenizer
+from hf_langspec.training.trainer import sampling_columns
+
+WORDS = ["the", "word", "was", "god", "im", "anfang", "war", "das", "wort", "au", "commencement", "etait", "verbe"]
+LANGS = ["en", "de", "fr"]
+
+
+def reference_filter(rows, lengths, max_length=100, min_length=1):
+    """The earlier `filter_pairs`: the first failing check counts, duplicates by a set of full-text tuples."""
+    removed = {"empty side": 0, f"longer than {max_length}": 0, f"shorter than {min_length}": 0, "duplicate": 0}
+    seen, kept = set(), []
+    for row in rows:
+        s, t = lengths(row["src"]), lengths(row["tgt"])
+        if not row["src"].strip() or not row["tgt"].strip():
+            removed["empty side"] += 1
+        elif max(s, t) > max_length:
+            removed[f"longer than {max_length}"] += 1
+        elif min(s, t) < min_length:
+            removed[f"shorter than {min_length}"] += 1
+        else:
+            key = (row["src_lang"], row["tgt_lang"], row["src"], row["tgt"])
+            if key in seen:
+                removed["duplicate"] += 1
+            else:
+                kept.append(row)
+            seen.add(key)
+    return kept, removed
+
+
+def reference_cap(rows, cap):
+    """The earlier `cap_directions`: rows grouped by direction in order of first appearance, the first `cap` each."""
+    groups: dict[str, list] = {}
+    for row in rows:
+        groups.setdefault(f"{row['src_lang']}-{row['tgt_lang']}", []).append(row)
+    limits = cap if isinstance(cap, dict) else {"default": cap}
+    out = []
+    for direction, group in groups.items():
+        limit = limits.get(direction, limits.get("default"))
+        out += group if limit is None else group[: int(limit)]
+    return out
+
+
+def reference_sampler(directions, temperature, seed, epoch, lengths=None, batch_size=None, megabatch=50):
+    """The earlier `TemperatureSampler.__iter__` on Python lists."""
+    groups: dict = {}
+    for i, d in enumerate(directions):
+        groups.setdefault(d, []).append(i)
+    names = sorted(groups, key=str)
+    sizes = torch.tensor([len(groups[d]) for d in names], dtype=torch.float64)
+    weights = (sizes / sizes.max()) ** (1.0 / temperature)
+    probs = weights / weights.sum()
+    generator = torch.Generator().manual_seed(seed + epoch)
+    n = len(directions)
+    choices = torch.multinomial(probs, n, replacement=True, generator=generator)
+    counts = torch.bincount(choices, minlength=len(names)).tolist()
+    picked = []
+    for name, count in zip(names, counts, strict=True):
+        group = torch.tensor(groups[name])
+        repeats = max(-(-count // len(group)), 1)
+        picked.append(
+            torch.cat([group[torch.randperm(len(group), generator=generator)] for _ in range(repeats)])[:count]
+        )
+    indices = torch.empty(n, dtype=torch.long)
+    indices[torch.argsort(choices, stable=True)] = torch.cat(picked)
+    if lengths is not None:
+        lengths = torch.tensor(lengths)
+        chunks = indices.split(batch_size * megabatch)
+        indices = torch.cat([c[torch.argsort(lengths[c], descending=True, stable=True)] for c in chunks])
+    return indices.tolist()
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    rng = random.Random(0)
+    rows = [
+        {
+            "src_lang": s,
+            "tgt_lang": t,
+            "src": " ".join(rng.choices(WORDS, k=6)),
+            "tgt": " ".join(rng.choices(WORDS, k=5)),
+        }
+        for s, t in [("en", "de"), ("de", "en"), ("en", "fr"), ("fr", "en")] * 50
+    ]
+    return train_tokenizer(rows, vocab_size=60, show_progress=False)
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+sentence = st.lists(st.sampled_from(WORDS), min_size=1, max_size=14).map(" ".join)
+row = st.tuples(st.sampled_from([("en", "de"), ("de", "en"), ("en", "fr"), ("fr", "de")]), sentence, sentence).map(
+    lambda x: {"src_lang": x[0][0], "tgt_lang": x[0][1], "src": x[1], "tgt": x[2]}
+)
+# duplicates on purpose: a corpus is drawn from a small pool of distinct rows
+corpora = st.lists(row, min_size=1, max_size=12).flatmap(
+    lambda pool: st.lists(st.sampled_from(pool), min_size=1, max_size=60)
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=corpora, max_length=st.integers(3, 20), cap=st.one_of(st.none(), st.integers(1, 8)))
+def test_the_prepared_training_set_is_the_row_by_row_one(tokenizer, rows, max_length, cap):
+    """Same examples, order, ids and filter counts as: cap, filter row by row, tokenize the kept rows."""
+    work = Path(tempfile.mkdtemp())
+    try:
+        corpus = read_corpus([write_jsonl(work / "train.jsonl", rows)], cache_dir=work, show_progress=False)
+        prepared = prepare_training_set(corpus, tokenizer, max_length, cap, cache_dir=work, show_progress=False)
+
+        def pieces(text):
+            return len(tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids)
+
+        kept, removed = reference_filter(reference_cap(rows, cap) if cap else rows, pieces, max_length)
+        assert prepared.report.removed == removed
+        assert prepared.report.kept == len(kept) == len(prepared.dataset)
+        if kept:
+            expected = tokenizer(
+                [r["src"] for r in kept], text_target=[r["tgt"] for r in kept],
+                src_lang=[r["src_lang"] for r in kept], tgt_lang=[r["tgt_lang"] for r in kept],
+            )  # fmt: skip
+            for name in ("input_ids", "attention_mask", "labels", "src_lang_ids", "tgt_lang_ids"):
+                assert prepared.dataset[name] == expected[name], name
+    finally:
+        shutil.rmtree(work)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    directions=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=400),
+    temperature=st.sampled_from([1.0, 5.0, 100.0]),
+    seed=st.integers(0, 2**31),
+    epoch=st.integers(0, 3),
+    batch_size=st.one_of(st.none(), st.integers(1, 9)),
+)
+def test_the_sampler_draws_what_the_list_based_sampler_drew(directions, temperature, seed, epoch, batch_size):
+    rng = random.Random(seed)
+    lengths = [rng.randint(1, 50) for _ in directions] if batch_size else None
+    expected = reference_sampler(directions, temperature, seed, epoch, lengths, batch_size)
+    for given_as in (np.array(directions), directions):  # arrays from Arrow columns, or a list of tuples
+        sampler = TemperatureSampler(
+            given_as, temperature=temperature, seed=seed,
+            lengths=None if lengths is None else np.array(lengths), batch_size=batch_size,
+        )  # fmt: skip
+        sampler.set_epoch(epoch)
+        assert list(sampler) == expected
+
+
+def test_the_trainer_reads_directions_and_lengths_from_the_arrow_columns(tokenizer, tmp_path):
+    rng = random.Random(1)
+    rows = [
+        {"src_lang": s, "tgt_lang": t, "src": " ".join(rng.choices(WORDS, k=rng.randint(1, 9))), "tgt": "das wort"}
+        for s, t in [("en", "de"), ("fr", "en"), ("de", "en")] * 30
+    ]
+    corpus = read_corpus([write_jsonl(tmp_path / "t.jsonl", rows)], cache_dir=tmp_path, show_progress=False)
+    dataset = prepare_training_set(corpus, tokenizer, cache_dir=tmp_path, show_progress=False).dataset
+    view = dataset.select([5, 3, 70, 0])  # through an indices mapping, as a stage's directions select them
+    directions, lengths = sampling_columns(view, with_lengths=True)
+    assert directions.tolist() == [[view[i]["src_lang_ids"], view[i]["tgt_lang_ids"]] for i in range(4)]
+    assert lengths.tolist() == [max(len(view[i]["input_ids"]), len(view[i]["labels"])) for i in range(4)]
+
+
+def test_the_tokenizer_trained_on_the_corpus_on_disk_is_the_one_trained_on_its_rows(tmp_path):
+    rng = random.Random(2)
+    rows = [
+        {
+            "src_lang": s,
+            "tgt_lang": t,
+            "src": " ".join(rng.choices(WORDS, k=5)),
+            "tgt": " ".join(rng.choices(WORDS, k=4)),
+        }
+        for s, t in [("en", "de"), ("de", "en"), ("en", "fr"), ("fr", "en"), ("en", "de")] * 40
+    ]
+    corpus = read_corpus([write_jsonl(tmp_path / "t.jsonl", rows)], cache_dir=tmp_path, show_progress=False)
+    for sample_size in (30, 5000):  # a sample smaller than the corpus, and one that oversamples
+        on_disk = train_tokenizer(corpus, vocab_size=50, sample_size=sample_size, show_progress=False)
+        in_memory = train_tokenizer(rows, vocab_size=50, sample_size=sample_size, show_progress=False)
+        assert on_disk.backend_tokenizer.to_str() == in_memory.backend_tokenizer.to_str()
+
+
+def test_capped_directions_keep_the_first_examples_of_each_in_first_seen_order(tmp_path):
+    rng = random.Random(3)
+    rows = [
+        {"src_lang": s, "tgt_lang": t, "src": f"s {i}", "tgt": f"t {i}"}
+        for i, (s, t) in enumerate(rng.choices([("en", "de"), ("de", "en"), ("fr", "en")], k=200))
+    ]
+    corpus = read_corpus([write_jsonl(tmp_path / "t.jsonl", rows)], cache_dir=tmp_path, show_progress=False)
+    for cap in (7, {"de-en": 3, "default": None}, {"fr-en": 1, "default": 10}):
+        order = direction_order(corpus, cap).tolist()
+        assert [corpus[i]["src"] for i in order] == [r["src"] for r in reference_cap(rows, cap)]
+    with pytest.raises(ValueError, match=r"names \['es-en'\], which have no training data"):
+        direction_order(corpus, {"es-en": 3})
+
+
+def test_the_cache_is_reused_for_the_same_inputs_and_rebuilt_when_they_change(tokenizer, tmp_path):
+    rows = [{"src_lang": "en", "tgt_lang": "de", "src": f"the word {i}", "tgt": f"das wort {i}"} for i in range(50)]
+    path = write_jsonl(tmp_path / "t.jsonl", rows)
+    corpus = read_corpus([path], cache_dir=tmp_path / "cache", show_progress=False)
+    first = prepare_training_set(corpus, tokenizer, cache_dir=tmp_path / "cache", show_progress=False)
+    again = prepare_training_set(
+        read_corpus([path], cache_dir=tmp_path / "cache", show_progress=False), tokenizer,
+        cache_dir=tmp_path / "cache", show_progress=False,
+    )  # fmt: skip
+    assert not first.reused and again.reused and again.path == first.path
+    assert again.dataset[:] == first.dataset[:] and again.report == first.report
+    other = prepare_training_set(corpus, tokenizer, max_length=3, cache_dir=tmp_path / "cache", show_progress=False)
+    assert other.path != first.path and other.report.removed["longer than 3"] > 0
+    write_jsonl(path, rows[:10])  # the file changed: read again, prepared again
+    changed = read_corpus([path], cache_dir=tmp_path / "cache", show_progress=False)
+    assert len(changed) == 10
+    assert (
+        len(prepare_training_set(changed, tokenizer, cache_dir=tmp_path / "cache", show_progress=False).dataset) == 10
+    )
+    assert not [p for p in (tmp_path / "cache").rglob(".*") if p.is_dir()]  # no temporary folder left behind
+
+
+def test_a_parquet_corpus_reads_as_its_jsonl(tmp_path):
+    from datasets import Dataset
+
+    rows = [{"src_lang": "en", "tgt_lang": "fr", "src": f"word {i}", "tgt": f"verbe {i}"} for i in range(30)]
+    Dataset.from_list(rows).to_parquet(str(tmp_path / "t.parquet"))
+    from_parquet = read_corpus([tmp_path / "t.parquet"], cache_dir=tmp_path, show_progress=False)
+    from_jsonl = read_corpus([write_jsonl(tmp_path / "t.jsonl", rows)], cache_dir=tmp_path, show_progress=False)
+    assert from_parquet[:] == from_jsonl[:]
+
+
+@pytest.mark.reliability
+def test_a_bad_line_deep_in_a_large_file_names_the_file_and_the_line_and_leaves_no_cache(tmp_path):
+    path = tmp_path / "big.jsonl"
+    good = json.dumps({"src_lang": "en", "tgt_lang": "de", "src": "the word", "tgt": "das wort"}) + "\n"
+    with path.open("w") as f:
+        f.write(good * 120_000)
+        f.write('{"src_lang": "en", "tgt_lang": "de", "src": "the word"}\n')
+    with pytest.raises(ValueError, match=rf"{path}:120001: missing fields \['tgt'\]"):
+        read_corpus([path], cache_dir=tmp_path / "cache", show_progress=False)
+    assert not any((tmp_path / "cache" / "corpora").iterdir())
+
+
+@pytest.mark.reliability
+def test_a_corpus_the_cache_disk_cannot_hold_is_refused_with_the_space_it_needs(tmp_path, monkeypatch):
+    path = write_jsonl(tmp_path / "t.jsonl", [{"src_lang": "en", "tgt_lang": "de", "src": "a", "tgt": "b"}] * 100)
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(10**6, 10**6 - 100, 100))
+    with pytest.raises(CacheSpaceError, match=r"has 0\.0 GB free, but reading .* needs about .*data\.cache_dir"):
+        read_corpus([path], cache_dir=tmp_path / "cache", show_progress=False)
