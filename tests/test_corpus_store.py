@@ -19,6 +19,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from transformers import DataCollatorForSeq2Seq
 
 from hf_langspec.data.corpus_store import (
     CacheSpaceError,
@@ -148,8 +149,15 @@ def test_the_prepared_training_set_is_the_row_by_row_one(tokenizer, rows, max_le
                 [r["src"] for r in kept], text_target=[r["tgt"] for r in kept],
                 src_lang=[r["src_lang"] for r in kept], tgt_lang=[r["tgt_lang"] for r in kept],
             )  # fmt: skip
-            for name in ("input_ids", "attention_mask", "labels", "src_lang_ids", "tgt_lang_ids"):
-                assert prepared.dataset[name] == expected[name], name
+            for name in ("input_ids", "labels", "src_lang_ids", "tgt_lang_ids"):
+                assert prepared.dataset[name][:] == expected[name], name
+            # the batches the trainer collates, attention mask included (not stored: the collator makes it)
+            collate = DataCollatorForSeq2Seq(tokenizer)
+            indices = list(range(len(kept)))[:8]
+            stored = collate([prepared.dataset[i] for i in indices])
+            encoded = collate([{k: expected[k][i] for k in expected} for i in indices])
+            assert stored.keys() == encoded.keys()
+            assert all(torch.equal(stored[k], encoded[k]) for k in stored)
     finally:
         shutil.rmtree(work)
 
@@ -272,3 +280,24 @@ def test_a_corpus_the_cache_disk_cannot_hold_is_refused_with_the_space_it_needs(
     monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(10**6, 10**6 - 100, 100))
     with pytest.raises(CacheSpaceError, match=r"has 0\.0 GB free, but reading .* needs about .*data\.cache_dir"):
         read_corpus([path], cache_dir=tmp_path / "cache", show_progress=False)
+
+
+def test_data_local_writes_parquet_that_train_reads_as_the_jsonl(tmp_path):
+    import subprocess
+    import sys
+
+    rows = [{"src_lang": "de", "tgt_lang": "en", "src": f"das wort {i}", "tgt": f"the word {i}"} for i in range(40)]
+    source = write_jsonl(tmp_path / "in.jsonl", rows)
+    command = [sys.executable, "-m", "hf_langspec.cli", "data", "local", str(source), "--output"]
+    out = subprocess.run([*command, str(tmp_path / "out.parquet")], capture_output=True, text=True, check=True)
+    assert "wrote 40 examples" in out.stdout
+    parquet = read_corpus([tmp_path / "out.parquet"], cache_dir=tmp_path, show_progress=False)
+    assert parquet[:] == read_corpus([source], cache_dir=tmp_path, show_progress=False)[:]
+    (tmp_path / "shards").mkdir()  # a folder of shards reads as their concatenation, in name order
+    for i in (1, 0):
+        shutil.copy(tmp_path / "out.parquet", tmp_path / "shards" / f"part-{i}.parquet")
+    assert len(read_corpus([tmp_path / "shards"], cache_dir=tmp_path, show_progress=False)) == 80
+    (tmp_path / "empty.jsonl").write_text("")
+    empty = subprocess.run([*command[:-2], str(tmp_path / "empty.jsonl"), "--output", str(tmp_path / "e.parquet")],
+                           capture_output=True, text=True)  # fmt: skip
+    assert empty.returncode != 0 and "No examples to write" in empty.stderr and not (tmp_path / "e.parquet").exists()

@@ -597,6 +597,7 @@ out = trainer.predict(encoded(tokenizer, synthetic_pairs(12)))
 if trainer.is_world_process_zero():
     json.dump({"world_size": trainer.args.world_size, "predictions": out.predictions.tolist()},
               open(out_dir + "/predictions.json", "w"))
+trainer.accelerator.end_training()  # the process group ends here, not at interpreter exit (a rank aborted there)
 """
 
 

@@ -60,19 +60,30 @@ def _data_hub_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--directions", type=directions, required=True, help="comma-separated, e.g. en-de,de-en")
     p.add_argument("--split", default="train")
     p.add_argument("--data-files", nargs="+", help="local files with the Hub's rows instead of the Hub")
-    p.add_argument("--output", required=True, type=Path)
+    p.add_argument("--output", required=True, type=Path, help="X.parquet (read by train directly) or X.jsonl")
     p.add_argument("--force", action="store_true", help="replace --output if it exists")
 
 
 @command("data hub", _data_hub_arguments, help="a papers' corpus from the Hub (or local files in its layout)")
 def cmd_data_hub(args: argparse.Namespace) -> None:
+    from ..data.corpus_store import write_corpus
     from ..data.hub import load_corpus
-    from ..data.schema import check_output_file, write_jsonl
+    from ..data.local import check_row
+    from ..data.schema import check_output_file
 
     check_output_file(args.output, "--output", args.force, keep=args.data_files or ())
     dataset = load_corpus(args.corpus, args.directions, split=args.split, data_files=args.data_files)
-    count = write_jsonl(args.output, dataset)
-    print(f"wrote {count} examples to {args.output}")
+    # the loaders' row checks (codes, blank sides) on the Hub's rows too, as they are written
+    rows = (check_row(row, f"{args.corpus} {args.split} example {i}") for i, row in enumerate(dataset, 1))
+    _report_written(write_corpus(args.output, rows), args.output)
+
+
+def _report_written(count: int, output: Path) -> None:
+    """One line for what was written; nothing written is an error, not a file of 0 examples."""
+    if not count:
+        output.unlink(missing_ok=True)
+        raise ValueError(f"No examples to write to {output}: the input holds none; check the path and directions.")
+    print(f"wrote {count} examples to {output}")
 
 
 def _data_local_arguments(p: argparse.ArgumentParser) -> None:
@@ -81,21 +92,21 @@ def _data_local_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tgt-path", help="target side of a Moses pair")
     p.add_argument("--src-lang")
     p.add_argument("--tgt-lang")
-    p.add_argument("--output", required=True, type=Path)
+    p.add_argument("--output", required=True, type=Path, help="X.parquet (read by train directly) or X.jsonl")
     p.add_argument("--force", action="store_true", help="replace --output if it exists")
 
 
 @command("data local", _data_local_arguments, help="a local JSONL / TSV / Moses pair, validated line by line")
 def cmd_data_local(args: argparse.Namespace) -> None:
-    from ..data.local import load_local
-    from ..data.schema import check_output_file, write_jsonl
+    from ..data.corpus_store import write_corpus
+    from ..data.local import iter_rows
+    from ..data.schema import check_output_file
 
     check_output_file(
         args.output, "--output", args.force, keep=[args.path, *([args.tgt_path] if args.tgt_path else [])]
     )
-    dataset = load_local(args.path, args.format, args.src_lang, args.tgt_lang, args.tgt_path)
-    count = write_jsonl(args.output, dataset)
-    print(f"wrote {count} examples to {args.output}")
+    rows = iter_rows(args.path, args.format, args.src_lang, args.tgt_lang, args.tgt_path)  # streamed, line by line
+    _report_written(write_corpus(args.output, rows), args.output)
 
 
 def _train_tokenizer_arguments(p: argparse.ArgumentParser) -> None:

@@ -30,6 +30,8 @@ from ..data.schema import write_atomic
 from ..training.config import ConfigError
 from .budgets import judge_at_other_budgets, load_other_budgets
 from .budgets import markdown_lines as other_budget_lines
+from .groups import direction_group_names
+from .markers import insert_markdown
 from .shared import REFERENCES_FILE, load_references, results_paths
 from .statistics import (
     BOOTSTRAP_SAMPLES,
@@ -45,33 +47,6 @@ from .statistics import (
 from .suite import Suite
 
 SIGNIFICANCE_METRICS = {"bleu": "BLEU", "chrfpp": "chrF2++"}
-
-
-def direction_group_names(
-    set_name: str, direction: str, train_sizes: dict[str, int], pivot: str, resource: dict[str, int] | None
-) -> list[str]:
-    """The groups a direction of an evaluation set counts in (the groups of `evaluation.metrics`)."""
-    from ..evaluation.metrics import direction_groups, resource_groups
-
-    supervised = direction in train_sizes
-    if set_name.startswith("eval:"):
-        return [f"{set_name} {'supervised' if supervised else 'zero-shot'}"]
-    if not supervised:
-        return ["zero-shot"]
-    group = next(name for name, members in direction_groups([direction], pivot=pivot).items() if members)
-    if group == "other":
-        return ["supervised, other"]
-    if not resource:
-        return [group]
-    level = resource_groups({direction: train_sizes[direction]}, resource["low_below"], resource["high_from"], pivot)
-    return [group, f"{group} {next(iter(level.values()))}"]
-
-
-def group_names(pivot: str, resource: dict[str, int] | None) -> list[str]:
-    """Every group `direction_group_names` can give a direction of a suite's own test sets (a claim names one)."""
-    sides = [f"{pivot}-xx", f"xx-{pivot}"]
-    levels = [f"{side} {level}" for side in sides for level in ("Low", "Med", "High")] if resource else []
-    return [*sides, *levels, "zero-shot", "supervised, other"]
 
 
 def group_members(result: dict[str, Any], pivot: str = "en", resource: dict[str, int] | None = None) -> dict:
@@ -509,31 +484,6 @@ def _relative(path: Path, start: Path) -> str:
     import os
 
     return os.path.relpath(path, start) + "/"
-
-
-def _markers(name: str) -> tuple[str, str]:
-    return f"<!-- compare:{name} -->", f"<!-- /compare:{name} -->"
-
-
-def insertion_problem(path: Path, name: str) -> str | None:
-    """Why the report of suite `name` cannot go into `path` (no such file, or no markers), or None."""
-    start, end = _markers(name)
-    content = path.read_text() if path.is_file() else ""
-    if start not in content or end not in content:
-        return f"{path} has no `{start}` ... `{end}` markers; add them where the report should go."
-    return None
-
-
-def insert_markdown(path: Path, name: str, text: str) -> None:
-    """Replace what stands between `<!-- compare:NAME -->` and `<!-- /compare:NAME -->` in `path`."""
-    problem = insertion_problem(path, name)
-    if problem:
-        raise ConfigError(problem)
-    start, end = _markers(name)
-    content = path.read_text()
-    head, rest = content.split(start, 1)
-    _, tail = rest.split(end, 1)
-    write_atomic(path, f"{head}{start}\n{text}{end}{tail}".encode())
 
 
 # the statistics' names stay importable from here, where they lived before compare/statistics.py

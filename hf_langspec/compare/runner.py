@@ -44,7 +44,8 @@ class Run:
 def run_config(suite: Suite, system: str, seed: int, shared: dict[str, Any]) -> dict[str, Any]:
     """The experiment config of one run: the system's config on the shared data and tokenizer, with its seed."""
     config = suite.system_config(system)
-    data = {k: v for k, v in config.get("data", {}).items() if k in ("max_length", "valid_sentences_per_direction")}
+    kept = ("max_length", "valid_sentences_per_direction", "num_proc", "cache_dir")  # the rest is the shared data
+    data = {k: v for k, v in config.get("data", {}).items() if k in kept}
     style = config.get("tokenizer", {}).get("lang_tag_style")
     training = {**config.get("training", {}), "seed": seed, "include_num_input_tokens_seen": "non_padding"}
     return {

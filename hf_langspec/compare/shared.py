@@ -73,7 +73,8 @@ def _first_per_direction(rows: list[dict[str, str]], limit: int | None) -> dict[
 
 def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, Any]:
     """Build (or reuse) the shared corpus, tokenizer and evaluation sets; return their paths and fingerprints."""
-    from ..data.corpus_store import direction_sizes, read_corpus
+    from ..data.columns import direction_sizes
+    from ..data.corpus_store import read_corpus
     from ..data.local import load_local
     from ..tokenization import LangSpecTokenizer
 
@@ -81,7 +82,11 @@ def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, An
     data_dir = shared / "data"
     base_data = suite.base.get("data", {})
     evaluation = suite.base.get("evaluation", {})
-    paths = {"train": data_dir / "train.jsonl", "valid": data_dir / "valid.jsonl"}
+    # the suite's training copy in the format of its corpus: Parquet for Parquet corpora (the papers' suites: a
+    # 110M-example JSONL copy would be tens of GB), JSON lines otherwise (the Bible suites' committed fingerprints)
+    listed = base_data.get("train_files", [])
+    parquet = any(str(f).endswith(".parquet") for f in (listed if isinstance(listed, list) else [listed]))
+    paths = {"train": data_dir / f"train.{'parquet' if parquet else 'jsonl'}", "valid": data_dir / "valid.jsonl"}
     # what the files in data_dir were made from: a complete, matching set is used as it is, without the corpus
     # (so a machine without it, a GPU machine given this folder, runs the suite)
     stamp = {"data": base_data, "max_sentences_per_direction": evaluation.get("max_sentences_per_direction")}
@@ -129,7 +134,7 @@ def _build_shared_data(
 ) -> tuple[dict[str, dict[str, list]], dict[str, Path]]:
     """Write the suite's training, validation and test files into `data_dir` from its corpus (the Bible, built
     or reused, or its JSONL files); returns the test sets by direction and their paths."""
-    from ..data.corpus_store import canonical_rows, direction_order, read_corpus
+    from ..data.corpus_store import canonical_rows, direction_order, read_corpus, write_corpus
     from ..data.local import load_local
 
     base_data, evaluation = stamp["data"], suite.base.get("evaluation", {})
@@ -152,7 +157,7 @@ def _build_shared_data(
         view = train.select(direction_order(train, cap)) if cap else train
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    write_jsonl(paths["train"], canonical_rows(view))
+    write_corpus(paths["train"], canonical_rows(view))
     write_jsonl(paths["valid"], [row for path in valid_files for row in load_local(path)])
     sets = {
         name: _first_per_direction(load_local(path).to_list(), sentence_limit(evaluation, name))

@@ -46,6 +46,8 @@ from typing import Any
 import yaml
 
 from ..training.config import ConfigError, check_keys, model_classes, set_keys, validate_config
+from .groups import group_names
+from .markers import insertion_problem
 
 SUITE_KEYS = {"name", "description", "output_dir", "results_dir", "seeds", "baseline", "base", "systems", "report"}
 SYSTEM_KEYS = {"label", "paper", "description", "set", "seeds"}
@@ -220,8 +222,6 @@ def _check_report(report: dict[str, Any], name: str, path: Path) -> None:
     targets = report.get("insert_into", [])
     if not (isinstance(targets, list) and all(isinstance(t, str) for t in targets)):
         raise ConfigError(f"{where}: insert_into must be a list of files, e.g. [README.md], got {targets!r}.")
-    from .report import insertion_problem
-
     for target in targets:
         problem = insertion_problem(Path(target), name)
         if problem:
@@ -237,8 +237,6 @@ def _check_claim(suite: Suite, claim: Any, where: str) -> None:
         raise ConfigError(f"{where}: system {claim['system']!r} is not in the suite ({list(suite.systems)}).")
     if claim["metric"] not in CLAIM_METRICS or claim["expect"] not in ("up", "down"):
         raise ConfigError(f"{where}: metric must be one of {list(CLAIM_METRICS)} and expect up or down, got {claim}.")
-    from .report import group_names
-
     groups = group_names(suite.report.get("pivot", "en"), suite.report.get("resource_groups"))
     group = claim["group"]  # an --eval-set's groups ("eval:NAME supervised") are named on the command line
     if group not in groups and not str(group).startswith("eval:"):  # was "not measured (runs missing)" at the end

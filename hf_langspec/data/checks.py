@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from datasets import Dataset
 
-from .schema import canonical_dataset
+from .columns import as_corpus, distinct_texts, first_occurrence, language_counts, texts_at
 
 logger = logging.getLogger(__name__)
 LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(_[A-Za-z0-9]{2,8})*$")
@@ -54,8 +54,6 @@ def check_stray_languages(corpus: Dataset | Sequence[Mapping[str, str]], where: 
 
     `corpus` is a corpus from `corpus_store.read_corpus` (counted over its columns) or a list of canonical rows.
     """
-    from .corpus_store import first_occurrence, language_counts
-
     corpus = as_corpus(corpus)
     if len(corpus) < STRAY_CORPUS:
         return
@@ -72,17 +70,6 @@ def check_stray_languages(corpus: Dataset | Sequence[Mapping[str, str]], where: 
         )
 
 
-def as_corpus(corpus: Dataset | Sequence[Mapping[str, str]]) -> Dataset:
-    """A corpus with the text-hash columns: a `read_corpus` dataset as it is, canonical rows put in memory."""
-    if isinstance(corpus, Dataset) and {"src_hash", "tgt_hash"} <= set(corpus.column_names):
-        return corpus
-    from .corpus_store import CORPUS_FEATURES
-    from .processing import hash_columns
-
-    rows = canonical_dataset(corpus)
-    return rows.map(hash_columns, batched=True, keep_in_memory=True, features=CORPUS_FEATURES)
-
-
 def language_label_disagreement(
     corpus: Dataset | Sequence[Mapping[str, str]], sample: int = LABEL_SAMPLE, seed: int = 0
 ) -> dict[str, tuple[float, str]]:
@@ -97,8 +84,6 @@ def language_label_disagreement(
     except ImportError:
         logger.info("Language labels not checked: lingua is not installed (pip install 'hf_langspec[eval]').")
         return {}
-    from .corpus_store import distinct_texts, texts_at
-
     corpus = as_corpus(corpus)
     positions = distinct_texts(corpus) if len(corpus) else {}
     supported = {}

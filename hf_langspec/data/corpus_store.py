@@ -3,15 +3,17 @@
 At the papers' size (OPUS-100: 110M training examples) a corpus cannot live in Python objects (about 6 KB a
 pair in lists of dicts); here it never does:
 
-1. `read_corpus(files)`: JSONL / TSV / Moses / Parquet files, or folders saved by `Dataset.save_to_disk`, are
+1. `read_corpus(files)`: JSONL / TSV / Moses / Parquet files (`write_corpus`, `data local|hub --output
+   X.parquet`), folders of Parquet shards, or folders saved by `Dataset.save_to_disk`, are
    read row by row through the loaders' checks (a malformed line names its file and line, before any tokenizer or
    model work) and written in batches as one Arrow file with the canonical columns plus `src_hash` / `tgt_hash`
    (`processing.text_hashes`: what de-duplication, the exclusion of valid/test text and the tokenizer's sample
    compare instead of strings). The result is memory-mapped (`Dataset.from_file`).
 2. `prepare_training_set(corpus, tokenizer, ...)`: one batched, multi-process `map` tokenizes every example
-   (ids stored as int32, the mask as int8); the filters run over columns (`processing.select_pairs`: lengths from
+   (ids stored as int32); the filters run over columns (`processing.select_pairs`: lengths from
    the tokenized lists, de-duplication by the hash pair); the kept examples are written contiguously
-   (`save_to_disk`) and memory-mapped. Nothing is tokenized twice.
+   (`save_to_disk`) and memory-mapped. Nothing is tokenized twice. The attention mask, all ones, is not stored:
+   the data collator makes it.
 
 Both steps are cached under `cache_root()` (`data.cache_dir`, else `$HF_LANGSPEC_CACHE`, else
 `~/.cache/hf_langspec`), keyed by what changes their output: the files (resolved path, size, modification
@@ -25,6 +27,7 @@ A corpus the cache's disk cannot hold is refused, before any work, with the spac
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -40,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, Features, List, Value, load_from_disk
 
+from .columns import CORPUS_SCHEMA, HASH_COLUMNS, column
 from .local import check_row, iter_rows
 from .processing import FilterReport, PairColumns, blank_sides, select_pairs, text_hashes
 from .schema import CANONICAL_COLUMNS
@@ -50,15 +54,9 @@ CACHE_ENV = "HF_LANGSPEC_CACHE"
 # bump when what is written changes: older entries are then never read
 CORPUS_VERSION = 1
 PREPARED_VERSION = 1
-HASH_COLUMNS = ("src_hash", "tgt_hash")
-CORPUS_SCHEMA = pa.schema(
-    [*(pa.field(name, pa.string()) for name in CANONICAL_COLUMNS), *(pa.field(h, pa.uint64()) for h in HASH_COLUMNS)]
-)
-CORPUS_FEATURES = Features.from_arrow_schema(CORPUS_SCHEMA)
 TOKENIZED_FEATURES = Features(
     {
         "input_ids": List(Value("int32")),
-        "attention_mask": List(Value("int8")),
         "labels": List(Value("int32")),
         "src_lang_ids": Value("int32"),
         "tgt_lang_ids": Value("int32"),
@@ -66,7 +64,8 @@ TOKENIZED_FEATURES = Features(
         **{h: Value("uint64") for h in HASH_COLUMNS},
     }
 )
-TRAINING_COLUMNS = ["input_ids", "attention_mask", "labels", "src_lang_ids", "tgt_lang_ids"]
+# no attention mask: a training example's is all ones, and the collator (tokenizer.pad) makes it, padding included
+TRAINING_COLUMNS = ["input_ids", "labels", "src_lang_ids", "tgt_lang_ids"]
 TRAINING_FEATURES = Features({name: TOKENIZED_FEATURES[name] for name in TRAINING_COLUMNS})
 READ_BATCH = 10_000
 # disk an entry needs, per byte of its input: Arrow strings plus hashes (corpus), ids and mask (prepared)
@@ -151,8 +150,15 @@ def corpus_rows(path: str | os.PathLike) -> Iterator[dict[str, str]]:
     readers, a Parquet file or a `save_to_disk` folder (as `data local|hub --output X.parquet` write them) through
     the same `check_row`, with the row's number in the error."""
     path = Path(path)
+    if path.is_dir() and not (path / "state.json").exists():  # a folder of Parquet shards, read in name order
+        shards = sorted(path.glob("*.parquet"))
+        if not shards:
+            raise ValueError(f"{path} is a folder without Parquet shards or a saved dataset; give a data file.")
+        for shard in shards:
+            yield from corpus_rows(shard)
+        return
     if path.is_dir() or path.suffix == ".parquet":
-        dataset = load_from_disk(str(path)) if path.is_dir() else Dataset.from_parquet(str(path))
+        dataset = load_from_disk(str(path)) if path.is_dir() else Dataset.from_parquet(str(path), keep_in_memory=False)
         missing = [c for c in CANONICAL_COLUMNS if c not in dataset.column_names]
         if missing:
             raise ValueError(f"{path}: no columns {missing}; a corpus needs {list(CANONICAL_COLUMNS)}.")
@@ -163,6 +169,32 @@ def corpus_rows(path: str | os.PathLike) -> Iterator[dict[str, str]]:
                 yield check_row(dict(zip(CANONICAL_COLUMNS, values, strict=True)), f"{path}: row {number}")
         return
     yield from iter_rows(path)
+
+
+def write_corpus(path: str | os.PathLike, rows: Iterator[dict[str, str]]) -> int:
+    """Write canonical rows to `path`, streamed: Parquet (`.parquet`, row groups of 100,000 examples, which
+    `train` and suites read directly) or JSON lines (any other name). Written to a temporary file and renamed into
+    place; returns the count."""
+    from .schema import write_jsonl
+
+    path = Path(path)
+    if path.suffix != ".parquet":
+        return write_jsonl(path, rows)
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    schema = pa.schema([pa.field(name, pa.string()) for name in CANONICAL_COLUMNS])
+    count = 0
+    try:
+        with pq.ParquetWriter(str(tmp), schema) as writer:
+            for batch in _batches(rows):
+                writer.write_batch(batch.select(list(CANONICAL_COLUMNS)), row_group_size=100_000)
+                count += batch.num_rows
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return count
 
 
 def read_corpus(
@@ -202,64 +234,6 @@ def _progress(show: bool, desc: str, unit: str):
     from tqdm.auto import tqdm
 
     return tqdm(desc=desc, unit=f" {unit}", disable=not show)
-
-
-# ----------------------------------------------------------------------------------------------- columns
-def column(dataset: Dataset, name: str) -> pa.ChunkedArray:
-    """A column as Arrow (zero-copy from the memory map; through the dataset's indices mapping, if any)."""
-    return dataset.with_format("arrow")[name]
-
-
-def direction_sizes(dataset: Dataset) -> dict[str, int]:
-    """Examples per direction `"src-tgt"`, counted over the Arrow columns."""
-    table = pa.table({"s": column(dataset, "src_lang"), "t": column(dataset, "tgt_lang")})
-    counts = table.group_by(["s", "t"]).aggregate([([], "count_all")])
-    return {f"{s}-{t}": n for s, t, n in zip(*(counts.column(i).to_pylist() for i in range(3)), strict=True)}
-
-
-def language_counts(dataset: Dataset) -> dict[str, int]:
-    """Sides per language (a pair counts once for each of its two languages)."""
-    counts: dict[str, int] = {}
-    for name in ("src_lang", "tgt_lang"):
-        for entry in pc.value_counts(column(dataset, name)).to_pylist():
-            counts[entry["values"]] = counts.get(entry["values"], 0) + entry["counts"]
-    return counts
-
-
-def first_occurrence(dataset: Dataset, code: str) -> int:
-    """The index of the first example with `code` on either side."""
-    found = [pc.index(column(dataset, name), code).as_py() for name in ("src_lang", "tgt_lang")]
-    return min(i for i in found if i >= 0)
-
-
-def distinct_texts(dataset: Dataset) -> dict[str, np.ndarray]:
-    """Each language's distinct sentences as positions `2 * row + side` (side 0: src, 1: tgt), in the order of
-    their first occurrence over src, tgt, src, tgt, ...: the order `sentences_by_language` gives them, from the hash
-    columns alone."""
-    hashes = np.empty(2 * len(dataset), dtype=np.uint64)
-    hashes[0::2] = column(dataset, "src_hash").to_numpy()
-    hashes[1::2] = column(dataset, "tgt_hash").to_numpy()
-    _, first = np.unique(hashes, return_index=True)
-    del hashes
-    first.sort()
-    sides = pa.chunked_array([*column(dataset, "src_lang").chunks, *column(dataset, "tgt_lang").chunks], pa.string())
-    languages = pc.dictionary_encode(sides.combine_chunks())
-    codes, index = languages.dictionary.to_pylist(), languages.indices.to_numpy()
-    n = len(dataset)
-    side_language = np.empty(2 * n, dtype=np.int32)
-    side_language[0::2], side_language[1::2] = index[:n], index[n:]
-    of_first = side_language[first]
-    return {code: first[of_first == i] for i, code in enumerate(codes) if (of_first == i).any()}
-
-
-def texts_at(dataset: Dataset, positions: np.ndarray) -> list[str]:
-    """The sentences at positions `2 * row + side`, in the order given."""
-    positions = np.asarray(positions, dtype=np.int64)
-    rows, order = np.unique(positions // 2, return_inverse=True)
-    table = dataset.select_columns(["src", "tgt"]).with_format("arrow")[rows.tolist()] if len(rows) else None
-    src = table.column("src").to_pylist() if table is not None else []
-    tgt = table.column("tgt").to_pylist() if table is not None else []
-    return [tgt[r] if p % 2 else src[r] for p, r in zip(positions.tolist(), order.tolist(), strict=True)]
 
 
 # ----------------------------------------------------------------------------------------------- preparing
@@ -355,7 +329,7 @@ def prepare_training_set(
             _Encoder(tokenizer),
             batched=True,
             num_proc=num_proc,
-            remove_columns=list(CANONICAL_COLUMNS),
+            remove_columns=corpus.column_names,
             features=TOKENIZED_FEATURES,
             cache_file_name=str(work / "tokenized.arrow"),
             new_fingerprint=f"{key}-tokenized",
@@ -385,17 +359,53 @@ def prepare_training_set(
 
 
 class _Encoder:
-    """The `map` function: the tokenizer's own encoding of each pair, and whether a side is blank. A class, so
-    that datasets can pickle it to its worker processes."""
+    """The `map` function: every pair encoded as `LangSpecTokenizer.__call__` encodes it (tag and `</s>` where its
+    `lang_tag_style` puts them; tests/test_corpus_store.py checks the two agree), written as Arrow list arrays
+    built from flat numpy buffers rather than as nested Python lists, and whether a side is blank. A class, so that
+    datasets can pickle it to its worker processes."""
 
     def __init__(self, tokenizer: Any):
         self.tokenizer = tokenizer
+        self.backend = tokenizer.backend_tokenizer
+        self.tags = np.asarray(tokenizer.lang_tag_token_ids, dtype=np.int32)
+        self.eos = tokenizer.eos_token_id
+        self.codes = {code: i for i, code in enumerate(tokenizer.languages)}
 
-    def __call__(self, batch: dict[str, list]) -> dict[str, list]:
-        encoded = self.tokenizer(
-            batch["src"], text_target=batch["tgt"], src_lang=batch["src_lang"], tgt_lang=batch["tgt_lang"]
+    def _side(self, texts: list[str], tags: np.ndarray | None) -> pa.ListArray:
+        """`[tag] pieces </s>` per text (no tag when `tags` is None) as one list<int32> array."""
+        pieces = [e.ids for e in self.backend.encode_batch(texts, add_special_tokens=False)]
+        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        extra = 1 + (tags is not None)
+        offsets = np.zeros(len(pieces) + 1, dtype=np.int32)
+        np.cumsum(lengths + extra, out=offsets[1:])
+        values = np.empty(offsets[-1], dtype=np.int32)
+        special = np.zeros(len(values), dtype=bool)
+        special[offsets[1:] - 1] = True
+        values[offsets[1:] - 1] = self.eos
+        if tags is not None:
+            special[offsets[:-1]] = True
+            values[offsets[:-1]] = tags
+        values[~special] = np.fromiter(itertools.chain.from_iterable(pieces), dtype=np.int32, count=int(lengths.sum()))
+        return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
+
+    def __call__(self, batch: dict[str, list]) -> pa.Table:
+        try:
+            src_ids = np.array([self.codes[c] for c in batch["src_lang"]], dtype=np.int32)
+            tgt_ids = np.array([self.codes[c] for c in batch["tgt_lang"]], dtype=np.int32)
+        except KeyError:  # the tokenizer's own error, naming the code and the codes it knows
+            self.tokenizer(batch["src"], src_lang=batch["src_lang"], tgt_lang=batch["tgt_lang"])
+            raise
+        style = self.tokenizer.lang_tag_style
+        return pa.table(
+            {
+                "input_ids": self._side(batch["src"], self.tags[tgt_ids] if style == "source" else None),
+                "labels": self._side(batch["tgt"], self.tags[tgt_ids] if style == "target" else None),
+                "src_lang_ids": src_ids,
+                "tgt_lang_ids": tgt_ids,
+                "blank": pa.array(blank_sides(batch["src"], batch["tgt"]), pa.bool_()),
+                **{name: pa.array(batch[name], pa.uint64()) for name in HASH_COLUMNS},  # kept for the filters
+            }
         )
-        return {**encoded, "blank": blank_sides(batch["src"], batch["tgt"])}
 
 
 def canonical_rows(dataset: Dataset) -> Iterator[dict[str, str]]:
@@ -409,10 +419,7 @@ __all__ = [
     "PreparedTrainingSet",
     "cache_root",
     "direction_order",
-    "direction_sizes",
-    "distinct_texts",
-    "language_counts",
     "prepare_training_set",
     "read_corpus",
-    "texts_at",
+    "write_corpus",
 ]

@@ -8,8 +8,8 @@ over twice its high end. That is how a user finds out that an install decodes ga
 without the cache fix gave xx->en 0.57 BLEU where 11.6 was expected) rather than from a worse paper.
 
 The ranges hold for the config as written: a `--set` that changes what is trained or scored (steps, shape,
-data, decoding) drops them with a line saying so (`void_expectations`), instead of a warning that blames the
-install for a model trained 40 steps.
+data, decoding) drops them with a line saying so (`training.run_guard.void_expectations`, where the keys that
+change nothing are listed), instead of a warning that blames the install for a model trained 40 steps.
 """
 
 from __future__ import annotations
@@ -18,16 +18,10 @@ from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
-from ..training.run_guard import FREE_KEYS, under
-
 METRICS = {"bleu": "BLEU", "chrf": "chrF", "off_target": "off-target"}
 # the versions a warning names: what decides how a model trains and decodes
 VERSIONED = ("torch", "transformers", "tokenizers", "sacrebleu")
 FAR = 2.0  # "far outside": under low / FAR or over high * FAR
-# overridable without changing the scores: run_guard's keys that do not change the trained model, but for
-# `evaluation` (which sentences and how they are decoded), of which only the batch size is free
-KEEP_SCORES = (*(key for key in FREE_KEYS if key != "evaluation"), "evaluation.batch_size")
-_UNSET = object()  # a key the config does not have
 
 
 def check_expected_section(section: Any, where: str) -> str | None:
@@ -76,35 +70,6 @@ def installed_versions() -> str:
     return ", ".join(f"{name} {version}" for name, version in library_versions().items())
 
 
-def void_expectations(config: dict[str, Any], changes: Mapping[str, Any]) -> str | None:
-    """Drop `config["expected"]` when `changes` (dotted keys -> new values, about to be set) alter what its
-    ranges were measured on; returns the line that says so, or None (no section, or nothing that matters
-    changes: the same value again, a logging or saving setting, new ranges given with the changes)."""
-    if "expected" not in config or any(under(key, "expected") for key in changes):
-        return None
-    changed = [
-        key
-        for key, value in changes.items()
-        if not any(under(key, free) for free in KEEP_SCORES) and _get(config, key) != value
-    ]
-    if not changed:
-        return None
-    del config["expected"]
-    return (
-        f"expected ranges: not checked, they were measured with the config as written and the overrides change "
-        f"{', '.join(changed)} (give new ones with --set expected=...)"
-    )
-
-
-def _get(config: Mapping[str, Any], key: str) -> Any:
-    node: Any = config
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return _UNSET
-        node = node[part]
-    return node
-
-
 def compare_with_expected(results: Mapping[str, Any], expected: Mapping[str, Mapping[str, list]]) -> list[str]:
     """Lines that set each expected range beside the run's number; a far-off number gets a warning line.
 
@@ -141,5 +106,4 @@ __all__ = [
     "compare_with_expected",
     "installed_versions",
     "library_versions",
-    "void_expectations",
 ]

@@ -95,7 +95,7 @@ def temperature_sample_positions(
 def _corpus_sample(corpus: Any, sample_size: int, temperature: float, seed: int) -> tuple[dict[str, int], Any]:
     """`(sentences per language, draw)` for a corpus from `corpus_store.read_corpus`: the distinct sentences are
     found by their hash columns, and `draw()` reads only the sampled ones."""
-    from ..data.corpus_store import distinct_texts, texts_at
+    from ..data.columns import distinct_texts, texts_at
 
     positions = distinct_texts(corpus)
     sizes = {code: len(p) for code, p in positions.items()}

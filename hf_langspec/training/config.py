@@ -49,6 +49,7 @@ from typing import Any
 import yaml
 
 from .config_types import check_section, describe, type_hints
+from .errors import ConfigError
 
 SECTIONS = {
     "output_dir", "data", "tokenizer", "model", "training", "stages", "evaluation", "translate", "card", "expected"
@@ -146,7 +147,7 @@ def model_classes() -> dict[str, tuple[type, type]]:
 def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """`["model.clm_decoder=none", "training.max_steps=100"]` -> the config with those keys set (values are YAML).
     A config's `expected` ranges are dropped, with a printed line, when the overrides change what they measured."""
-    from ..evaluation.expected import void_expectations
+    from .run_guard import void_expectations
 
     parsed = {}
     for item in overrides:
@@ -178,10 +179,6 @@ def set_keys(config: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
                 raise ConfigError(f"Override {key!r}: {part!r} is not a section.")
         node[path[-1]] = value
     return config
-
-
-class ConfigError(ValueError):
-    """A config that names an unknown key or an impossible value."""
 
 
 def load_config(path: str | os.PathLike) -> dict[str, Any]:

@@ -250,7 +250,8 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     import torch
     from datasets import Dataset
 
-    from ..data.corpus_store import direction_sizes, language_counts, prepare_training_set
+    from ..data.columns import direction_sizes, language_counts
+    from ..data.corpus_store import prepare_training_set
     from ..data.processing import per_direction
     from ..evaluation import copy_baseline, evaluate_model, results_table, save_results, translate
 

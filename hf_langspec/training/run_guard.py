@@ -18,6 +18,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ logger = logging.getLogger(__name__)
 CONFIG_FILE = "experiment_config.json"
 LOCK_FILE = ".hf_langspec.lock"
 # keys that may change between a run and its resumption: they do not change what is trained
-FREE_KEYS = ("output_dir", "evaluation", "translate", "card", "expected", "data.num_proc", "training.logging_steps",
+FREE_KEYS = ("output_dir", "evaluation", "translate", "card", "expected", "data.num_proc", "data.cache_dir", "training.logging_steps",
              "training.logging_strategy", "training.save_steps", "training.save_strategy", "training.save_total_limit",
              "training.disable_tqdm", "training.report_to", "training.dataloader_num_workers",
              "training.include_num_input_tokens_seen",
@@ -54,9 +55,44 @@ def _free(key: str) -> bool:
     return any(under(key, free) for free in FREE_KEYS)
 
 
+# overridable without changing the scores: the keys that do not change the trained model, but for
+# `evaluation` (which sentences and how they are decoded), of which only the batch size is free
+KEEP_SCORES = (*(key for key in FREE_KEYS if key != "evaluation"), "evaluation.batch_size")
+_UNSET = object()  # a key the config does not have
+
+
+def void_expectations(config: dict[str, Any], changes: Mapping[str, Any]) -> str | None:
+    """Drop `config["expected"]` when `changes` (dotted keys -> new values, about to be set) alter what its
+    ranges were measured on; returns the line that says so, or None (no section, or nothing that matters
+    changes: the same value again, a logging or saving setting, new ranges given with the changes)."""
+    if "expected" not in config or any(under(key, "expected") for key in changes):
+        return None
+    changed = [
+        key
+        for key, value in changes.items()
+        if not any(under(key, free) for free in KEEP_SCORES) and _get(config, key) != value
+    ]
+    if not changed:
+        return None
+    del config["expected"]
+    return (
+        f"expected ranges: not checked, they were measured with the config as written and the overrides change "
+        f"{', '.join(changed)} (give new ones with --set expected=...)"
+    )
+
+
+def _get(config: Mapping[str, Any], key: str) -> Any:
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _UNSET
+        node = node[part]
+    return node
+
+
 def check_resumed_config(output_dir: Path, config: dict[str, Any], resume: bool) -> None:
     """Refuse a config that changes what the run in `output_dir` has trained so far (checkpoints or a model)."""
-    from .config import ConfigError
+    from .errors import ConfigError
 
     path = output_dir / CONFIG_FILE
     found = [name for name in ("checkpoints", "model") if (output_dir / name).exists()]
@@ -141,7 +177,7 @@ class RunLock:
                 json.dump(me, handle)
 
     def __enter__(self) -> RunLock:
-        from .config import ConfigError
+        from .errors import ConfigError
 
         me = {**self.me, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
         atexit.register(self.release)

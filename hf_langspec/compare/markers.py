@@ -1,0 +1,37 @@
+"""Where a suite's report goes inside another file (`insert_into`): between `<!-- compare:NAME -->` and
+`<!-- /compare:NAME -->`. Checked when the suite is loaded, written when the report is built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..data.schema import write_atomic
+from ..training.config import ConfigError
+
+
+def _markers(name: str) -> tuple[str, str]:
+    return f"<!-- compare:{name} -->", f"<!-- /compare:{name} -->"
+
+
+def insertion_problem(path: Path, name: str) -> str | None:
+    """Why the report of suite `name` cannot go into `path` (no such file, or no markers), or None."""
+    start, end = _markers(name)
+    content = path.read_text() if path.is_file() else ""
+    if start not in content or end not in content:
+        return f"{path} has no `{start}` ... `{end}` markers; add them where the report should go."
+    return None
+
+
+def insert_markdown(path: Path, name: str, text: str) -> None:
+    """Replace what stands between `<!-- compare:NAME -->` and `<!-- /compare:NAME -->` in `path`."""
+    problem = insertion_problem(path, name)
+    if problem:
+        raise ConfigError(problem)
+    start, end = _markers(name)
+    content = path.read_text()
+    head, rest = content.split(start, 1)
+    _, tail = rest.split(end, 1)
+    write_atomic(path, f"{head}{start}\n{text}{end}{tail}".encode())
+
+
+__all__ = ["insert_markdown", "insertion_problem"]

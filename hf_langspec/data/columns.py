@@ -1,0 +1,104 @@
+"""A corpus's columns as arrays: what the checks, the filters, the tokenizer's sample and the sampler read of a
+corpus on disk without turning its rows into Python objects.
+
+A corpus here is a `datasets.Dataset` with the canonical string columns and `src_hash` / `tgt_hash`
+(`processing.text_hashes` of each side with its language), as `corpus_store.read_corpus` writes it; `as_corpus`
+gives a list of rows the same form in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from datasets import Dataset, Features
+
+from .processing import hash_columns
+from .schema import CANONICAL_COLUMNS, canonical_dataset
+
+HASH_COLUMNS = ("src_hash", "tgt_hash")
+CORPUS_SCHEMA = pa.schema(
+    [*(pa.field(name, pa.string()) for name in CANONICAL_COLUMNS), *(pa.field(h, pa.uint64()) for h in HASH_COLUMNS)]
+)
+CORPUS_FEATURES = Features.from_arrow_schema(CORPUS_SCHEMA)
+
+
+def as_corpus(corpus: Dataset | Sequence[Mapping[str, str]]) -> Dataset:
+    """A corpus with the text-hash columns: a `read_corpus` dataset as it is, canonical rows put in memory."""
+    if isinstance(corpus, Dataset) and {"src_hash", "tgt_hash"} <= set(corpus.column_names):
+        return corpus
+    rows = canonical_dataset(corpus)
+    return rows.map(hash_columns, batched=True, keep_in_memory=True, features=CORPUS_FEATURES)
+
+
+def column(dataset: Dataset, name: str) -> pa.ChunkedArray:
+    """A column as Arrow (zero-copy from the memory map; through the dataset's indices mapping, if any)."""
+    return dataset.with_format("arrow")[name]
+
+
+def direction_sizes(dataset: Dataset) -> dict[str, int]:
+    """Examples per direction `"src-tgt"`, counted over the Arrow columns."""
+    table = pa.table({"s": column(dataset, "src_lang"), "t": column(dataset, "tgt_lang")})
+    counts = table.group_by(["s", "t"]).aggregate([([], "count_all")])
+    return {f"{s}-{t}": n for s, t, n in zip(*(counts.column(i).to_pylist() for i in range(3)), strict=True)}
+
+
+def language_counts(dataset: Dataset) -> dict[str, int]:
+    """Sides per language (a pair counts once for each of its two languages)."""
+    counts: dict[str, int] = {}
+    for name in ("src_lang", "tgt_lang"):
+        for entry in pc.value_counts(column(dataset, name)).to_pylist():
+            counts[entry["values"]] = counts.get(entry["values"], 0) + entry["counts"]
+    return counts
+
+
+def first_occurrence(dataset: Dataset, code: str) -> int:
+    """The index of the first example with `code` on either side."""
+    found = [pc.index(column(dataset, name), code).as_py() for name in ("src_lang", "tgt_lang")]
+    return min(i for i in found if i >= 0)
+
+
+def distinct_texts(dataset: Dataset) -> dict[str, np.ndarray]:
+    """Each language's distinct sentences as positions `2 * row + side` (side 0: src, 1: tgt), in the order of
+    their first occurrence over src, tgt, src, tgt, ...: the order `sentences_by_language` gives them, from the hash
+    columns alone."""
+    hashes = np.empty(2 * len(dataset), dtype=np.uint64)
+    hashes[0::2] = column(dataset, "src_hash").to_numpy()
+    hashes[1::2] = column(dataset, "tgt_hash").to_numpy()
+    _, first = np.unique(hashes, return_index=True)
+    del hashes
+    first.sort()
+    sides = pa.chunked_array([*column(dataset, "src_lang").chunks, *column(dataset, "tgt_lang").chunks], pa.string())
+    languages = pc.dictionary_encode(sides.combine_chunks())
+    codes, index = languages.dictionary.to_pylist(), languages.indices.to_numpy()
+    n = len(dataset)
+    side_language = np.empty(2 * n, dtype=np.int32)
+    side_language[0::2], side_language[1::2] = index[:n], index[n:]
+    of_first = side_language[first]
+    return {code: first[of_first == i] for i, code in enumerate(codes) if (of_first == i).any()}
+
+
+def texts_at(dataset: Dataset, positions: np.ndarray) -> list[str]:
+    """The sentences at positions `2 * row + side`, in the order given."""
+    positions = np.asarray(positions, dtype=np.int64)
+    rows, order = np.unique(positions // 2, return_inverse=True)
+    table = dataset.select_columns(["src", "tgt"]).with_format("arrow")[rows.tolist()] if len(rows) else None
+    src = table.column("src").to_pylist() if table is not None else []
+    tgt = table.column("tgt").to_pylist() if table is not None else []
+    return [tgt[r] if p % 2 else src[r] for p, r in zip(positions.tolist(), order.tolist(), strict=True)]
+
+
+__all__ = [
+    "CORPUS_FEATURES",
+    "CORPUS_SCHEMA",
+    "HASH_COLUMNS",
+    "as_corpus",
+    "column",
+    "direction_sizes",
+    "distinct_texts",
+    "first_occurrence",
+    "language_counts",
+    "texts_at",
+]

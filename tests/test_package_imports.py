@@ -1,0 +1,67 @@
+"""The package map's rule (README, Layout): imports go one way, so there is no import circle, and no module
+imports one of a layer above its own. Read from the source (every `from .x import` / `from ..x import`,
+inside functions too), so a lazy import that closes a circle is caught as well."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "hf_langspec"
+# README: cli -> compare -> training, evaluation, export -> data, tokenization -> modeling
+LAYERS = {"cli": 5, "compare": 4, "training": 3, "evaluation": 3, "export": 3, "data": 2, "tokenization": 2,
+          "modeling": 1}  # fmt: skip
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def relative_imports() -> dict[str, set[str]]:
+    """`{module: modules it imports}` over hf_langspec's own modules (package `__init__` re-exports left out)."""
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or not node.level:
+                continue
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            target = ".".join(base + ([node.module] if node.module else []))
+            named = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in files]
+            for imported in named or ([target] if target in files else []):
+                if imported != name and files[imported].name != "__init__.py":
+                    graph[name].add(imported)
+    return graph
+
+
+def layer(module: str) -> int | None:
+    parts = module.split(".")
+    return LAYERS.get(parts[1]) if len(parts) > 2 else None
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    upward = [
+        f"{module} -> {imported}"
+        for module, imports in relative_imports().items()
+        for imported in imports
+        if layer(module) is not None and layer(imported) is not None and layer(imported) > layer(module)
+    ]
+    assert upward == []
+
+
+def test_there_is_no_import_circle():
+    graph = relative_imports()
+    circles = []
+    for start in graph:  # a path from a module back to itself
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, path = stack.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    circles.append(" -> ".join([*path, start]))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*path, nxt]))
+    assert circles == []
