@@ -84,12 +84,12 @@ def config(work: Path, corpus: Path, test: Path, name: str, tokenizer: Path | No
     return path
 
 
-def measure(command: list[str], env: dict[str, str], log: Path) -> dict[str, float]:
+def measure(command: list[str], env: dict[str, str], log: Path, cwd: Path = ROOT) -> dict[str, float]:
     """Run `command`; the time each marker line first appears and the peak memory of its processes."""
     start = time.perf_counter()
     seen: dict[str, float] = {}
     peak = {"rss": 0, "anon": 0}
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd)
     done = threading.Event()
 
     def sample() -> None:
@@ -174,19 +174,22 @@ def main() -> None:
                 shutil.rmtree(cache, ignore_errors=True)
             tag = name.replace(" ", "-")
             tokenizer = args.work / "runs" / f"{size}-{tokenizer_of}" / "tokenizer" if tokenizer_of else None
+            if f"{size}/{name}" in results:  # resumable: a finished measurement is kept
+                continue
             path = config(args.work, corpus, test, f"{size}-{tag}", tokenizer, args.num_proc)
-            if tag == "cold":
-                path = config(args.work, corpus, test, f"{size}-cold", None, args.num_proc)
             print(f"[{size:,}] {name}", flush=True)
             results[f"{size}/{name}"] = measure([*command, str(path)], env, args.work / f"{size}-{tag}.log")
             if name == "warm":  # the cache of one corpus: read, and tokenized with one tokenizer
                 results[f"{size}/cache bytes"] = _entry_bytes(cache)
             results_file.write_text(json.dumps(results, indent=1))
-        if args.old_tree and size <= args.old_up_to:
+        if args.old_tree and size <= args.old_up_to and f"{size}/old" not in results:
             old_env = {**env, "PYTHONPATH": str(args.old_tree)}
             path = config(args.work, corpus, test, f"{size}-old", None, args.num_proc)
             print(f"[{size:,}] old", flush=True)
-            results[f"{size}/old"] = measure([*cli, str(path)], old_env, args.work / f"{size}-old.log")
+            # run from the old checkout: `python -c` puts the working folder first on sys.path, before PYTHONPATH
+            results[f"{size}/old"] = measure([*cli, str(path)], old_env, args.work / f"{size}-old.log", args.old_tree)
+            if "reusing the tokenized" in (args.work / f"{size}-old.log").read_text():
+                raise RuntimeError("the old run imported this checkout's hf_langspec")
             results_file.write_text(json.dumps(results, indent=1))
         for name in [*(r[0] for r in runs), "old"]:
             if f"{size}/{name}" in results:

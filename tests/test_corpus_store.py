@@ -99,18 +99,18 @@ def reference_sampler(directions, temperature, seed, epoch, lengths=None, batch_
     return indices.tolist()
 
 
+def random_rows(seed: int, directions: list[tuple[str, str]], src_words: int, tgt_words: int) -> list[dict]:
+    rng = random.Random(seed)
+    return [
+        {"src_lang": s, "tgt_lang": t, "src": " ".join(rng.choices(WORDS, k=src_words)),
+         "tgt": " ".join(rng.choices(WORDS, k=tgt_words))}
+        for s, t in directions
+    ]  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def tokenizer():
-    rng = random.Random(0)
-    rows = [
-        {
-            "src_lang": s,
-            "tgt_lang": t,
-            "src": " ".join(rng.choices(WORDS, k=6)),
-            "tgt": " ".join(rng.choices(WORDS, k=5)),
-        }
-        for s, t in [("en", "de"), ("de", "en"), ("en", "fr"), ("fr", "en")] * 50
-    ]
+    rows = random_rows(0, [("en", "de"), ("de", "en"), ("en", "fr"), ("fr", "en")] * 50, 6, 5)
     return train_tokenizer(rows, vocab_size=60, show_progress=False)
 
 
@@ -198,16 +198,7 @@ def test_the_trainer_reads_directions_and_lengths_from_the_arrow_columns(tokeniz
 
 
 def test_the_tokenizer_trained_on_the_corpus_on_disk_is_the_one_trained_on_its_rows(tmp_path):
-    rng = random.Random(2)
-    rows = [
-        {
-            "src_lang": s,
-            "tgt_lang": t,
-            "src": " ".join(rng.choices(WORDS, k=5)),
-            "tgt": " ".join(rng.choices(WORDS, k=4)),
-        }
-        for s, t in [("en", "de"), ("de", "en"), ("en", "fr"), ("fr", "en"), ("en", "de")] * 40
-    ]
+    rows = random_rows(2, [("en", "de"), ("de", "en"), ("en", "fr"), ("fr", "en"), ("en", "de")] * 40, 5, 4)
     corpus = read_corpus([write_jsonl(tmp_path / "t.jsonl", rows)], cache_dir=tmp_path, show_progress=False)
     for sample_size in (30, 5000):  # a sample smaller than the corpus, and one that oversamples
         on_disk = train_tokenizer(corpus, vocab_size=50, sample_size=sample_size, show_progress=False)

@@ -457,17 +457,21 @@ def test_a_changed_tokenizer_setting_is_not_silently_reused(tmp_path):
         run_experiment(_config(tmp_path, tokenizer={"vocab_size": 90}, evaluation={"splits": []}))
 
 
-def test_validation_and_device_settings_may_change_when_a_run_resumes(tmp_path):
+def test_validation_and_device_settings_may_change_when_a_run_resumes(tmp_path, capsys):
     """They do not change what is trained (`run_guard.FREE_KEYS`): a learning curve's run is re-read with other
-    generation settings, a CPU run continues where a GPU is present."""
-    run_experiment(_config(tmp_path, evaluation={"splits": []}))
+    generation settings, a CPU run continues where a GPU is present. The resumed run tokenizes nothing: it maps the
+    training set the first one wrote."""
+    config = _config(tmp_path, evaluation={"splits": []})
+    run_experiment(config)
+    assert "data: wrote the tokenized training set" in capsys.readouterr().out
     changed = {
         "generation_num_beams": 3,
         "generation_max_length": 9,
         "per_device_eval_batch_size": 2,
         "use_cpu": False,
     }
-    run_experiment(_config(tmp_path, evaluation={"splits": []}, training=changed))
+    run_experiment({**config, "training": {**config["training"], **changed}})  # the same files, unchanged
+    assert "data: reusing the tokenized training set" in capsys.readouterr().out
     with pytest.raises(ConfigError, match=r"training.learning_rate"):  # what is trained still may not change
         run_experiment(_config(tmp_path, evaluation={"splits": []}, training={"learning_rate": 0.5}))
 

@@ -110,7 +110,7 @@ def cmd_data_local(args: argparse.Namespace) -> None:
 
 
 def _train_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--train", nargs="+", required=True, help="canonical JSONL/TSV files or *.multiway.jsonl")
+    p.add_argument("--train", nargs="+", required=True, help="canonical JSONL/TSV/Parquet files or *.multiway.jsonl")
     p.add_argument("--output-dir", required=True, type=Path)
     p.add_argument("--force", action="store_true", help="write into --output-dir even if it holds files")
     p.add_argument("--languages", help="tag order (default: sorted codes found in the data)")
@@ -130,14 +130,19 @@ def cmd_train_tokenizer(args: argparse.Namespace) -> None:
     from ..tokenization import train_tokenizer
 
     check_output_dir(args.output_dir, "--output-dir", args.force)  # a model folder's vocabulary is not replaced
-    rows: list[dict[str, str]] = []
-    for path in args.train:
-        if path.endswith(".multiway.jsonl"):  # multi-way records: every ordered pair of their texts
-            from ..data.processing import multiway_pairs
+    if not any(path.endswith(".multiway.jsonl") for path in args.train):
+        from ..data.corpus_store import read_corpus
 
-            rows += multiway_pairs(read_jsonl(path)).to_list()
-        else:
-            rows += load_local(path).to_list()
+        rows = read_corpus(args.train)  # on disk: only the tokenizer's sample is read from it
+    else:
+        rows = []
+        for path in args.train:
+            if path.endswith(".multiway.jsonl"):  # multi-way records: every ordered pair of their texts
+                from ..data.processing import multiway_pairs
+
+                rows += multiway_pairs(read_jsonl(path)).to_list()
+            else:
+                rows += load_local(path).to_list()
     tokenizer = train_tokenizer(
         rows,
         languages=codes(args.languages) if args.languages else None,

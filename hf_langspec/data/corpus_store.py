@@ -11,8 +11,8 @@ pair in lists of dicts); here it never does:
    compare instead of strings). The result is memory-mapped (`Dataset.from_file`).
 2. `prepare_training_set(corpus, tokenizer, ...)`: one batched, multi-process `map` tokenizes every example
    (ids stored as int32); the filters run over columns (`processing.select_pairs`: lengths from
-   the tokenized lists, de-duplication by the hash pair); the kept examples are written contiguously
-   (`save_to_disk`) and memory-mapped. Nothing is tokenized twice. The attention mask, all ones, is not stored:
+   the tokenized lists, de-duplication by the hash pair); the kept examples are written contiguously, a record
+   batch at a time, and memory-mapped. Nothing is tokenized twice. The attention mask, all ones, is not stored:
    the data collator makes it.
 
 Both steps are cached under `cache_root()` (`data.cache_dir`, else `$HF_LANGSPEC_CACHE`, else
@@ -52,8 +52,9 @@ logger = logging.getLogger(__name__)
 
 CACHE_ENV = "HF_LANGSPEC_CACHE"
 # bump when what is written changes: older entries are then never read
-CORPUS_VERSION = 1
-PREPARED_VERSION = 1
+CORPUS_VERSION = 2
+PREPARED_VERSION = 3
+PREPARED_FILE = "train.arrow"
 TOKENIZED_FEATURES = Features(
     {
         "input_ids": List(Value("int32")),
@@ -68,7 +69,10 @@ TOKENIZED_FEATURES = Features(
 TRAINING_COLUMNS = ["input_ids", "labels", "src_lang_ids", "tgt_lang_ids"]
 TRAINING_FEATURES = Features({name: TOKENIZED_FEATURES[name] for name in TRAINING_COLUMNS})
 READ_BATCH = 10_000
-# disk an entry needs, per byte of its input: Arrow strings plus hashes (corpus), ids and mask (prepared)
+# rows per record batch of the files written: long column buffers, so a column is read without the others' pages
+WRITE_BATCH = 100_000
+# disk an entry needs, per byte of its input: Arrow strings plus hashes (corpus); the tokenized set, written twice
+# (all examples, then the kept ones), per byte of the corpus (prepared)
 CORPUS_SPACE_FACTOR = 1.5
 PREPARED_SPACE_FACTOR = 3.0
 
@@ -130,7 +134,7 @@ def _batches(rows: Iterator[dict[str, str]]) -> Iterator[pa.RecordBatch]:
     for row in rows:
         for name in CANONICAL_COLUMNS:
             columns[name].append(row[name])
-        if len(columns["src"]) == READ_BATCH:
+        if len(columns["src"]) == WRITE_BATCH:
             yield _record_batch(columns)
             columns = {name: [] for name in CANONICAL_COLUMNS}
     if columns["src"]:
@@ -318,7 +322,9 @@ def prepare_training_set(
     if (target / "filter_report.json").exists():
         recorded = json.loads((target / "filter_report.json").read_text())
         logger.info("Reusing the tokenized training set in %s", target)
-        return PreparedTrainingSet(load_from_disk(str(target)), FilterReport(**recorded), target, True)
+        return PreparedTrainingSet(
+            Dataset.from_file(str(target / PREPARED_FILE)), FilterReport(**recorded), target, True
+        )
     corpus_bytes = sum(Path(f["filename"]).stat().st_size for f in corpus.cache_files)
     check_space(root, int(corpus_bytes * PREPARED_SPACE_FACTOR), "tokenizing the training set")
     (root / "prepared").mkdir(parents=True, exist_ok=True)
@@ -335,27 +341,65 @@ def prepare_training_set(
             new_fingerprint=f"{key}-tokenized",
             desc="tokenizing train",
         )
-        extra_src, extra_tgt = special_counts(tokenizer)
-        columns = PairColumns(
-            src_len=pc.list_value_length(column(tokenized, "input_ids")).to_numpy() - extra_src,
-            tgt_len=pc.list_value_length(column(tokenized, "labels")).to_numpy() - extra_tgt,
-            blank=column(tokenized, "blank").to_numpy(zero_copy_only=False),
-            src_hash=column(tokenized, "src_hash").to_numpy(),
-            tgt_hash=column(tokenized, "tgt_hash").to_numpy(),
-        )
+        files = [f["filename"] for f in tokenized.cache_files]
+        columns = _pair_columns(files, *special_counts(tokenizer))
         kept, report = select_pairs(columns, max_length=max_length, excluded_hashes=excluded)
         del columns
-        if not len(kept):  # nothing to cache: the caller says what the filters removed
-            empty = Dataset.from_dict({name: [] for name in TRAINING_COLUMNS}, features=TRAINING_FEATURES)
-            return PreparedTrainingSet(empty, report, target, False)
-        final = tokenized.select(kept).select_columns(TRAINING_COLUMNS)
-        final.save_to_disk(str(work / "set"))
+        (work / "set").mkdir()
+        _write_kept(files, kept, work / "set" / PREPARED_FILE)
         (work / "set" / "filter_report.json").write_text(json.dumps({"kept": report.kept, "removed": report.removed}))
-        del tokenized, final
+        del tokenized
         _publish(work / "set", target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return PreparedTrainingSet(load_from_disk(str(target)), report, target, False)
+    return PreparedTrainingSet(Dataset.from_file(str(target / PREPARED_FILE)), report, target, False)
+
+
+def _stream(files: list[str]) -> Iterator[pa.RecordBatch]:
+    """The record batches of Arrow stream files, read rather than memory-mapped (see `_write_kept`)."""
+    for file in files:
+        with pa.OSFile(file) as source:
+            yield from pa.ipc.open_stream(source)
+
+
+def _pair_columns(files: list[str], extra_src: int, extra_tgt: int) -> PairColumns:
+    """What the filters read of the tokenized examples: lengths in pieces (the list lengths less the tokens the
+    tokenizer adds), blank sides and hashes."""
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in ("src_len", "tgt_len", "blank", *HASH_COLUMNS)}
+    for batch in _stream(files):
+        parts["src_len"].append(pc.list_value_length(batch.column("input_ids")).to_numpy() - extra_src)
+        parts["tgt_len"].append(pc.list_value_length(batch.column("labels")).to_numpy() - extra_tgt)
+        parts["blank"].append(batch.column("blank").to_numpy(zero_copy_only=False))
+        for name in HASH_COLUMNS:
+            parts[name].append(batch.column(name).to_numpy())
+    return PairColumns(**{name: np.concatenate(chunks) for name, chunks in parts.items()})
+
+
+def _write_kept(files: list[str], kept: np.ndarray, target: Path) -> None:
+    """The training columns of the rows `kept` (ascending indexes over the concatenated Arrow stream `files`) into
+    one Arrow file, a record batch at a time. The files are read, not memory-mapped: the pages of the whole
+    tokenized set never count in this process's resident memory."""
+    schema = TRAINING_FEATURES.arrow_schema
+    start, pending = 0, []
+    with pa.OSFile(str(target), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+
+        def flush() -> None:
+            # one record batch of many rows: each column is then one long buffer, so reading the small ones (language
+            # ids, list offsets: what the sampler reads) touches their pages only, not pages spread over the file
+            if pending:
+                writer.write_table(pa.Table.from_batches(pending, schema).combine_chunks())
+                pending.clear()
+
+        for batch in _stream(files):
+            end = start + batch.num_rows
+            rows = kept[np.searchsorted(kept, start) : np.searchsorted(kept, end)] - start
+            if len(rows):
+                taken = [batch.column(name).take(pa.array(rows)) for name in TRAINING_COLUMNS]
+                pending.append(pa.RecordBatch.from_arrays(taken, schema=schema))
+            if sum(b.num_rows for b in pending) >= WRITE_BATCH:
+                flush()
+            start = end
+        flush()
 
 
 class _Encoder:

@@ -69,11 +69,14 @@ class TemperatureSampler(Sampler[int]):
         self.directions = sorted(labels, key=str)
         by_direction = np.argsort(code, kind="stable")
         counts = np.bincount(code, minlength=len(labels))
+        # narrow integers throughout: at 110M examples every byte per example is 110 MB per process
+        self.index_dtype = np.int32 if len(directions) < 2**31 else np.int64
+        by_direction = by_direction.astype(self.index_dtype)
         self.groups = [torch.from_numpy(g) for g in np.split(by_direction, np.cumsum(counts)[:-1])]
         self.sizes = torch.tensor(counts, dtype=torch.float64)
         if lengths is not None and (batch_size is None or len(lengths) != len(directions)):
             raise ValueError("Grouping by length needs batch_size and one length per example.")
-        self.lengths = None if lengths is None else torch.as_tensor(np.asarray(lengths, dtype=np.int64))
+        self.lengths = None if lengths is None else np.asarray(lengths).astype(np.int32)
         self.megabatch = None if lengths is None else batch_size * megabatch_size
 
     def set_epoch(self, epoch: int) -> None:
@@ -95,25 +98,34 @@ class TemperatureSampler(Sampler[int]):
     def __iter__(self) -> Iterator[int]:
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
         probs = torch.tensor(list(self.probabilities().values()), dtype=torch.float64)
-        choices = torch.multinomial(probs, self.num_samples, replacement=True, generator=generator)
-        counts = torch.bincount(choices, minlength=len(self.groups)).tolist()
-        picked: list[torch.Tensor] = []
+        drawn = torch.multinomial(probs, self.num_samples, replacement=True, generator=generator)
+        counts = torch.bincount(drawn, minlength=len(self.groups)).tolist()
+        choices = drawn.numpy().astype(np.int16 if len(self.groups) < 2**15 else np.int32)
+        del drawn
+        picked: list[np.ndarray] = []
         for group, count in zip(self.groups, counts, strict=True):
             repeats = -(-count // len(group))  # cycle a permutation when the direction is oversampled
             order = torch.cat([group[torch.randperm(len(group), generator=generator)] for _ in range(max(repeats, 1))])
-            picked.append(order[:count])
-        # put the per-direction draws back in the order the directions were drawn
-        slots = torch.argsort(choices, stable=True)
-        indices = torch.empty(self.num_samples, dtype=torch.long)
-        indices[slots] = torch.cat(picked)
+            picked.append(order[:count].numpy())
+        # put the per-direction draws back in the order the directions were drawn (a stable sort: the same
+        # permutation in numpy as in torch, and a radix sort on 16-bit keys)
+        indices = np.empty(self.num_samples, dtype=self.index_dtype)
+        indices[np.argsort(choices, kind="stable")] = np.concatenate(picked)
+        del choices, picked
         if self.lengths is not None:
-            # longest first within each mega-batch, ties in draw order: one stable sort on (mega-batch, -length)
-            longest = int(self.lengths.max()) + 1
-            megabatch = torch.arange(self.num_samples) // self.megabatch
-            indices = indices[torch.argsort(megabatch * longest + (longest - 1 - self.lengths[indices]), stable=True)]
+            indices = self._longest_first(indices)
         # a chunk at a time: a list of every index would cost ~40 bytes an example (4 GB at OPUS-100's size)
-        for chunk in indices.split(1 << 16):
-            yield from chunk.tolist()
+        for start in range(0, self.num_samples, 1 << 16):
+            yield from indices[start : start + (1 << 16)].tolist()
+
+    def _longest_first(self, indices: np.ndarray) -> np.ndarray:
+        """Each mega-batch of draws sorted by length, longest first, ties in draw order."""
+        full = len(indices) // self.megabatch * self.megabatch
+        head = indices[:full].reshape(-1, self.megabatch)
+        head = np.take_along_axis(head, np.argsort(-self.lengths[head], axis=1, kind="stable"), axis=1)
+        tail = indices[full:]
+        tail = tail[np.argsort(-self.lengths[tail], kind="stable")]
+        return np.concatenate([head.reshape(-1), tail])
 
     def __len__(self) -> int:
         return self.num_samples
