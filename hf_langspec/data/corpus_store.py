@@ -26,6 +26,7 @@ A corpus the cache's disk cannot hold is refused, before any work, with the spac
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -234,6 +235,19 @@ def read_corpus(
     return Dataset.from_file(str(target / "corpus.arrow"))
 
 
+@contextlib.contextmanager
+def _progress_bars(show: bool) -> Iterator[None]:
+    """datasets' progress bars as `show` says (they are a global switch), restored after."""
+    import datasets
+
+    was = datasets.is_progress_bar_enabled()
+    (datasets.enable_progress_bars if show else datasets.disable_progress_bars)()
+    try:
+        yield
+    finally:
+        (datasets.enable_progress_bars if was else datasets.disable_progress_bars)()
+
+
 def _progress(show: bool, desc: str, unit: str):
     from tqdm.auto import tqdm
 
@@ -331,16 +345,17 @@ def prepare_training_set(
     work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root / "prepared"))
     try:
         source = corpus.select(direction_order(corpus, cap)) if cap else corpus
-        tokenized = source.map(
-            _Encoder(tokenizer),
-            batched=True,
-            num_proc=num_proc,
-            remove_columns=corpus.column_names,
-            features=TOKENIZED_FEATURES,
-            cache_file_name=str(work / "tokenized.arrow"),
-            new_fingerprint=f"{key}-tokenized",
-            desc="tokenizing train",
-        )
+        with _progress_bars(show_progress):
+            tokenized = source.map(
+                _Encoder(tokenizer),
+                batched=True,
+                num_proc=num_proc,
+                remove_columns=corpus.column_names,
+                features=TOKENIZED_FEATURES,
+                cache_file_name=str(work / "tokenized.arrow"),
+                new_fingerprint=f"{key}-tokenized",
+                desc="tokenizing train",
+            )
         files = [f["filename"] for f in tokenized.cache_files]
         columns = _pair_columns(files, *special_counts(tokenizer))
         kept, report = select_pairs(columns, max_length=max_length, excluded_hashes=excluded)
@@ -370,8 +385,8 @@ def _pair_columns(files: list[str], extra_src: int, extra_tgt: int) -> PairColum
         parts["src_len"].append(pc.list_value_length(batch.column("input_ids")).to_numpy() - extra_src)
         parts["tgt_len"].append(pc.list_value_length(batch.column("labels")).to_numpy() - extra_tgt)
         parts["blank"].append(batch.column("blank").to_numpy(zero_copy_only=False))
-        for name in HASH_COLUMNS:
-            parts[name].append(batch.column(name).to_numpy())
+        for name in HASH_COLUMNS:  # a copy: a view would keep the batch's whole buffer (the ids too) alive
+            parts[name].append(batch.column(name).to_numpy().copy())
     return PairColumns(**{name: np.concatenate(chunks) for name, chunks in parts.items()})
 
 
