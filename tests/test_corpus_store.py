@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import DataCollatorForSeq2Seq
 
+from hf_langspec.data.columns import texts_at
 from hf_langspec.data.corpus_store import (
     CacheSpaceError,
     direction_order,
@@ -218,6 +219,11 @@ def test_capped_directions_keep_the_first_examples_of_each_in_first_seen_order(t
         assert [corpus[i]["src"] for i in order] == [r["src"] for r in reference_cap(rows, cap)]
     with pytest.raises(ValueError, match=r"names \['es-en'\], which have no training data"):
         direction_order(corpus, {"es-en": 3})
+    # the tokenizer's sample reads its sentences from the files, also through a capped view's indices
+    view = corpus.select(direction_order(corpus, 7))
+    positions = np.array([9, 0, 17, 4, 9, 1])
+    expected = [[view[int(p) // 2]["src"], view[int(p) // 2]["tgt"]][int(p) % 2] for p in positions]
+    assert texts_at(view, positions) == expected
 
 
 def test_the_cache_is_reused_for_the_same_inputs_and_rebuilt_when_they_change(tokenizer, tmp_path):

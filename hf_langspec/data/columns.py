@@ -84,10 +84,35 @@ def texts_at(dataset: Dataset, positions: np.ndarray) -> list[str]:
     """The sentences at positions `2 * row + side`, in the order given."""
     positions = np.asarray(positions, dtype=np.int64)
     rows, order = np.unique(positions // 2, return_inverse=True)
-    table = dataset.select_columns(["src", "tgt"]).with_format("arrow")[rows.tolist()] if len(rows) else None
-    src = table.column("src").to_pylist() if table is not None else []
-    tgt = table.column("tgt").to_pylist() if table is not None else []
+    table = _rows(dataset, rows)
+    src, tgt = table.column("src").to_pylist(), table.column("tgt").to_pylist()
     return [tgt[r] if p % 2 else src[r] for p, r in zip(positions.tolist(), order.tolist(), strict=True)]
+
+
+def _rows(dataset: Dataset, rows: np.ndarray) -> pa.Table:
+    """The `src` / `tgt` of ascending `rows`. From a corpus on disk they are read in one pass over its Arrow files,
+    not through its memory map: a sample spread over a corpus would otherwise map in nearly all of its pages (the
+    tokenizer's 200,000 sentences of a 10M-pair corpus: 2.3 GB of resident memory)."""
+    files = [f["filename"] for f in dataset.cache_files]
+    if not files or not len(rows):
+        return dataset.select_columns(["src", "tgt"]).with_format("arrow")[rows.tolist()]
+    indices = getattr(dataset, "_indices", None)  # a view (`select`): its rows in the files' numbering
+    wanted = rows if indices is None else indices.column(0).to_numpy()[rows]
+    order = np.argsort(wanted, kind="stable")
+    wanted = wanted[order]
+    parts, start = [], 0
+    for file in files:
+        with pa.OSFile(file) as source:
+            for batch in pa.ipc.open_stream(source):
+                end = start + batch.num_rows
+                local = wanted[np.searchsorted(wanted, start) : np.searchsorted(wanted, end)] - start
+                if len(local):
+                    parts.append(
+                        pa.table([batch.column("src").take(local), batch.column("tgt").take(local)], ["src", "tgt"])
+                    )
+                start = end
+    table = pa.concat_tables(parts)
+    return table.take(np.argsort(order))  # back in the order of `rows`
 
 
 __all__ = [
