@@ -164,18 +164,19 @@ def main() -> None:
         corpus = args.work / f"corpus-{size}.jsonl"
         write_corpus(corpus, size, args.languages)
         cache = args.work / f"cache-{size}"
-        shutil.rmtree(cache, ignore_errors=True)
+        if f"{size}/cold" not in results:  # a cold start: no cache (kept when resuming after it)
+            shutil.rmtree(cache, ignore_errors=True)
         env = {**os.environ, "HF_LANGSPEC_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
         runs = [("cold", cli, None), ("warm", cli, "cold")]
         if not args.no_launch:
             runs += [("launch x2 cold", launch, "cold"), ("launch x2 warm", launch, "cold")]
         for name, command, tokenizer_of in runs:
+            if f"{size}/{name}" in results:  # resumable: a finished measurement is kept
+                continue
             if name == "launch x2 cold":
                 shutil.rmtree(cache, ignore_errors=True)
             tag = name.replace(" ", "-")
             tokenizer = args.work / "runs" / f"{size}-{tokenizer_of}" / "tokenizer" if tokenizer_of else None
-            if f"{size}/{name}" in results:  # resumable: a finished measurement is kept
-                continue
             path = config(args.work, corpus, test, f"{size}-{tag}", tokenizer, args.num_proc)
             print(f"[{size:,}] {name}", flush=True)
             results[f"{size}/{name}"] = measure([*command, str(path)], env, args.work / f"{size}-{tag}.log")
