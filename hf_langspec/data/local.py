@@ -42,8 +42,9 @@ def check_row(row: dict, where: str) -> dict[str, str]:
     """
     src_lang, tgt_lang, src, tgt = (row.get(c) for c in CANONICAL_COLUMNS) if isinstance(row, dict) else (None,) * 4
     if (
-        src_lang in _CHECKED_CODES and tgt_lang in _CHECKED_CODES and src_lang != tgt_lang and src_lang != "src_lang"
-        and type(src) is str and type(tgt) is str and src.strip() and tgt.strip()
+        type(src_lang) is str and type(tgt_lang) is str and type(src) is str and type(tgt) is str
+        and src_lang in _CHECKED_CODES and tgt_lang in _CHECKED_CODES and src_lang != tgt_lang
+        and src_lang != "src_lang" and src.strip() and tgt.strip()
     ):  # fmt: skip
         return {"src_lang": src_lang, "tgt_lang": tgt_lang, "src": src, "tgt": tgt}
     checked = _check_row_fully(row, where)
