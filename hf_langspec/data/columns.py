@@ -8,7 +8,7 @@ gives a list of rows the same form in memory.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -99,20 +99,30 @@ def _rows(dataset: Dataset, rows: np.ndarray) -> pa.Table:
     indices = getattr(dataset, "_indices", None)  # a view (`select`): its rows in the files' numbering
     wanted = rows if indices is None else indices.column(0).to_numpy()[rows]
     order = np.argsort(wanted, kind="stable")
-    wanted = wanted[order]
-    parts, start = [], 0
+    parts = [
+        pa.table([batch.column("src").take(local), batch.column("tgt").take(local)], ["src", "tgt"])
+        for batch, local in batch_rows(files, wanted[order])
+        if len(local)
+    ]
+    return pa.concat_tables(parts).take(np.argsort(order))  # back in the order of `rows`
+
+
+def stream_batches(files: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    """The record batches of Arrow stream files, read rather than memory-mapped, so that a pass over a whole
+    corpus never counts its pages in this process's resident memory."""
     for file in files:
         with pa.OSFile(file) as source:
-            for batch in pa.ipc.open_stream(source):
-                end = start + batch.num_rows
-                local = wanted[np.searchsorted(wanted, start) : np.searchsorted(wanted, end)] - start
-                if len(local):
-                    parts.append(
-                        pa.table([batch.column("src").take(local), batch.column("tgt").take(local)], ["src", "tgt"])
-                    )
-                start = end
-    table = pa.concat_tables(parts)
-    return table.take(np.argsort(order))  # back in the order of `rows`
+            yield from pa.ipc.open_stream(source)
+
+
+def batch_rows(files: Sequence[str], rows: np.ndarray) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+    """Each record batch of `files` (`stream_batches`) with the ascending `rows`, numbered over the files'
+    concatenation, that fall in it, as indexes into the batch."""
+    start = 0
+    for batch in stream_batches(files):
+        end = start + batch.num_rows
+        yield batch, rows[np.searchsorted(rows, start) : np.searchsorted(rows, end)] - start
+        start = end
 
 
 __all__ = [
@@ -120,10 +130,12 @@ __all__ = [
     "CORPUS_SCHEMA",
     "HASH_COLUMNS",
     "as_corpus",
+    "batch_rows",
     "column",
     "direction_sizes",
     "distinct_texts",
     "first_occurrence",
     "language_counts",
+    "stream_batches",
     "texts_at",
 ]

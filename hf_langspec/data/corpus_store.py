@@ -44,9 +44,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, Features, List, Value, load_from_disk
 
-from .columns import CORPUS_SCHEMA, HASH_COLUMNS, column
+from .columns import CORPUS_SCHEMA, HASH_COLUMNS, batch_rows, column, stream_batches
 from .local import check_row, iter_rows
-from .processing import FilterReport, PairColumns, blank_sides, select_pairs, text_hashes
+from .processing import FilterReport, PairColumns, blank_sides, hash_columns, select_pairs
 from .schema import CANONICAL_COLUMNS
 
 logger = logging.getLogger(__name__)
@@ -143,11 +143,7 @@ def _batches(rows: Iterator[dict[str, str]]) -> Iterator[pa.RecordBatch]:
 
 
 def _record_batch(columns: dict[str, list[str]]) -> pa.RecordBatch:
-    hashes = {
-        "src_hash": text_hashes(columns["src_lang"], columns["src"]),
-        "tgt_hash": text_hashes(columns["tgt_lang"], columns["tgt"]),
-    }
-    return pa.record_batch({**columns, **hashes}, schema=CORPUS_SCHEMA)
+    return pa.record_batch({**columns, **hash_columns(columns)}, schema=CORPUS_SCHEMA)
 
 
 def corpus_rows(path: str | os.PathLike) -> Iterator[dict[str, str]]:
@@ -370,18 +366,11 @@ def prepare_training_set(
     return PreparedTrainingSet(Dataset.from_file(str(target / PREPARED_FILE)), report, target, False)
 
 
-def _stream(files: list[str]) -> Iterator[pa.RecordBatch]:
-    """The record batches of Arrow stream files, read rather than memory-mapped (see `_write_kept`)."""
-    for file in files:
-        with pa.OSFile(file) as source:
-            yield from pa.ipc.open_stream(source)
-
-
 def _pair_columns(files: list[str], extra_src: int, extra_tgt: int) -> PairColumns:
     """What the filters read of the tokenized examples: lengths in pieces (the list lengths less the tokens the
     tokenizer adds), blank sides and hashes."""
     parts: dict[str, list[np.ndarray]] = {name: [] for name in ("src_len", "tgt_len", "blank", *HASH_COLUMNS)}
-    for batch in _stream(files):
+    for batch in stream_batches(files):
         parts["src_len"].append(pc.list_value_length(batch.column("input_ids")).to_numpy() - extra_src)
         parts["tgt_len"].append(pc.list_value_length(batch.column("labels")).to_numpy() - extra_tgt)
         parts["blank"].append(batch.column("blank").to_numpy(zero_copy_only=False))
@@ -395,7 +384,7 @@ def _write_kept(files: list[str], kept: np.ndarray, target: Path) -> None:
     one Arrow file, a record batch at a time. The files are read, not memory-mapped: the pages of the whole
     tokenized set never count in this process's resident memory."""
     schema = TRAINING_FEATURES.arrow_schema
-    start, pending = 0, []
+    pending: list[pa.RecordBatch] = []
     with pa.OSFile(str(target), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
 
         def flush() -> None:
@@ -405,15 +394,12 @@ def _write_kept(files: list[str], kept: np.ndarray, target: Path) -> None:
                 writer.write_table(pa.Table.from_batches(pending, schema).combine_chunks())
                 pending.clear()
 
-        for batch in _stream(files):
-            end = start + batch.num_rows
-            rows = kept[np.searchsorted(kept, start) : np.searchsorted(kept, end)] - start
+        for batch, rows in batch_rows(files, kept):
             if len(rows):
                 taken = [batch.column(name).take(pa.array(rows)) for name in TRAINING_COLUMNS]
                 pending.append(pa.RecordBatch.from_arrays(taken, schema=schema))
             if sum(b.num_rows for b in pending) >= WRITE_BATCH:
                 flush()
-            start = end
         flush()
 
 
