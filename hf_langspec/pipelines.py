@@ -23,6 +23,7 @@ from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .data.schema import check_not_same_language
+from .tokenization.tokenization_langspec import encode_with_template
 
 TASK = "langspec-translation"
 
@@ -109,8 +110,12 @@ class LangSpecTranslationPipeline(Pipeline):
             check_not_same_language(src_lang, tgt_lang, config)
         if hasattr(self.tokenizer, "lang_tag_style"):  # a LangSpecTokenizer applies tags and ids itself
             return self.tokenizer(text, src_lang=src_lang, tgt_lang=tgt_lang, return_tensors="pt")
-        encoded = self.tokenizer(text, return_tensors="pt")
-        if config.languages:
+        if getattr(self.tokenizer, "is_fast", False):  # the text read as text, never as control tokens
+            ids = torch.tensor(encode_with_template(self.tokenizer, [text]))
+            encoded = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        else:  # a SentencePiece tokenizer never reads its control symbols from text
+            encoded = self.tokenizer(text, return_tensors="pt", split_special_tokens=True)
+        if getattr(config, "languages", None):  # a plain model (a folded direction) has no language contract
             if tgt_lang is None:
                 raise ValueError(
                     f"Pass tgt_lang=<code> (one of {config.languages}) to translate with this multilingual model."

@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, Features, List, Value, load_from_disk
 
+from ..tokenization.tokenization_langspec import encode_text
 from .columns import CORPUS_SCHEMA, HASH_COLUMNS, batch_rows, column, stream_batches
 from .local import check_row, iter_rows
 from .processing import FilterReport, PairColumns, blank_sides, hash_columns, select_pairs
@@ -54,7 +55,7 @@ logger = logging.getLogger(__name__)
 CACHE_ENV = "HF_LANGSPEC_CACHE"
 # bump when what is written changes: older entries are then never read
 CORPUS_VERSION = 2
-PREPARED_VERSION = 3
+PREPARED_VERSION = 4  # 4: control-token strings in text are spelled out (tokenization_langspec.encode_text)
 PREPARED_FILE = "train.arrow"
 TOKENIZED_FEATURES = Features(
     {
@@ -411,14 +412,13 @@ class _Encoder:
 
     def __init__(self, tokenizer: Any):
         self.tokenizer = tokenizer
-        self.backend = tokenizer.backend_tokenizer
         self.tags = np.asarray(tokenizer.lang_tag_token_ids, dtype=np.int32)
         self.eos = tokenizer.eos_token_id
         self.codes = {code: i for i, code in enumerate(tokenizer.languages)}
 
     def _side(self, texts: list[str], tags: np.ndarray | None) -> pa.ListArray:
         """`[tag] pieces </s>` per text (no tag when `tags` is None) as one list<int32> array."""
-        pieces = [e.ids for e in self.backend.encode_batch(texts, add_special_tokens=False)]
+        pieces = encode_text(self.tokenizer, texts)
         lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
         extra = 1 + (tags is not None)
         offsets = np.zeros(len(pieces) + 1, dtype=np.int32)

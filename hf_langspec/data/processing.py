@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from datasets import Dataset
 
+from ..tokenization.tokenization_langspec import encode_text
 from .schema import CANONICAL_COLUMNS, canonical_dataset, split_direction
 
 
@@ -110,10 +111,9 @@ def _word_lengths(texts: list[str]) -> list[int]:
 
 def subword_lengths(tokenizer: Any) -> Callable[[list[str]], list[int]]:
     """Lengths in subwords with a fast tokenizer (no special tokens)."""
-    backend = tokenizer.backend_tokenizer
 
     def lengths(texts: list[str]) -> list[int]:
-        return [len(e.ids) for e in backend.encode_batch(texts, add_special_tokens=False)]
+        return [len(ids) for ids in encode_text(tokenizer, texts)]
 
     return lengths
 

@@ -21,9 +21,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..tokenization.tokenization_langspec import encode_text
+
 
 def _word_vector(model: Any, tokenizer: Any, word: str) -> torch.Tensor:
-    ids = tokenizer.backend_tokenizer.encode(word, add_special_tokens=False).ids
+    ids = encode_text(tokenizer, [word])[0]
     if not ids:
         raise ValueError(f"{word!r} has no pieces in this tokenizer's vocabulary.")
     embeddings = model.get_input_embeddings().weight[ids]

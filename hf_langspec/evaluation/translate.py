@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 
 from ..data.schema import check_not_same_language
 from ..pipelines import group_by_target
+from ..tokenization.tokenization_langspec import encode_text
 
 logger = logging.getLogger(__name__)
 UNKNOWN_WARNING_RATE = 0.01  # warn when more than 1% of the input's subwords are <unk>: the vocabulary lacks a script
@@ -107,8 +108,8 @@ def _warn_about_inputs(tokenizer: Any, texts: list[str], max_source_length: int 
     """Warn about what the model will not see as written: truncated texts and unknown subwords."""
     if not texts:
         return
-    encodings = tokenizer.backend_tokenizer.encode_batch(texts, add_special_tokens=False)
-    lengths = [len(e.ids) for e in encodings]
+    encodings = encode_text(tokenizer, texts)
+    lengths = [len(ids) for ids in encodings]
     if max_source_length is not None:
         room = max_source_length - _special_tokens(tokenizer)
         long = [length for length in lengths if length > room]
@@ -119,7 +120,7 @@ def _warn_about_inputs(tokenizer: Any, texts: list[str], max_source_length: int 
             )
             warnings.warn(message, stacklevel=3)
             logger.warning(message)
-    unknown = sum(e.ids.count(tokenizer.unk_token_id) for e in encodings)
+    unknown = sum(ids.count(tokenizer.unk_token_id) for ids in encodings)
     total = sum(lengths)
     if total and unknown / total > UNKNOWN_WARNING_RATE:
         message = (

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.schema import check_not_same_language, check_output_dir, write_atomic
+from ..tokenization.tokenization_langspec import encode_with_template
 
 CT2_MISSING = (
     "CTranslate2 export needs the `ctranslate2` package: pip install 'hf_langspec[export]' (or ctranslate2>=4)."
@@ -302,7 +303,7 @@ def translate_ctranslate2(
     `max_batch_size=ceil(len(texts) / cores)`: on 2 cores that halved beam-4 decoding of 32 sentences
     (benchmarks/bench_serving.py).
     """
-    sources = [tokenizer.convert_ids_to_tokens(ids) for ids in tokenizer(texts)["input_ids"]]
+    sources = [tokenizer.convert_ids_to_tokens(ids) for ids in encode_with_template(tokenizer, texts)]
     prefix = [[forced_first_token]] * len(texts) if forced_first_token else None
     options.setdefault("min_decoding_length", 0)  # as transformers: </s> may come first (CTranslate2's default is 1)
     results = translator.translate_batch(

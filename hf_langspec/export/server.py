@@ -36,6 +36,7 @@ from typing import Any
 
 from ..data.schema import split_direction
 from ..model_folder import json_problem
+from ..tokenization.tokenization_langspec import encode_with_template
 from .ct2 import DIRECTION_FILE, generation_budget, translate_ctranslate2
 
 logger = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ class CTranslate2Backend:
         return sorted(self.translators)
 
     def source_lengths(self, direction: str, texts: Sequence[str]) -> list[int]:
-        return [len(ids) for ids in self.tokenizers[direction](list(texts))["input_ids"]]
+        return [len(ids) for ids in encode_with_template(self.tokenizers[direction], list(texts))]
 
     def max_source_tokens(self, direction: str) -> int:
         return self.settings[direction]["max_source_tokens"]

@@ -26,7 +26,10 @@ backbone features Marian / M2M100 lack (embedding LayerNorm, a removed residual,
 The target model follows the backbone: post-norm with `position_embedding_type="sinusoidal_marian"` ->
 `MarianMTModel`; pre-norm with fairseq sinusoids (`"sinusoidal"`) -> `M2M100ForConditionalGeneration`.
 The tokenizer becomes a plain `PreTrainedTokenizerFast` that adds the direction's source tag itself;
-with target tags the generation config forces the tag as the first token.
+with target tags the generation config forces the tag as the first token. It is saved with
+`split_special_tokens=True`, so transformers never matches a tag or `</s>` written in the text; a unigram
+vocabulary still holds those pieces, and only the package's readers (`encode_with_template`: the pipeline,
+`translate_ctranslate2`, `hf-langspec serve`) also keep its subword model from choosing them.
 """
 
 from __future__ import annotations
@@ -170,6 +173,7 @@ def specialize_tokenizer(tokenizer: Any, src_lang: str, tgt_lang: str) -> PreTra
         unk_token=tokenizer.unk_token,
         pad_token=tokenizer.pad_token,
         additional_special_tokens=[tokenizer.lang_tag(code) for code in tokenizer.languages],
+        split_special_tokens=True,  # transformers then never matches a tag or </s> written in the text
     )
     plain.model_input_names = ["input_ids", "attention_mask"]
     return plain

@@ -9,8 +9,11 @@ target-language tag goes:
 * `target`: source `source </s>`, labels `<2tgt> target </s>` (the model starts decoding from `[</s>, <2tgt>]`);
 * `none`: no tag; language-specific modules alone steer.
 
-Tags are special tokens and are never part of decoded text. This file imports only
-transformers and tokenizers, so `save_pretrained` can ship it as remote code.
+Tags are special tokens and are never part of decoded text. Nor are they ever read from text: a literal
+`<2fr>`, `</s>` or `<pad>` inside a sentence is encoded as the characters it is made of (`encode_text`), so
+no text (a training sentence, a request to `hf-langspec serve`) can switch the output language or end its
+input early; only the code puts control tokens in a sequence. This file imports only transformers and
+tokenizers, so `save_pretrained` can ship it as remote code.
 """
 
 from __future__ import annotations
@@ -24,6 +27,78 @@ from transformers import BatchEncoding, PreTrainedTokenizerFast
 
 TAG_STYLES = ("source", "target", "none")
 SPECIAL_TOKENS = {"bos_token": "<s>", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}
+
+
+def control_token_ids(tokenizer: PreTrainedTokenizerFast) -> frozenset[int]:
+    """The ids only code may put in a sequence: every special token (language tags, `<s>`, `</s>`, `<pad>`,
+    `<mask>`) except `<unk>`, which also stands for the characters a vocabulary lacks."""
+    ids = set(tokenizer.all_special_ids)
+    ids.update(i for i, token in tokenizer.added_tokens_decoder.items() if token.special)
+    ids.update(getattr(tokenizer, "lang_tag_token_ids", ()))
+    ids.discard(tokenizer.unk_token_id)
+    return frozenset(ids)
+
+
+def encode_text(
+    tokenizer: PreTrainedTokenizerFast, texts: Sequence[str], controls: frozenset[int] | None = None
+) -> list[list[int]]:
+    """The subword ids of each text read as text, with no special tokens added.
+
+    Two mechanisms would otherwise turn text into control tokens: the backend's added-token matcher (off here:
+    `encode_special_tokens`) and the subword model itself, whose vocabulary holds the special pieces (a unigram
+    model scores them 0, its best score, and picks `<2fr>` as one piece). A piece the model produced with a
+    control id is spelled out character by character (each character's piece, or `<unk>`), the one
+    segmentation of that text that cannot contain it. Works for any fast tokenizer (the package's, or the plain
+    one `specialize` exports); `controls` defaults to `control_token_ids(tokenizer)`.
+    """
+    backend = tokenizer.backend_tokenizer
+    if controls is None:
+        controls = getattr(tokenizer, "_control_ids", None) or control_token_ids(tokenizer)
+    # transformers leaves its last call's settings on the backend (split_special_tokens, padding to the longest,
+    # truncation): text alone is wanted here, each piece once; its next call sets them again as it needs them
+    backend.encode_special_tokens = True
+    if backend.padding is not None:
+        backend.no_padding()
+    if backend.truncation is not None:
+        backend.no_truncation()
+    encodings = backend.encode_batch(list(texts), add_special_tokens=False)
+    unk = tokenizer.unk_token_id
+    return [
+        e.ids if controls.isdisjoint(e.ids) else spell_out_controls(backend, e.ids, e.tokens, controls, unk)
+        for e in encodings
+    ]
+
+
+def encode_with_template(tokenizer: PreTrainedTokenizerFast, texts: Sequence[str]) -> list[list[int]]:
+    """`tokenizer(texts)["input_ids"]` for a plain fast tokenizer, whose post-processor adds the special tokens
+    (for example `specialize`'s `<2de> $A </s>`), with each text read as text (`encode_text`)."""
+    probe = tokenizer.backend_tokenizer.encode("a", add_special_tokens=True)
+    marks = probe.special_tokens_mask
+    first = marks.index(0) if 0 in marks else len(marks)  # the specials before the text, and those after it
+    last = len(marks) - marks[::-1].index(0) if 0 in marks else len(marks)
+    prefix, suffix = probe.ids[:first], probe.ids[last:]
+    return [prefix + ids + suffix for ids in encode_text(tokenizer, texts)]
+
+
+def spell_out_controls(
+    backend: Any, ids: list[int], tokens: list[str], controls: frozenset[int], unk_id: int | None
+) -> list[int]:
+    """`ids` with every control id replaced by the ids of its piece's characters (see `encode_text`)."""
+    model = backend.model
+    out: list[int] = []
+    for i, token in zip(ids, tokens, strict=True):
+        if i not in controls:
+            out.append(i)
+            continue
+        for ch in token:
+            piece = model.token_to_id(ch)
+            if piece is None or piece in controls:
+                if unk_id is None:
+                    raise ValueError(f"The text holds {token!r}, a control token, and the vocabulary has no <unk> "
+                                     f"for its character {ch!r}; remove it from the text.")  # fmt: skip
+                piece = unk_id
+            out.append(piece)
+    return out
 
 
 def check_unique_languages(languages: Sequence[str]) -> None:
@@ -55,6 +130,8 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
     ):
         for name, token in SPECIAL_TOKENS.items():
             kwargs.setdefault(name, token)
+        # text is never read as special tokens, whatever a saved tokenizer_config says (see `encode_text`)
+        kwargs["split_special_tokens"] = True
         super().__init__(
             *args, languages=list(languages or []), lang_tag_style=lang_tag_style,
             lang_tag_template=lang_tag_template, **kwargs,
@@ -76,6 +153,7 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
             )
         self.lang_tag_token_ids = [vocab[self.lang_tag(code)] for code in self.languages]
         self._tag_ids = set(self.lang_tag_token_ids)
+        self._control_ids = control_token_ids(self)
 
     @classmethod
     def convert_to_native_format(cls, trust_remote_code: bool = False, **kwargs: Any) -> dict[str, Any]:
@@ -257,15 +335,51 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise ValueError(f"Text {i} is a {type(t).__name__}, not a string.")
-        encodings = self.backend_tokenizer.encode_batch(texts, add_special_tokens=False)
         out = []
-        for i, encoding in enumerate(encodings):
+        for i, pieces in enumerate(self.encode_text(texts)):
             prefix = tags[i] if tags is not None else []
-            pieces = encoding.ids
             if limit is not None:
                 pieces = pieces[: max(limit - len(prefix) - 1, 0)]
             out.append(prefix + pieces + [self.eos_token_id])
         return out
+
+    def encode_text(self, texts: Sequence[str]) -> list[list[int]]:
+        """The subword ids of each text, read as text (no tag, no `</s>`; see the module function)."""
+        return encode_text(self, texts, self._control_ids)
+
+    def tokenize(self, text: str, pair: str | None = None, add_special_tokens: bool = False, **kwargs) -> list[str]:
+        """The pieces of `text` (and `pair`), with control-token strings in them spelled out as characters."""
+        return self.convert_ids_to_tokens(self.encode(text, pair, add_special_tokens=add_special_tokens, **kwargs))
+
+    def _convert_encoding(self, encoding: Any, **kwargs: Any) -> tuple[dict[str, Any], list[Any]]:
+        # transformers' own encode / encode_plus / batch_encode_plus end here: spell out the control pieces the
+        # subword model read from the text (those the post-processor added are marked special and kept)
+        fields, encodings = super()._convert_encoding(encoding, **kwargs)
+        for row, enc in enumerate(encodings):
+            ids, added = enc.ids, enc.special_tokens_mask
+            if all(i not in self._control_ids or mark for i, mark in zip(ids, added, strict=True)):
+                continue
+            spans = [
+                [i] if i not in self._control_ids or mark
+                else spell_out_controls(self.backend_tokenizer, [i], [token], self._control_ids, self.unk_token_id)
+                for i, token, mark in zip(ids, enc.tokens, added, strict=True)
+            ]  # fmt: skip
+            for key, values in fields.items():
+                if key == "length":
+                    values[row] = sum(map(len, spans))
+                elif key == "input_ids":
+                    values[row] = [i for span in spans for i in span]
+                elif key == "offset_mapping":
+                    values[row] = [
+                        (start + k, start + k + 1) if end - start == len(span) else (start, end)
+                        for (start, end), span in zip(values[row], spans, strict=True)
+                        for k in range(len(span))
+                    ]  # fmt: skip
+                elif key == "special_tokens_mask":
+                    values[row] = [v for v, span in zip(values[row], spans, strict=True) for _ in span]
+                else:  # attention_mask, token_type_ids: one value per token, repeated over its characters
+                    values[row] = [v for v, span in zip(values[row], spans, strict=True) for _ in span]
+        return fields, encodings
 
     def _pad_batch(self, data: dict[str, Any], padding: bool | str, max_length: int | None) -> dict[str, Any]:
         padded = dict(data)
@@ -286,4 +400,4 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         return super()._decode(token_ids, skip_special_tokens=skip_special_tokens, **kwargs)
 
 
-__all__ = ["LangSpecTokenizer"]
+__all__ = ["LangSpecTokenizer", "control_token_ids", "encode_text", "encode_with_template"]

@@ -316,9 +316,7 @@ def extend_tokenizer(
 def changed_segmentations(old: LangSpecTokenizer, new: LangSpecTokenizer, texts: Iterable[str]) -> int:
     """How many of `texts` the two tokenizers segment differently."""
     texts = list(texts)
-    before = old.backend_tokenizer.encode_batch(texts, add_special_tokens=False)
-    after = new.backend_tokenizer.encode_batch(texts, add_special_tokens=False)
-    return sum(a.ids != b.ids for a, b in zip(before, after, strict=True))
+    return sum(a != b for a, b in zip(old.encode_text(texts), new.encode_text(texts), strict=True))
 
 
 __all__ = [
