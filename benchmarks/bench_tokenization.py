@@ -21,7 +21,7 @@ from pathlib import Path
 from datasets import Dataset, disable_caching
 
 from hf_langspec.data.bible import BibleCorpusConfig, build_bible_corpus, default_cache_dir
-from hf_langspec.data.schema import read_jsonl
+from hf_langspec.data.local import iter_rows
 from hf_langspec.tokenization import LangSpecTokenizer, train_tokenizer
 
 
@@ -48,7 +48,7 @@ def main() -> None:
 
     corpus = build_bible_corpus(args.corpus_dir, BibleCorpusConfig(), show_progress=False)
     rows = []
-    for row in read_jsonl(corpus.files["train"]):
+    for row in iter_rows(corpus.files["train"]):
         rows.append(row)
         if len(rows) == args.pairs:
             break

@@ -22,13 +22,14 @@ import json
 from pathlib import Path
 
 import torch
-import yaml
 from datasets import Dataset
 from transformers import Trainer, TrainingArguments
 
 from hf_langspec import LangSpecTokenizer, XLPConfig, XLPForMaskedLM, train_tokenizer
-from hf_langspec.data import BibleCorpusConfig, build_bible_corpus, monolingual_texts, read_jsonl, read_sentences
+from hf_langspec.data import BibleCorpusConfig, build_bible_corpus, monolingual_texts, read_sentences
+from hf_langspec.data.local import iter_rows, read_multiway
 from hf_langspec.training import MaskedLMCollator, fixed_masks, last_complete_checkpoint
+from hf_langspec.training.config_files import read_config_file
 
 
 def parse_args() -> argparse.Namespace:
@@ -64,7 +65,7 @@ def parse_args() -> argparse.Namespace:
     train.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
     args, _ = parser.parse_known_args()
     if args.config:
-        defaults = yaml.safe_load(Path(args.config).read_text()) or {}
+        defaults = read_config_file(args.config) or {}
         known = {a.dest for a in parser._actions}
         unknown = sorted(set(defaults) - known)
         if unknown:
@@ -83,10 +84,10 @@ def monolingual_data(args: argparse.Namespace) -> tuple[dict[str, list[str]], di
         corpus = build_bible_corpus(
             args.corpus_dir, BibleCorpusConfig(languages=args.languages, pivot=args.languages[0], books=args.books)
         )
-        train = monolingual_texts(read_jsonl(corpus.files["train"]))
+        train = monolingual_texts(iter_rows(corpus.files["train"]))
         valid = {code: [] for code in args.languages}
-        for record in read_jsonl(corpus.files["valid.multiway"]):
-            for code, text in record["texts"].items():
+        for texts in read_multiway(corpus.files["valid.multiway"]):
+            for code, text in texts.items():
                 valid[code].append(text)
     return train, {code: texts[: args.valid_sentences] for code, texts in valid.items()}
 

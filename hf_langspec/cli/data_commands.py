@@ -79,11 +79,23 @@ def cmd_data_hub(args: argparse.Namespace) -> None:
 
 
 def _report_written(count: int, output: Path) -> None:
-    """One line for what was written; nothing written is an error, not a file of 0 examples."""
+    """One line for what was written, after the content checks `train` applies (`checks.check_corpus`: read back
+    into the corpus store, whose cache `train` then reuses); nothing written, or a corpus those checks refuse, is
+    an error that leaves no file behind."""
+    from ..data.checks import check_corpus
+    from ..data.corpus_store import read_corpus
+
     if not count:
         output.unlink(missing_ok=True)
         raise ValueError(f"No examples to write to {output}: the input holds none; check the path and directions.")
+    try:
+        warnings = check_corpus(read_corpus([output], show_progress=False), str(output))
+    except ValueError:
+        output.unlink(missing_ok=True)
+        raise
     print(f"wrote {count} examples to {output}")
+    for message in warnings:
+        print(f"warning: {message}")
 
 
 def _data_local_arguments(p: argparse.ArgumentParser) -> None:
@@ -125,8 +137,8 @@ def _train_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("train-tokenizer", _train_tokenizer_arguments, help="learn the joint vocabulary with language tags")
 def cmd_train_tokenizer(args: argparse.Namespace) -> None:
-    from ..data.local import load_local
-    from ..data.schema import check_output_dir, read_jsonl
+    from ..data.local import load_local, read_multiway
+    from ..data.schema import check_output_dir
     from ..tokenization import train_tokenizer
 
     check_output_dir(args.output_dir, "--output-dir", args.force)  # a model folder's vocabulary is not replaced
@@ -140,7 +152,7 @@ def cmd_train_tokenizer(args: argparse.Namespace) -> None:
             if path.endswith(".multiway.jsonl"):  # multi-way records: every ordered pair of their texts
                 from ..data.processing import multiway_pairs
 
-                rows += multiway_pairs(read_jsonl(path)).to_list()
+                rows += multiway_pairs({"texts": texts} for texts in read_multiway(path)).to_list()
             else:
                 rows += load_local(path).to_list()
     tokenizer = train_tokenizer(

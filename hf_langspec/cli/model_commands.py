@@ -152,14 +152,15 @@ def _clm_atp_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_clm_atp(args: argparse.Namespace) -> None:
     import json
 
+    from ..data.local import iter_rows
     from ..data.processing import per_direction
-    from ..data.schema import check_output_file, read_jsonl, write_atomic
+    from ..data.schema import check_output_file, write_atomic
     from ..evaluation.feature_proportions import average_token_proportions, similarity_table
 
     if args.output:
         check_output_file(args.output, "--output", args.force, keep=[args.model, args.data])
     rows = [
-        r for group in per_direction(read_jsonl(args.data), args.max_sentences_per_direction).values() for r in group
+        r for group in per_direction(iter_rows(args.data), args.max_sentences_per_direction).values() for r in group
     ]
     model, tokenizer = load_model(args.model, args.device)
     atp = average_token_proportions(model, tokenizer, rows, batch_size=args.batch_size)
@@ -226,9 +227,9 @@ def _add_language_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_add_language(args: argparse.Namespace) -> None:
     import json
 
-    from ..data.local import read_sentences
+    from ..data.local import iter_rows, read_sentences
     from ..data.processing import per_direction
-    from ..data.schema import check_output_dir, read_jsonl
+    from ..data.schema import check_output_dir
     from ..training.new_language import add_language
 
     check_output_dir(args.output_dir, "--output-dir", args.force, keep=[args.model])  # the model is not replaced
@@ -237,7 +238,7 @@ def cmd_add_language(args: argparse.Namespace) -> None:
     old_texts = None
     if args.old_texts:
         old_texts = {}
-        for direction, rows in per_direction(read_jsonl(args.old_texts)).items():
+        for direction, rows in per_direction(iter_rows(args.old_texts)).items():
             old_texts.setdefault(direction.split("-")[0], []).extend(r["src"] for r in rows)
     model, tokenizer, report = add_language(
         model, tokenizer, args.language, texts, vocab_size=args.vocab_size, noise_std=args.noise_std, seed=args.seed,

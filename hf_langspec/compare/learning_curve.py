@@ -20,7 +20,7 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from ..data.schema import write_atomic
+from ..data.schema import read_json, write_atomic
 from ..evaluation.metrics import direction_groups
 from ..training.checkpoints import last_complete_checkpoint
 from ..training.config import ConfigError
@@ -148,7 +148,7 @@ def _write_curve(suite: Suite, shared: dict[str, Any], system: str, seed: int, c
     last = last_complete_checkpoint(run_dir / "checkpoints")
     if last is None:
         raise RuntimeError(f"{run_dir}/checkpoints has no complete checkpoint: the run saved none.")
-    state = json.loads((Path(last) / "trainer_state.json").read_text())
+    state = read_json(Path(last) / "trainer_state.json")
     pivot = suite.report.get("pivot", "en")
     curve = curve_points(state["log_history"], pivot)
     training = config["training"]

@@ -15,7 +15,6 @@ per-sentence off-target flags; `*` marks p < 0.05.
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 import re
@@ -32,7 +31,7 @@ from .budgets import judge_at_other_budgets, load_other_budgets
 from .budgets import markdown_lines as other_budget_lines
 from .groups import direction_group_names
 from .markers import insert_markdown
-from .shared import REFERENCES_FILE, load_references, results_paths
+from .shared import REFERENCES_FILE, load_references, read_run_file, results_paths
 from .statistics import (
     BOOTSTRAP_SAMPLES,
     METRICS,
@@ -73,7 +72,7 @@ def _load_runs(suite: Suite) -> tuple[dict[tuple[str, int], dict[str, Any]], lis
     for system, seed in suite.runs:
         scores_path, outputs_path = results_paths(suite.results_dir, system, seed)
         if scores_path.exists() and outputs_path.exists():
-            runs[(system, seed)] = json.loads(scores_path.read_text())
+            runs[(system, seed)] = read_run_file(scores_path)
         else:
             missing.append(f"{system} seed {seed}")
     fingerprints = defaultdict(list)
@@ -107,7 +106,7 @@ def _outputs(suite: Suite, system: str, seed: int) -> dict[str, dict[str, list[s
 
 @lru_cache(maxsize=128)
 def _read_outputs(path: Path, modified: int) -> dict[str, dict[str, list[str]]]:
-    return json.loads(gzip.decompress(path.read_bytes()))
+    return read_run_file(path, gzipped=True)
 
 
 def _off_target_flags(suite: Suite, runs: dict, system: str, seed: int, pairs: list, cache: dict) -> list[bool]:

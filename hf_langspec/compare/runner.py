@@ -25,7 +25,7 @@ from typing import Any
 from ..data.schema import write_atomic
 from ..training.checkpoints import CHECKPOINT
 from ..training.config import ConfigError
-from .shared import RUNNER_PID, prepare_shared, results_paths
+from .shared import RUNNER_PID, prepare_shared, read_run_file, results_paths
 from .suite import Suite, load_suite
 
 
@@ -72,7 +72,7 @@ def plan_runs(suite: Suite, shared: dict[str, Any], threads: int, off_target_lat
         }  # fmt: skip
         scores_path, _ = results_paths(suite.results_dir, system, seed)
         if scores_path.exists():
-            stored = json.loads(scores_path.read_text())
+            stored = read_run_file(scores_path)
             for key in ("config", "corpus_fingerprint", "tokenizer_fingerprint"):
                 if stored.get(key) != spec[key]:
                     raise ConfigError(
@@ -87,7 +87,7 @@ def is_finished(run: Run) -> bool:
     scores_path, outputs_path = results_paths(Path(run.spec["results_dir"]), run.system, run.seed)
     if not (scores_path.exists() and outputs_path.exists()):
         return False
-    return set(run.spec["sets"]) <= set(json.loads(scores_path.read_text())["sets"])
+    return set(run.spec["sets"]) <= set(read_run_file(scores_path)["sets"])
 
 
 def steps_done(run: Run) -> int:
@@ -109,7 +109,7 @@ def started_first(runs: list[Run]) -> list[Run]:
 
 def _summary(run: Run) -> str:
     scores_path, _ = results_paths(Path(run.spec["results_dir"]), run.system, run.seed)
-    result = json.loads(scores_path.read_text())
+    result = read_run_file(scores_path)
     parts = [f"{result['training']['steps']} steps"]
     from .report import run_groups
 

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..data.schema import write_atomic, write_jsonl
+from ..data.schema import read_json, write_atomic, write_jsonl
 from ..training.config import ConfigError, named_test_files, sentence_limit
 from .suite import Suite
 
@@ -33,6 +33,17 @@ def results_paths(results_dir: Path, system: str, seed: int) -> tuple[Path, Path
     return results_dir / system / f"seed{seed}.json", results_dir / system / f"seed{seed}.outputs.json.gz"
 
 
+RUN_FILE_FIX = (
+    "delete it, and the run's other results file beside it, and rerun `hf-langspec compare` to evaluate that run again"
+)
+
+
+def read_run_file(path: Path, gzipped: bool = False) -> Any:
+    """A run's scores or outputs (or the suite's references), with one line naming the file and the fix when it
+    is damaged (`data.schema.read_json`)."""
+    return read_json(path, RUN_FILE_FIX, gzipped=gzipped)
+
+
 def file_digest(paths: list[Path]) -> str:
     digest = hashlib.sha256()
     for path in paths:
@@ -46,17 +57,10 @@ def multiway_rows(path: str | os.PathLike, languages: list[str]) -> list[dict[st
     A record is `{"texts": {code: text}}` (the Bible's `*.multiway.jsonl`) or has one field per code;
     a direction counts only where both sides are present and non-empty.
     """
+    from ..data.local import read_multiway
     from ..data.processing import multiway_pairs
-    from ..data.schema import read_jsonl
 
-    records = []
-    for i, record in enumerate(read_jsonl(path)):
-        texts = record.get("texts", record)
-        if not isinstance(texts, dict):
-            raise ConfigError(f"{path}, line {i + 1}: expected {{code: text}} fields or a `texts` mapping.")
-        present = {c: texts[c] for c in languages if isinstance(texts.get(c), str) and texts[c].strip()}
-        records.append({"texts": present})
-    rows = multiway_pairs(records).to_list()
+    rows = multiway_pairs({"texts": texts} for texts in read_multiway(path, languages)).to_list()
     if not rows:
         raise ConfigError(
             f"--eval-set {path}: no record has texts in two of the model's languages {languages}; give a multi-way "
@@ -90,7 +94,7 @@ def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, An
     # what the files in data_dir were made from: a complete, matching set is used as it is, without the corpus
     # (so a machine without it, a GPU machine given this folder, runs the suite)
     stamp = {"data": base_data, "max_sentences_per_direction": evaluation.get("max_sentences_per_direction")}
-    recorded = json.loads((shared / "data.json").read_text()) if (shared / "data.json").exists() else None
+    recorded = read_json(shared / "data.json") if (shared / "data.json").exists() else None
     test_paths = {name: data_dir / f"test.{name}.jsonl" for name in (recorded or {}).get("test_sets", [])}
     if (
         recorded is not None
@@ -183,7 +187,7 @@ def _shared_tokenizer(suite: Suite, tokenizer_dir: Path, train: Any) -> Path:
 
     def trained_with(folder: Path) -> dict | None:
         recorded = folder / "hf_langspec_training.json"
-        return json.loads(recorded.read_text()) if (folder / "tokenizer.json").exists() and recorded.exists() else None
+        return read_json(recorded) if (folder / "tokenizer.json").exists() and recorded.exists() else None
 
     if trained_with(tokenizer_dir) != settings:
         if trained_with(kept) == settings:
@@ -214,7 +218,7 @@ def _write_references(suite: Suite, corpus_fingerprint: str, references: dict[st
 
 
 def load_references(path: Path) -> dict[str, Any]:
-    return json.loads(gzip.decompress(path.read_bytes()))
+    return read_run_file(path, gzipped=True)
 
 
 __all__ = ["load_references", "multiway_rows", "prepare_shared"]

@@ -43,9 +43,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..training.config import ConfigError, check_keys, model_classes, set_keys, validate_config
+from ..training.config_files import read_config_file
 from .groups import group_names
 from .markers import insertion_problem
 
@@ -141,12 +140,7 @@ def load_suite(path: str | os.PathLike) -> Suite:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Suite {path} does not exist; see examples/suites/ for suites to start from.")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}: not valid YAML{at} ({getattr(err, 'problem', err)}).") from None
+    raw = read_config_file(path)
     check_keys(raw, SUITE_KEYS, str(path))
     for key in ("name", "output_dir", "base", "systems", "seeds", "baseline"):
         if key not in raw:

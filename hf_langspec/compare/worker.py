@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..data.schema import write_atomic
+from ..data.schema import read_json, write_atomic
 from ..evaluation.expected import library_versions
-from .shared import RUNNER_PID, results_paths
+from .shared import RUNNER_PID, read_run_file, results_paths
 
 RESULTS_FORMAT = 1
 
@@ -125,18 +125,18 @@ def run(spec: dict[str, Any]) -> None:
 
     torch.set_num_threads(spec["threads"])
     scores_path, outputs_path = results_paths(Path(spec["results_dir"]), spec["system"], spec["seed"])
-    previous = json.loads(scores_path.read_text()) if scores_path.exists() else None
+    previous = read_run_file(scores_path) if scores_path.exists() else None
     if previous is None or previous["config"] != spec["config"]:
         print(f"training {spec['system']} seed {spec['seed']} in {spec['run_dir']}", flush=True)
         run_experiment(spec["config"])
         previous = None
-    run_info = json.loads((Path(spec["run_dir"]) / "run_info.json").read_text())
+    run_info = read_json(Path(spec["run_dir"]) / "run_info.json")
     done = set(previous["sets"]) if previous else set()
     missing = [name for name in spec["sets"] if name not in done]
     directions, outputs, meta = evaluate_run(spec, missing) if missing else ({}, {}, {})
     if previous is not None:
         directions = {**previous["sets"], **directions}
-        outputs = {**json.loads(gzip.decompress(outputs_path.read_bytes())), **outputs}
+        outputs = {**read_run_file(outputs_path, gzipped=True), **outputs}
         kept = ("signatures", "language_identifier", "parameters", "decoding")
         pending = previous.get("off_target_pending", []) + meta.get("off_target_pending", [])
         meta = {**{k: previous[k] for k in kept}, **meta, **({"off_target_pending": pending} if pending else {})}
@@ -177,7 +177,7 @@ def fill_pending_off_target(results_dir: Path, evaluation: dict[str, Any]) -> No
     from ..evaluation.evaluate import direction_off_target
     from ..evaluation.language_id import language_identifier
 
-    waiting = sorted(p for p in results_dir.glob("*/seed*.json") if "off_target_pending" in json.loads(p.read_text()))
+    waiting = sorted(p for p in results_dir.glob("*/seed*.json") if "off_target_pending" in read_run_file(p))
     if not waiting:
         return
     try:
@@ -186,9 +186,9 @@ def fill_pending_off_target(results_dir: Path, evaluation: dict[str, Any]) -> No
         print(f"{len(waiting)} run(s) await their off-target rates ({err}); the report leaves them out until then.")
         return
     for scores_path in waiting:
-        result = json.loads(scores_path.read_text())
+        result = read_run_file(scores_path)
         _, outputs_path = results_paths(results_dir, result["system"], result["seed"])
-        outputs = json.loads(gzip.decompress(outputs_path.read_bytes()))
+        outputs = read_run_file(outputs_path, gzipped=True)
         for set_name in result.pop("off_target_pending"):
             for direction, scores in result["sets"][set_name].items():
                 measured = direction_off_target(outputs[set_name][direction], direction, identify)

@@ -2,7 +2,7 @@
 
 from .bible import BibleCorpusConfig, build_bible_corpus
 from .hub import CORPORA, load_corpus
-from .local import load_local, read_sentences
+from .local import iter_rows, load_local, read_multiway, read_sentences
 from .processing import (
     FilterReport,
     both_directions,
@@ -28,12 +28,14 @@ __all__ = [
     "canonical_dataset",
     "filter_pairs",
     "hold_out_directions",
+    "iter_rows",
     "load_corpus",
     "load_local",
     "load_xnli",
     "monolingual_texts",
     "multiway_pairs",
     "read_jsonl",
+    "read_multiway",
     "read_sentences",
     "write_jsonl",
 ]

@@ -126,4 +126,22 @@ def warn_about_labels(corpus: Dataset | Sequence[Mapping[str, str]]) -> list[str
     return messages
 
 
-__all__ = ["check_code", "check_stray_languages", "counts_table", "direction_counts", "warn_about_labels"]
+def check_corpus(corpus: Dataset | Sequence[Mapping[str, str]], where: str) -> list[str]:
+    """The content checks of a training corpus, the same at every door it comes in by (`train`, `data local`,
+    `data hub`): no examples and stray languages are refused; the warnings about swapped language labels are
+    returned (and logged) for the caller to print."""
+    corpus = as_corpus(corpus)
+    if not len(corpus):
+        raise ValueError(f"{where} hold(s) no examples; check the paths, the directions and the file contents.")
+    check_stray_languages(corpus, where)
+    return warn_about_labels(corpus)
+
+
+__all__ = [
+    "check_code",
+    "check_corpus",
+    "check_stray_languages",
+    "counts_table",
+    "direction_counts",
+    "warn_about_labels",
+]

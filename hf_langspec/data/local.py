@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from datasets import Dataset
 
-from .checks import check_code
+from .checks import LANGUAGE_CODE, check_code
 from .schema import CANONICAL_COLUMNS, canonical_dataset
 
 
@@ -54,6 +54,15 @@ def check_row(row: dict, where: str) -> dict[str, str]:
 
 def _check_row_fully(row: dict, where: str) -> dict[str, str]:
     missing = [c for c in CANONICAL_COLUMNS if c not in row]
+    codes_only = (
+        len(row) >= 2 and not set(row) & set(CANONICAL_COLUMNS) and all(map(LANGUAGE_CODE.match, map(str, row)))
+    )
+    if missing and ("texts" in row or codes_only):
+        raise ValueError(
+            f"{where}: a multi-way record ({{code: text}} per language), where translation pairs are read; give a "
+            f"file of pairs with {list(CANONICAL_COLUMNS)}, or name this one *.multiway.jsonl where multi-way files "
+            "are taken (train-tokenizer, a suite's eval sets)."
+        )
     if missing:
         raise ValueError(f"{where}: missing fields {missing}; each line needs {list(CANONICAL_COLUMNS)}.")
     bad = [c for c in CANONICAL_COLUMNS if not isinstance(row[c], str) or not row[c].strip()]
@@ -68,6 +77,34 @@ def _check_row_fully(row: dict, where: str) -> dict[str, str]:
             f"{where}: source and target are both {row['src_lang']!r}; a translation pair joins two languages."
         )
     return {c: row[c] for c in CANONICAL_COLUMNS}
+
+
+def read_multiway(path: str | os.PathLike, languages: Sequence[str] | None = None) -> Iterator[dict[str, str]]:
+    """Multi-way records, one JSON object per line: `{"texts": {code: text}}` (the Bible's `*.multiway.jsonl`) or
+    one field per code, each checked like a pair's fields (codes, non-empty strings; a blank or missing language
+    is absent from that record). Yields `{code: text}`, restricted to `languages` when given."""
+    path = Path(path)
+    for number, line in _lines(path):
+        where = f"{path}:{number}"
+        if not line.strip():
+            raise ValueError(f"{where}: empty line; remove it (each line must be one record).")
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{where}: not valid JSON ({err.msg} at column {err.colno}).") from None
+        texts = record.get("texts", record) if isinstance(record, dict) else None
+        if not isinstance(texts, dict):
+            raise ValueError(f"{where}: expected a JSON object of {{code: text}} fields or a `texts` mapping.")
+        if set(CANONICAL_COLUMNS) <= set(texts):
+            raise ValueError(
+                f"{where}: a translation pair ({', '.join(CANONICAL_COLUMNS)}), where multi-way records are read; "
+                "give a file of {code: text} records, or name a file of pairs without .multiway."
+            )
+        for code, text in texts.items():
+            check_code(code, where)
+            if not isinstance(text, str):
+                raise ValueError(f"{where}: the text of {code!r} is a {type(text).__name__}, not a string.")
+        yield {c: t for c, t in texts.items() if t.strip() and (languages is None or c in languages)}
 
 
 def read_sentences(path: str | os.PathLike) -> list[str]:
@@ -187,6 +224,7 @@ __all__ = [
     "load_local",
     "read_jsonl_pairs",
     "read_moses_pairs",
+    "read_multiway",
     "read_sentences",
     "read_tsv_pairs",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -58,12 +59,24 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict[str, Any]]) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     count = 0
-    with tmp.open("w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-            count += 1
-    os.replace(tmp, path)
+    with removed_on_failure(tmp):
+        with tmp.open("w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                count += 1
+        os.replace(tmp, path)
     return count
+
+
+@contextlib.contextmanager
+def removed_on_failure(tmp: Path) -> Iterator[None]:
+    """Delete the temporary file `tmp` if the block fails (a full disk, a file-size limit, an interruption):
+    a failed write leaves the old file as it was and nothing half-written beside it."""
+    try:
+        yield
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
@@ -71,8 +84,37 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
-    os.replace(tmp, path)
+    with removed_on_failure(tmp):
+        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, path)
+
+
+class DamagedFileError(ValueError):
+    """A file this package wrote and reads back (results, outputs, manifests, run state) that no longer parses."""
+
+
+def read_json(path: str | os.PathLike, fix: str | None = None, gzipped: bool = False) -> Any:
+    """A JSON file (gzip-compressed with `gzipped`) this package wrote, or a one-line `DamagedFileError` naming the
+    file and the fix when it no longer parses (cut short, edited by hand, another file under its name).
+
+    A missing file is the caller's question (FileNotFoundError passes through); `fix` defaults to deleting the file
+    so that the command that wrote it makes it again.
+    """
+    import gzip
+    import zlib
+
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        return json.loads((gzip.decompress(data) if gzipped else data).decode("utf-8"))
+    except (EOFError, OSError, zlib.error) as err:  # gzip: truncated, or not gzip at all
+        reason = f"not a complete gzip file ({err})"
+    except UnicodeDecodeError:
+        reason = "not UTF-8 text"
+    except ValueError as err:
+        reason = f"not valid JSON ({err})"
+    fix = fix or "delete it and rerun the command that wrote it, or restore it from a copy"
+    raise DamagedFileError(f"{path} is damaged: {reason}; {fix}.")
 
 
 def check_output_file(
@@ -121,6 +163,8 @@ def check_output_dir(
 
 
 def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """Raw JSON records, unchecked. Data goes through the checked readers instead: `local.iter_rows` (translation
+    pairs) and `local.read_multiway` (multi-way records), which every command uses."""
     with Path(path).open(encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
@@ -134,11 +178,14 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
 __all__ = [
     "CANONICAL_COLUMNS",
     "CANONICAL_FEATURES",
+    "DamagedFileError",
     "canonical_dataset",
     "check_output_dir",
     "check_output_file",
     "direction",
+    "read_json",
     "read_jsonl",
+    "removed_on_failure",
     "split_direction",
     "write_atomic",
     "write_jsonl",

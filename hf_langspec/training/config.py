@@ -41,13 +41,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from .config_files import read_config_file, read_config_text
 from .config_types import check_section, describe, type_hints
 from .errors import ConfigError
 
@@ -155,9 +153,9 @@ def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, A
         if not sep:
             raise ConfigError(f"Override {item!r} must look like section.key=value, e.g. model.clm_num_features=94.")
         try:
-            parsed[key] = yaml.safe_load(value)
-        except yaml.YAMLError as err:
-            raise ConfigError(f"Override {item!r}: the value is not valid YAML ({err.problem}).") from None
+            parsed[key] = read_config_text(value, f"Override {item!r}")
+        except ConfigError as err:
+            raise ConfigError(str(err).replace(": not valid YAML", ": the value is not valid YAML", 1)) from None
     said = void_expectations(config, parsed)  # before set_keys: it compares with the values as written
     set_keys(config, parsed)
     validate_config(config, "the config with overrides")
@@ -186,17 +184,7 @@ def load_config(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"Config {path} does not exist.")
-    try:
-        text = path.read_text()
-        config = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{path}: not valid YAML{at}: {getattr(err, 'problem', None) or err}.") from None
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path}: not valid JSON at line {err.lineno}, column {err.colno}: {err.msg}.") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path} is not UTF-8 text; save the config as UTF-8.") from None
+    config = read_config_file(path)
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: the config must be a mapping of sections, got {type(config).__name__}.")
     validate_config(config, str(path))

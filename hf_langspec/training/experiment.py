@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from transformers import TrainerCallback
 
+from ..data.schema import read_json
 from ..evaluation.trainer_metrics import TranslationMetrics
 from .config import (
     DATA_DEFAULTS,
@@ -156,7 +157,7 @@ def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path
     with main_process_first(desc="training the tokenizer"):
         if (target / "tokenizer.json").exists():
             say(f"tokenizer: reusing {target}")
-            recorded = json.loads(settings_file.read_text()) if settings_file.exists() else None
+            recorded = read_json(settings_file) if settings_file.exists() else None
             if recorded != section:
                 raise ConfigError(
                     f"{target} holds a tokenizer trained with {recorded}, but [tokenizer] now says {section}. "
@@ -473,9 +474,7 @@ def _run_stage(
         processing_class=tokenizer,
         compute_metrics=TranslationMetrics(tokenizer) if args.predict_with_generate else None,
     )
-    complete = (
-        json.loads((final / "stage_complete.json").read_text()) if (final / "stage_complete.json").exists() else None
-    )
+    complete = read_json(final / "stage_complete.json") if (final / "stage_complete.json").exists() else None
     if resume and complete and args.max_steps > 0 and complete["step"] < args.max_steps:  # a larger max_steps
         from .checkpoints import last_complete_checkpoint
 

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..data.schema import read_json
+
 logger = logging.getLogger(__name__)
 CONFIG_FILE = "experiment_config.json"
 LOCK_FILE = ".hf_langspec.lock"
@@ -102,7 +104,7 @@ def check_resumed_config(output_dir: Path, config: dict[str, Any], resume: bool)
             f"{output_dir} holds {' and '.join(f'{name}/' for name in found)} that no hf_langspec run recorded (no "
             f"{CONFIG_FILE}), which training would replace; use a new output_dir, or move them away."
         )
-    stored = json.loads(path.read_text()) if path.exists() and resume and trained else None
+    stored = read_json(path) if path.exists() and resume and trained else None
     if stored is not None:
         old, new = flatten(json.loads(json.dumps(stored))), flatten(json.loads(json.dumps(config, default=str)))
         changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and not _free(k))
