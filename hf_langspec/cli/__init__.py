@@ -18,11 +18,18 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ..environment import environment_problem
 from . import data_commands, model_commands, sharing_commands, training_commands
 from .registry import COMMANDS, GROUP_HELP
 
 # the order --help lists the commands in: corpora, training, using a model, sharing it
 COMMAND_MODULES = (data_commands, training_commands, model_commands, sharing_commands)
+
+
+# the errors the package raises for bad input or an unreachable Hub, each with the fix in its message, and the
+# system's for a path of the wrong kind or one this user may not write (its errno message names it)
+KNOWN_ERRORS = (ValueError, FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError,
+                RuntimeError, ConnectionError)  # fmt: skip
 
 
 class OneLineErrors(argparse.ArgumentParser):
@@ -64,16 +71,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         args.func(args)
-    except (ValueError, FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError,
-            RuntimeError, ConnectionError) as err:  # fmt: skip
-        # the errors the package raises for bad input or an unreachable Hub, each with the fix in its message, and
-        # the system's for a path of the wrong kind or one this user may not write (its errno message names it)
-        print(f"hf-langspec {args.command}: error: {err}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print(f"hf-langspec {args.command}: interrupted", file=sys.stderr)
         return 130
-    except Exception:
+    except Exception as err:
+        # the machine (a full disk, a size limit, memory) before anything else: whatever library raised it, it is
+        # not a bad input nor a bug
+        problem = environment_problem(err)
+        if problem is not None:
+            print(f"hf-langspec {args.command}: error: {problem}", file=sys.stderr)
+            return 2
+        if isinstance(err, KNOWN_ERRORS):
+            print(f"hf-langspec {args.command}: error: {err}", file=sys.stderr)
+            return 2
         # anything else is a bug: its traceback, and where to report it
         import traceback
         from importlib import metadata

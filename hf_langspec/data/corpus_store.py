@@ -44,11 +44,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, Features, List, Value, load_from_disk
 
+from ..environment import writing
 from ..tokenization.tokenization_langspec import encode_text
 from .columns import CORPUS_SCHEMA, HASH_COLUMNS, batch_rows, column, stream_batches
 from .local import check_row, iter_rows
 from .processing import FilterReport, PairColumns, blank_sides, hash_columns, select_pairs
-from .schema import CANONICAL_COLUMNS
+from .schema import CANONICAL_COLUMNS, removed_on_failure
 
 logger = logging.getLogger(__name__)
 
@@ -188,14 +189,12 @@ def write_corpus(path: str | os.PathLike, rows: Iterator[dict[str, str]]) -> int
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     schema = pa.schema([pa.field(name, pa.string()) for name in CANONICAL_COLUMNS])
     count = 0
-    try:
+    with removed_on_failure(tmp, path):
         with pq.ParquetWriter(str(tmp), schema) as writer:
             for batch in _batches(rows):
                 writer.write_batch(batch.select(list(CANONICAL_COLUMNS)), row_group_size=100_000)
                 count += batch.num_rows
         os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return count
 
 
@@ -218,13 +217,17 @@ def read_corpus(
     (root / "corpora").mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root / "corpora"))
     try:
-        progress = _progress(show_progress, "reading the training files", "pairs")
-        with pa.OSFile(str(work / "corpus.arrow"), "wb") as sink, pa.ipc.new_stream(sink, CORPUS_SCHEMA) as writer:
+        # the bar ends its line before an error in the files is said (not glued to the error's line)
+        with (
+            writing(root / "corpora"),
+            _progress(show_progress, "reading the training files", "pairs") as progress,
+            pa.OSFile(str(work / "corpus.arrow"), "wb") as sink,
+            pa.ipc.new_stream(sink, CORPUS_SCHEMA) as writer,
+        ):
             for file in files:
                 for batch in _batches(corpus_rows(file)):
                     writer.write_batch(batch)
                     progress.update(batch.num_rows)
-        progress.close()
         (work / "files.json").write_text(json.dumps(files_fingerprint(files), indent=1))
         _publish(work, target)
     finally:
@@ -341,27 +344,30 @@ def prepare_training_set(
     (root / "prepared").mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root / "prepared"))
     try:
-        source = corpus.select(direction_order(corpus, cap)) if cap else corpus
-        with _progress_bars(show_progress):
-            tokenized = source.map(
-                _Encoder(tokenizer),
-                batched=True,
-                num_proc=num_proc,
-                remove_columns=corpus.column_names,
-                features=TOKENIZED_FEATURES,
-                cache_file_name=str(work / "tokenized.arrow"),
-                new_fingerprint=f"{key}-tokenized",
-                desc="tokenizing train",
+        with writing(root / "prepared"):  # a full disk names the cache
+            source = corpus.select(direction_order(corpus, cap)) if cap else corpus
+            with _progress_bars(show_progress):
+                tokenized = source.map(
+                    _Encoder(tokenizer),
+                    batched=True,
+                    num_proc=num_proc,
+                    remove_columns=corpus.column_names,
+                    features=TOKENIZED_FEATURES,
+                    cache_file_name=str(work / "tokenized.arrow"),
+                    new_fingerprint=f"{key}-tokenized",
+                    desc="tokenizing train",
+                )
+            files = [f["filename"] for f in tokenized.cache_files]
+            columns = _pair_columns(files, *special_counts(tokenizer))
+            kept, report = select_pairs(columns, max_length=max_length, excluded_hashes=excluded)
+            del columns
+            (work / "set").mkdir()
+            _write_kept(files, kept, work / "set" / PREPARED_FILE)
+            (work / "set" / "filter_report.json").write_text(
+                json.dumps({"kept": report.kept, "removed": report.removed})
             )
-        files = [f["filename"] for f in tokenized.cache_files]
-        columns = _pair_columns(files, *special_counts(tokenizer))
-        kept, report = select_pairs(columns, max_length=max_length, excluded_hashes=excluded)
-        del columns
-        (work / "set").mkdir()
-        _write_kept(files, kept, work / "set" / PREPARED_FILE)
-        (work / "set" / "filter_report.json").write_text(json.dumps({"kept": report.kept, "removed": report.removed}))
-        del tokenized
-        _publish(work / "set", target)
+            del tokenized
+            _publish(work / "set", target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return PreparedTrainingSet(Dataset.from_file(str(target / PREPARED_FILE)), report, target, False)

@@ -59,7 +59,7 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict[str, Any]]) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     count = 0
-    with removed_on_failure(tmp):
+    with removed_on_failure(tmp, path):
         with tmp.open("w", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -69,11 +69,15 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict[str, Any]]) -> int:
 
 
 @contextlib.contextmanager
-def removed_on_failure(tmp: Path) -> Iterator[None]:
+def removed_on_failure(tmp: Path, path: str | os.PathLike | None = None) -> Iterator[None]:
     """Delete the temporary file `tmp` if the block fails (a full disk, a file-size limit, an interruption):
-    a failed write leaves the old file as it was and nothing half-written beside it."""
+    a failed write leaves the old file as it was and nothing half-written beside it; a failure of the machine
+    names `path` (the file being written; default `tmp`)."""
+    from ..environment import writing
+
     try:
-        yield
+        with writing(path or tmp):
+            yield
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -84,7 +88,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with removed_on_failure(tmp):
+    with removed_on_failure(tmp, path):
         tmp.write_bytes(data.encode() if isinstance(data, str) else data)
         os.replace(tmp, path)
 

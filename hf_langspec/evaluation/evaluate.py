@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..data.schema import write_atomic
 from .language_id import LanguageIdentifier, language_identifier, off_target_rate
 from .metrics import corpus_scores, direction_groups, group_means
 from .translate import translate
@@ -141,10 +142,10 @@ def save_results(
     if baseline is not None:
         summary["copy_source_baseline"] = {d: {"bleu": s["bleu"], "chrf": s["chrf"]} for d, s in baseline.items()}
     paths = {"json": out / "results.json", "markdown": out / "results.md"}
-    paths["json"].write_text(json.dumps(summary, indent=2, ensure_ascii=False))
-    paths["markdown"].write_text(results_table(results, baseline) + "\n")
-    for direction, hyps in results.get("hypotheses", {}).items():
-        (out / f"hypotheses.{direction}.txt").write_text("\n".join(hyps) + "\n", encoding="utf-8")
+    for direction, hyps in results.get("hypotheses", {}).items():  # the outputs first, the summary of them last
+        write_atomic(out / f"hypotheses.{direction}.txt", "\n".join(hyps) + "\n")
+    write_atomic(paths["markdown"], results_table(results, baseline) + "\n")
+    write_atomic(paths["json"], json.dumps(summary, indent=2, ensure_ascii=False))
     return paths
 
 

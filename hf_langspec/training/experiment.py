@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from transformers import TrainerCallback
 
-from ..data.schema import read_json
+from ..data.schema import read_json, write_atomic
 from ..evaluation.trainer_metrics import TranslationMetrics
 from .config import (
     DATA_DEFAULTS,
@@ -168,7 +168,7 @@ def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path
                 f"{len(train_rows):,} sentence pairs")  # fmt: skip
             tokenizer = train_tokenizer(train_rows, **section)
             tokenizer.save_pretrained(target)
-            settings_file.write_text(json.dumps(section, sort_keys=True))
+            write_atomic(settings_file, json.dumps(section, sort_keys=True))
     return LangSpecTokenizer.from_pretrained(target)
 
 
@@ -496,8 +496,9 @@ def _run_stage(
     record |= {"steps": trainer.state.global_step, **timing.record(trainer.state)}
     trainer.save_loadable_model(final)  # every process: under FSDP the weights are gathered from all
     if trainer.is_world_process_zero():
-        (final / "stage_complete.json").write_text(
-            json.dumps({"stage": stage["name"], "step": trainer.state.global_step, "trained": record})
+        write_atomic(
+            final / "stage_complete.json",
+            json.dumps({"stage": stage["name"], "step": trainer.state.global_step, "trained": record}),
         )
     return model, trainer, record
 
@@ -540,7 +541,7 @@ def _write_run_info(output_dir: Path, config: dict[str, Any], args: Any, report:
         "trained": trained,  # per stage: the steps reached, and what this process trained (steps, seconds, tokens)
         "config": config,
     }
-    (output_dir / "run_info.json").write_text(json.dumps(info, indent=2, default=str))
+    write_atomic(output_dir / "run_info.json", json.dumps(info, indent=2, default=str))
 
 
 def _announcer(main: bool):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ from transformers import EvalPrediction, Seq2SeqTrainer, Seq2SeqTrainingArgument
 from transformers.trainer_utils import rotate_checkpoints
 
 from ..data.sampler import TemperatureSampler
+from ..environment import environment_problem, writing
 from ..pipelines import group_by_target
 from .checkpoints import complete_checkpoints, last_complete_checkpoint, write_manifest
 
@@ -210,11 +212,17 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
         """The Trainer's checkpoint, then its manifest (written last), and only then the rotation of old ones."""
         limit = self.args.save_total_limit
         self.args.save_total_limit = None  # rotate after the manifest: never delete the last complete checkpoint first
+        run_dir = self._get_output_dir(trial=trial)
+        folder = Path(run_dir) / f"checkpoint-{self.state.global_step}"
         try:
-            super()._save_checkpoint(model, trial)
+            with writing(folder):  # a full disk names the checkpoint, not torch's internal assertion
+                super()._save_checkpoint(model, trial)
+        except Exception as err:
+            if environment_problem(err) is not None and self.args.should_save:
+                shutil.rmtree(folder, ignore_errors=True)  # half a checkpoint is not left for a resume to find
+            raise
         finally:
             self.args.save_total_limit = limit
-        run_dir = self._get_output_dir(trial=trial)
         self.accelerator.wait_for_everyone()  # every process's rng_state file is written
         if self.args.should_save:
             write_manifest(Path(run_dir) / f"checkpoint-{self.state.global_step}")

@@ -1,0 +1,243 @@
+"""One check per kind of input, the same at every door (issue 46): each bad input below goes through every entry
+point that takes its kind, and each must give the same one-line refusal before any expensive work.
+
+Kinds: config files and values (a key written twice), data files of the wrong layout (a multi-way file where
+pairs are read and the reverse), files the package wrote that were damaged, and failures of the machine (a
+file-size limit: a full disk gives the same errno path).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import cli_exit_code, tiny_suite
+
+from hf_langspec.environment import environment_problem
+from hf_langspec.training.config import ConfigError, apply_overrides, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.reliability
+
+PAIRS = [
+    {"src_lang": "en", "tgt_lang": "de", "src": "alpha beta", "tgt": "beta alpha"},
+    {"src_lang": "de", "tgt_lang": "en", "src": "beta alpha", "tgt": "alpha beta"},
+]
+MULTIWAY = [{"texts": {"en": "alpha beta", "de": "beta alpha"}}, {"en": "gamma", "de": "ammag"}]
+
+
+def write_lines(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def one_line_error(capsys) -> str:
+    """The command's error line (progress bars aside): exactly one, and no traceback."""
+    err = capsys.readouterr().err
+    lines = [line for line in err.replace("\r", "\n").splitlines() if line.startswith("hf-langspec")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+# ------------------------------------------------------------------ a key written twice
+BASE_CONFIG = (ROOT / "examples/configs/bible_baseline_cpu.yaml").read_text()
+DUPLICATES = {
+    "a second training section": BASE_CONFIG + "training:\n  max_steps: 5\n",
+    "a key twice inside a section": "model:\n  class: baseline\n  d_model: 64\n  d_model: 128\n",
+    "a key twice in a flow mapping": "model: {class: baseline, class: cll}\n",
+}
+
+
+@pytest.mark.parametrize("text", DUPLICATES.values(), ids=DUPLICATES.keys())
+def test_a_key_written_twice_is_refused_by_every_config_reader(tmp_path, capsys, text):
+    path = tmp_path / "dup.yaml"
+    path.write_text(text)
+    with pytest.raises(
+        ConfigError, match=r"dup.yaml: not valid YAML at line \d+.*appears twice \(lines \d+ and \d+\)"
+    ):
+        load_config(path)
+    assert cli_exit_code(["train", "--config", str(path)]) == 2
+    assert "appears twice" in one_line_error(capsys)
+
+
+def test_a_key_written_twice_in_json_a_set_value_or_a_suite_is_refused_alike(tmp_path, capsys):
+    as_json = tmp_path / "dup.json"
+    as_json.write_text('{"model": {"class": "baseline"}, "model": {"class": "cll"}}')
+    with pytest.raises(ConfigError, match=r"dup.json: key 'model' appears twice"):
+        load_config(as_json)
+    config = load_config(ROOT / "examples/configs/bible_baseline_cpu.yaml")
+    with pytest.raises(ConfigError, match=r"Override 'training=\{max_steps: 5, max_steps: 6\}'.*appears twice"):
+        apply_overrides(config, ["training={max_steps: 5, max_steps: 6}"])
+    suite = tiny_suite(tmp_path)
+    suite.write_text(suite.read_text() + "seeds: [7, 8]\n")  # the file already has its seeds
+    assert cli_exit_code(["compare", "--suite", str(suite)]) == 2
+    assert "key 'seeds' appears twice" in one_line_error(capsys)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_yaml_merge_key_may_still_be_overridden(tmp_path):
+    from hf_langspec.training.config_files import read_config_text
+
+    text = "shared: &s {max_steps: 5, seed: 1}\ntraining:\n  <<: *s\n  max_steps: 9\n"
+    assert read_config_text(text, "x.yaml")["training"] == {"max_steps": 9, "seed": 1}
+
+
+# ------------------------------------------------------------------ data files of the wrong layout
+def test_a_multiway_file_where_pairs_are_read_gets_one_refusal_at_every_command(tmp_path, capsys):
+    multiway = write_lines(tmp_path / "records.jsonl", MULTIWAY)
+    out = tmp_path / "out"
+    config = tmp_path / "train.yaml"
+    config.write_text(
+        f"data: {{train_files: [{multiway}], valid_files: [{multiway}], test_files: {{supervised: {multiway}}}}}\n"
+        f"output_dir: {out / 'run'}\n"
+        "model: {class: baseline}\ntraining: {max_steps: 1}\n"
+    )
+    commands = {
+        "data local": ["data", "local", str(multiway), "--output", str(out / "x.jsonl")],
+        "train": ["train", "--config", str(config)],
+        "evaluate": ["evaluate", "no-model", "--test", str(multiway), "--output-dir", str(out / "eval")],
+        "clm-atp": ["clm-atp", "--model", "no-model", "--data", str(multiway)],
+        "add-language": [
+            "add-language",
+            "--model",
+            "no-model",
+            "--language",
+            "it",
+            "--texts",
+            str(multiway),
+            "--old-texts",
+            str(multiway),
+            "--output-dir",
+            str(out / "new"),
+        ],
+    }
+    for name, command in commands.items():
+        assert cli_exit_code(command) == 2, name
+        message = one_line_error(capsys)  # add-language: --texts is plain text, --old-texts is refused
+        assert "records.jsonl:1: a multi-way record" in message, (name, message)
+    assert not (out / "x.jsonl").exists()
+
+
+def test_pairs_where_multiway_records_are_read_get_one_refusal(tmp_path, capsys):
+    pairs = write_lines(tmp_path / "pairs.multiway.jsonl", PAIRS)
+    assert cli_exit_code(["train-tokenizer", "--train", str(pairs), "--output-dir", str(tmp_path / "tok")]) == 2
+    assert "pairs.multiway.jsonl:1: a translation pair" in one_line_error(capsys)
+    from hf_langspec.compare.shared import multiway_rows
+
+    with pytest.raises(ValueError, match=r"pairs.multiway.jsonl:1: a translation pair"):
+        multiway_rows(pairs, ["en", "de"])
+    bad_code = write_lines(tmp_path / "codes.multiway.jsonl", [{"texts": {"EN": "alpha", "de": "beta"}}])
+    with pytest.raises(ValueError, match=r"codes.multiway.jsonl:1: 'EN' is not a language code"):
+        multiway_rows(bad_code, ["en", "de"])
+
+
+# ------------------------------------------------------------------ files the package wrote, damaged
+@pytest.mark.parametrize(
+    ("content", "gzipped", "reason"),
+    [
+        (b'{"sets": {"supervised": ', False, "not valid JSON"),
+        (b"\xff\xfe", False, "not UTF-8 text"),
+        (b"\x1f\x8b\x08\x00garbage", True, "not a complete gzip file"),
+        (b'{"a": 1}', True, "not a complete gzip file"),  # written plain where gzip is expected
+    ],
+)
+def test_a_damaged_file_the_package_wrote_is_one_line_naming_it_and_the_fix(tmp_path, content, gzipped, reason):
+    from hf_langspec.data.schema import DamagedFileError, read_json
+
+    path = tmp_path / "seed1.json"
+    path.write_bytes(content)
+    with pytest.raises(DamagedFileError, match=rf"seed1.json is damaged: {reason}.*; delete it and rerun") as caught:
+        read_json(path, gzipped=gzipped)
+    assert "\n" not in str(caught.value)
+
+
+# ------------------------------------------------------------------ the machine: a file-size limit
+LIMITED = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write then fails with EFBIG instead of killing the process
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
+from hf_langspec.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def run_limited(limit: int, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_LANGSPEC_CACHE": str(cwd / "cache")}
+    return subprocess.run([sys.executable, "-c", LIMITED, str(limit), *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_file_size_limit_is_one_line_and_leaves_nothing_half_written(tmp_path):
+    rows = [
+        {"src_lang": "en", "tgt_lang": "de", "src": f"alpha {i} " * 20, "tgt": f"beta {i} " * 20} for i in range(400)
+    ]
+    source = write_lines(tmp_path / "big.jsonl", rows)
+    cases = {
+        "data local": ["data", "local", str(source), "--output", str(tmp_path / "out" / "copy.jsonl")],
+        "train-tokenizer": [
+            "train-tokenizer",
+            "--train",
+            str(source),
+            "--output-dir",
+            str(tmp_path / "out" / "tok"),
+            "--vocab-size",
+            "200",
+        ],
+    }
+    for name, args in cases.items():
+        result = run_limited(60_000, args, tmp_path)
+        assert result.returncode == 2, (name, result.stderr[-2000:])
+        lines = [line for line in result.stderr.replace("\r", "\n").splitlines() if line.startswith("hf-langspec")]
+        assert len(lines) == 1 and "Traceback" not in result.stderr, (name, result.stderr)
+        assert "larger than this system allows" in lines[0] and "ulimit -f" in lines[0], lines[0]
+        print(lines[0])
+        assert not list((tmp_path / "out").rglob("*.tmp")), name
+    assert not (tmp_path / "out" / "copy.jsonl").exists()
+    # a checkpoint larger than the limit (the corpus and its tokenized set fit): the checkpoint is named, and the
+    # half-written one removed
+    tiny = ROOT / "examples/suites/tiny"
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        f"output_dir: {tmp_path / 'run'}\n"
+        f"data: {{train_files: [{tiny / 'train.jsonl'}], valid_files: [{tiny / 'valid.jsonl'}], "
+        f"test_files: {{supervised: {tiny / 'test.jsonl'}}}, max_length: 16}}\n"
+        "tokenizer: {vocab_size: 100}\n"
+        "model: {d_model: 64, encoder_layers: 1, decoder_layers: 1, encoder_attention_heads: 2, "
+        "decoder_attention_heads: 2, encoder_ffn_dim: 256, decoder_ffn_dim: 256}\n"
+        "training: {max_steps: 2, save_steps: 1, save_strategy: steps, per_device_train_batch_size: 4, "
+        "use_cpu: true, report_to: none, disable_tqdm: true}\n"
+    )
+    result = run_limited(400_000, ["train", "--config", str(config)], tmp_path)
+    lines = [line for line in result.stderr.replace("\r", "\n").splitlines() if line.startswith("hf-langspec")]
+    assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "checkpoint-1" in lines[0] and "larger than this system allows" in lines[0], lines[0]
+    assert not (tmp_path / "run" / "checkpoints" / "checkpoint-1").exists()
+
+
+def test_environment_failures_are_told_apart_from_bugs_however_a_library_words_them():
+    cases = [
+        (OSError(errno.ENOSPC, "No space left on device", "/data/run/model.safetensors"),
+         "could not write (/data/run/model.safetensors): the disk is full"),
+        (OSError(errno.EDQUOT, "Disk quota exceeded", "/x"), "the disk quota is used up"),
+        (OSError(errno.EROFS, "Read-only file system", "/ro/x"), "/ro/x): the file system is read-only"),
+        (PermissionError(errno.EACCES, "Permission denied", "/root/x"), "/root/x: permission denied"),
+        (RuntimeError("[enforce fail at inline_container.cc:626] . PytorchStreamWriter failed writing file data/3: "
+                      "file write failed"), "a checkpoint write failed"),
+        (RuntimeError("Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: \"No space left "
+                      "on device\" })"), "the disk is full"),
+        (ImportError("libtorch_cpu.so: failed to map segment from shared object"), "ran out of memory"),
+        (MemoryError(), "ran out of memory; lower the batch size"),
+    ]  # fmt: skip
+    for err, words in cases:
+        assert words in (environment_problem(err) or ""), (err, environment_problem(err))
+    wrapped = RuntimeError("saving failed")
+    wrapped.__cause__ = OSError(errno.EFBIG, "File too large", "/x/y")
+    assert "larger than this system allows" in environment_problem(wrapped)
+    for bug in (ValueError("bad value"), KeyError("k"), OSError(errno.ENOENT, "missing", "/x"), TypeError("t")):
+        assert environment_problem(bug) is None
