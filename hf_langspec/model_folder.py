@@ -298,15 +298,72 @@ def _load_matching(path: str | os.PathLike, auto_class: Any) -> Any:
     return model
 
 
+WEIGHT_FILES = ("*.safetensors", *PICKLES)
+
+
+def weights_fingerprint(folder: str | os.PathLike) -> str:
+    """A short hash of a model folder's weight files (names and bytes): what a model card and a results file
+    record of the weights they describe, so that `card`, `push` and `serve` can tell when the weights beside them
+    changed afterwards (an extended run whose evaluation did not finish, a folder copied over)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    files = sorted({path for pattern in WEIGHT_FILES for path in Path(folder).glob(pattern) if path.is_file()})
+    if not files:
+        raise ModelFolderError(f"Model folder {folder}: no weights (*.safetensors) to describe.")
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 23):
+                digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def described_weights_problem(folder: str | os.PathLike) -> str | None:
+    """What is wrong when the folder's model card (README.md, written by this package) records other weights
+    than the folder holds; None when they match, or when there is no such card or it predates the record."""
+    card = Path(folder) / "README.md"
+    if not card.is_file():
+        return None
+    recorded = _card_field(card.read_text(encoding="utf-8", errors="replace"), CARD_WEIGHTS_FIELD)
+    if recorded is None:
+        return None
+    actual = weights_fingerprint(folder)
+    if recorded == actual:
+        return None
+    return (
+        f"{card} describes other weights ({recorded}) than the folder holds ({actual}): the weights changed after "
+        "the card and its scores were written (an extended run whose evaluation did not finish?). Evaluate these "
+        "weights and write the card again (`hf-langspec evaluate` then `hf-langspec card --results`)"
+    )
+
+
+CARD_WEIGHTS_FIELD = "hf_langspec_weights"  # the card metadata key holding weights_fingerprint
+
+
+def _card_field(text: str, key: str) -> str | None:
+    """A top-level scalar of a card's YAML front matter, read without parsing the card as a whole."""
+    import re
+
+    if not text.startswith("---"):
+        return None
+    front = text.split("\n---", 1)[0]
+    match = re.search(rf"^{re.escape(key)}:\s*['\"]?([0-9a-f]+)['\"]?\s*$", front, re.MULTILINE)
+    return match.group(1) if match else None
+
+
 __all__ = [
+    "CARD_WEIGHTS_FIELD",
     "ModelFolderError",
     "check_model_folder",
     "config_problem",
+    "described_weights_problem",
     "folder_problem",
     "json_problem",
     "load_model_folder",
     "load_tokenizer",
     "non_finite_tensor",
     "tokenizer_problem",
+    "weights_fingerprint",
     "weights_problem",
 ]

@@ -260,7 +260,7 @@ def curve(args: argparse.Namespace) -> int:
     /tmp/gpu-plan-curves (or --output-dir) so that the next call on a still-warm machine resumes it. What it reached
     comes back as the curve JSON, finished or partial (from the last complete checkpoint)."""
     from hf_langspec.cli.arguments import parse_target
-    from hf_langspec.compare.learning_curve import partial_learning_curve
+    from hf_langspec.compare.learning_curve import curve_file_name, partial_learning_curve
     from hf_langspec.compare.suite import load_suite
 
     if not args.suite:
@@ -277,7 +277,8 @@ def curve(args: argparse.Namespace) -> int:
     code = run([sys.executable, "-m", "hf_langspec.cli", "curve", "--suite", args.suite, "--max-steps",
                 str(args.max_steps), "--every", str(args.every), "--output-dir", str(run_dir), *targets],
                log=args.out / "curve.log", minutes=args.minutes, cwd=ROOT)  # fmt: skip
-    curve_file = suite.results_dir / f"learning_curve.{suite.baseline}.json"  # written by either
+    seed = suite.seeds_of(suite.baseline)[0]
+    curve_file = suite.results_dir / curve_file_name(suite.baseline, seed, args.every)  # written by either
     # finished: the command's curve; stopped (or failed): the points of its last complete checkpoint, if any yet
     result = (json.loads(curve_file.read_text()) if code == 0
               else partial_learning_curve(suite, args.max_steps, args.every, run_dir, targets=wanted))  # fmt: skip

@@ -655,7 +655,7 @@ def test_a_learning_curve_point_is_the_bleu_of_that_steps_model_on_the_validatio
     code = main(["curve", "--suite", str(tmp_path / "tiny.yaml"), "--max-steps", "150", "--every", "50",
                  "--sentences", "6", "--target", "xx-en=1", "--output-dir", str(tmp_path / "run")])  # fmt: skip
     assert code == 0
-    curve = json.loads((tmp_path / "results" / "learning_curve.baseline.json").read_text())
+    curve = json.loads((tmp_path / "results" / "learning_curve.baseline.seed1.every50.json").read_text())
     assert [p["step"] for p in curve["points"]] == [50, 100, 150]
     last = curve["points"][-1]
     assert sum(last["directions"].values()) > 1  # scores that can differ: the tiny task is being learnt

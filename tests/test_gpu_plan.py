@@ -201,7 +201,7 @@ def test_the_curve_step_resumes_a_stopped_curve_and_a_stopped_run_gives_its_poin
     assert stopped["exit"] == -15 and not stopped["finished"] and stopped["points"] == []
     result = plan("curve", tmp_path / "out", *common, "--target", "xx-en=0")  # the next call finishes the curve
     assert result["exit"] == 0 and result["finished"] and [p[0] for p in result["points"]] == [10, 20]
-    finished = json.loads((tmp_path / "out" / "learning_curve.baseline.json").read_text())
+    finished = json.loads((tmp_path / "out" / "learning_curve.baseline.seed1.every10.json").read_text())
     assert finished["test_at_last_step"]["step"] == 20 and finished["first_reaching"] == 10
     assert "stopped_at" not in finished
 

@@ -447,7 +447,7 @@ def test_an_existing_output_file_is_replaced_only_with_force_and_never_inside_th
     """An output file that exists is refused (one line, before the model loads) unless --force; one inside the model
     folder the command reads, or its input, is refused even with --force, and nothing there changes."""
     argv = _output_commands(copy)[command]
-    existing = copy.parent / "mine.txt"
+    existing = copy.parent / ("mine.jsonl" if command == "data local" else "mine.txt")  # a corpus is .jsonl
     existing.write_text("the user's own file\n")
     code, out, err = run(capsys, *argv, existing)
     assert code == 2 and out == "" and "Loading weights" not in err

@@ -128,6 +128,18 @@ def quantization(text: str) -> str:
     return text
 
 
+def corpus_file(text: str) -> Path:
+    """A corpus file to write: named .parquet or .jsonl (.json), the formats `train` reads (the content checks
+    read it back through the same reader)."""
+    path = Path(text)
+    if path.suffix not in (".parquet", ".jsonl", ".json"):
+        raise argparse.ArgumentTypeError(
+            f"{text}: name it X.parquet or X.jsonl, the formats `hf-langspec train` reads (got {path.suffix or 'no'} "
+            "extension)"
+        )
+    return path
+
+
 def integers(text: str) -> list[int]:
     try:
         return [int(c) for c in codes(text)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .arguments import books, codes, directions
+from .arguments import books, codes, corpus_file, directions
 from .registry import command
 
 
@@ -60,7 +60,7 @@ def _data_hub_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--directions", type=directions, required=True, help="comma-separated, e.g. en-de,de-en")
     p.add_argument("--split", default="train")
     p.add_argument("--data-files", nargs="+", help="local files with the Hub's rows instead of the Hub")
-    p.add_argument("--output", required=True, type=Path, help="X.parquet (read by train directly) or X.jsonl")
+    p.add_argument("--output", required=True, type=corpus_file, help="X.parquet (read by train directly) or X.jsonl")
     p.add_argument("--force", action="store_true", help="replace --output if it exists")
 
 
@@ -104,7 +104,7 @@ def _data_local_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tgt-path", help="target side of a Moses pair")
     p.add_argument("--src-lang")
     p.add_argument("--tgt-lang")
-    p.add_argument("--output", required=True, type=Path, help="X.parquet (read by train directly) or X.jsonl")
+    p.add_argument("--output", required=True, type=corpus_file, help="X.parquet (read by train directly) or X.jsonl")
     p.add_argument("--force", action="store_true", help="replace --output if it exists")
 
 

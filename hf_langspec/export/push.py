@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -53,9 +54,12 @@ def push_model(
             "or add the card with `hf-langspec card`."
         )
     if not pickled_weights:  # what is published must load: damaged weights or a config that does not fit them stay
-        from ..model_folder import load_model_folder
+        from ..model_folder import described_weights_problem, load_model_folder
 
         load_model_folder(folder)
+        problem = described_weights_problem(folder) or remote_code_problem(folder)
+        if problem:
+            raise ValueError(f"Not pushing {folder}: {problem}.")
     if api is None:
         from huggingface_hub import HfApi
 
@@ -86,4 +90,69 @@ def push_model(
     return str(getattr(commit, "commit_url", commit))
 
 
-__all__ = ["push_model"]
+# run in a fresh interpreter where hf_langspec cannot be imported: the folder loads as a downloader's
+# `trust_remote_code=True` loads it, from the code it carries; prints a probe's logits
+PROBE = r"""
+import importlib.abc, json, sys
+class NoPackage(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "hf_langspec" or name.startswith("hf_langspec."):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+sys.meta_path.insert(0, NoPackage())
+sys.path = [p for p in sys.path if p not in ("", ".")]
+from hf_langspec_probe import probe_logits
+print(json.dumps(probe_logits(sys.argv[1], remote=True)))
+"""
+
+
+def probe_logits(folder: str, remote: bool = False) -> list[float]:
+    """The last position's first logits of a fixed input, the folder loaded with the installed classes or (with
+    `remote`) with the code the folder carries; imports only transformers and torch."""
+    import torch
+    from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(folder, trust_remote_code=remote)
+    seq2seq = "AutoModelForSeq2SeqLM" in (getattr(config, "auto_map", None) or {}) or config.is_encoder_decoder
+    auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForMaskedLM
+    model = auto.from_pretrained(folder, trust_remote_code=remote).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=remote)
+    languages = list(getattr(config, "languages", None) or [])
+    codes = {"src_lang": languages[0], "tgt_lang": languages[-1]} if languages else {}
+    batch = dict(tokenizer(["a b c"], return_tensors="pt", **codes))
+    batch.pop("labels", None)
+    if seq2seq:
+        batch["decoder_input_ids"] = torch.tensor([[config.decoder_start_token_id]])
+    with torch.no_grad():
+        return model(**batch).logits[0, -1, :16].tolist()
+
+
+def remote_code_problem(folder: str | os.PathLike) -> str | None:
+    """What goes wrong when the folder is loaded from the code it carries (the `.py` files an upload sends, read
+    with `trust_remote_code=True` in a process without this package), or None when that gives the installed
+    classes' logits."""
+    import inspect
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as helper:
+        # probe_logits imports only transformers and torch: its source alone is the helper module
+        (Path(helper) / "hf_langspec_probe.py").write_text(inspect.getsource(probe_logits), encoding="utf-8")
+        env = {**os.environ, "PYTHONPATH": helper}
+        result = subprocess.run([sys.executable, "-c", PROBE, str(Path(folder).resolve())], capture_output=True,
+                                text=True, env=env, cwd=helper, timeout=600)  # fmt: skip
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return (f"it does not load from the code it would upload ({last[:300]}); save it again with "
+                "model.save_pretrained and tokenizer.save_pretrained of this package's classes")  # fmt: skip
+    remote = json.loads(result.stdout.strip().splitlines()[-1])
+    local = probe_logits(str(folder))
+    if max(abs(a - b) for a, b in zip(remote, local, strict=True)) > 1e-4:
+        return (
+            "the code it would upload computes other outputs than this package's classes (a modified .py "
+            "file?); save it again with model.save_pretrained of this package's classes"
+        )
+    return None
+
+
+__all__ = ["probe_logits", "push_model", "remote_code_problem"]

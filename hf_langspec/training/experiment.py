@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from transformers import TrainerCallback
 
-from ..data.schema import read_json, write_atomic
+from ..data.schema import read_json, training_data_names, write_atomic
 from ..evaluation.trainer_metrics import TranslationMetrics
 from .config import (
     DATA_DEFAULTS,
@@ -399,7 +399,9 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
         identifier=_identifier(evaluation),
     )  # fmt: skip
     baseline = copy_baseline(tests)
-    paths = save_results(results, output_dir / "evaluation", baseline)
+    from ..model_folder import weights_fingerprint
+
+    paths = save_results(results, output_dir / "evaluation", baseline, weights=weights_fingerprint(model_dir))
     table = results_table(results, baseline)
     print(table)
     if config.get("expected"):
@@ -410,7 +412,7 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
 
     from ..export.card import write_model_card
 
-    card_section = config.get("card", {})
+    card_section = {"datasets": training_data_names(config["data"]), **config.get("card", {})}
     write_model_card(model_dir, results, force=True, train_sizes=train_sizes, **card_section)  # the run's own folder
     outcome |= {"results": results, "results_files": paths}
     example = config.get("translate")
