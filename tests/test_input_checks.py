@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -241,3 +242,97 @@ def test_environment_failures_are_told_apart_from_bugs_however_a_library_words_t
     assert "larger than this system allows" in environment_problem(wrapped)
     for bug in (ValueError("bad value"), KeyError("k"), OSError(errno.ENOENT, "missing", "/x"), TypeError("t")):
         assert environment_problem(bug) is None
+
+
+# ------------------------------------------------------------------ settings meaningless together or with the data
+MEANINGLESS = {
+    "a learning rate of 0": ("training.learning_rate=0", r"learning_rate=0 never moves the weights"),
+    "a CLL field on the baseline": ("model.central_language=en", r"central_language is read by class 'cll' only"),
+    "an HLT field on CLL": ("model.high_resource_languages=[en]", r"high_resource_languages is read by class 'hlt'"),
+}
+
+
+@pytest.mark.parametrize(("setting", "message"), MEANINGLESS.values(), ids=MEANINGLESS.keys())
+def test_a_meaningless_setting_is_refused_in_a_config_a_set_value_and_a_suite(tmp_path, capsys, setting, message):
+    import yaml
+
+    key, value = setting.split("=")
+    section, field = key.split(".")
+    raw = yaml.safe_load(BASE_CONFIG)
+    if "high_resource" in key:
+        raw["model"] |= {"class": "cll", "central_language": "en"}
+    raw.setdefault(section, {})[field] = yaml.safe_load(value)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=message):
+        load_config(path)
+    config = load_config(ROOT / "examples/configs/bible_cll_cpu.yaml" if "high_resource" in key else
+                         ROOT / "examples/configs/bible_baseline_cpu.yaml")  # fmt: skip
+    with pytest.raises(ConfigError, match=message):
+        apply_overrides(config, [setting])
+    suite = tiny_suite(tmp_path, systems={"baseline": {}, "other": {"set": {key: yaml.safe_load(value)}}})
+    assert cli_exit_code(["compare", "--suite", str(suite)]) == 2
+    assert re.search(message, one_line_error(capsys))
+
+
+def test_a_suite_system_identical_to_the_baseline_or_with_a_field_of_the_wrong_type_is_refused(tmp_path, capsys):
+    from hf_langspec.compare.suite import load_suite
+
+    same = tiny_suite(tmp_path, name="same.yaml", systems={"baseline": {}, "copy": {"set": {"model.dropout": 0.0}}})
+    with pytest.raises(ConfigError, match=r"systems.copy\]: trains exactly the baseline's model"):
+        load_suite(same)
+    typed = tiny_suite(
+        tmp_path, name="typed.yaml", systems={"baseline": {"label": 5}, "fcll": {"set": {"model.class": "cll"}}}
+    )
+    with pytest.raises(ConfigError, match=r"systems.baseline\]: label must be text, got int 5"):
+        load_suite(typed)
+    import yaml
+
+    named = tiny_suite(tmp_path, "named.yaml")
+    named.write_text(yaml.safe_dump(yaml.safe_load(named.read_text()) | {"name": 123}))
+    assert cli_exit_code(["compare", "--suite", str(named)]) == 2
+    assert "name must be text, got int 123" in one_line_error(capsys)
+
+
+def test_held_out_sets_and_settings_are_checked_against_the_data_before_training(tmp_path):
+    from types import SimpleNamespace
+
+    from hf_langspec.data.corpus_store import read_corpus
+    from hf_langspec.data.processing import FilterReport
+    from hf_langspec.training.experiment import setting_warnings
+
+    rows = [{"src_lang": "en", "tgt_lang": "de", "src": f"sentence {i}", "tgt": f"satz {i}"} for i in range(20)]
+    corpus = read_corpus([write_lines(tmp_path / "train.jsonl", rows)], cache_dir=tmp_path, show_progress=False)
+    held_out = [{"src_lang": "en", "tgt_lang": "de", "src": f"unseen {i}", "tgt": f"neu {i}"} for i in range(4)]
+    args = SimpleNamespace(per_device_train_batch_size=8, gradient_accumulation_steps=1, world_size=1)
+    report = FilterReport(kept=20, removed={"longer than 100": 0})
+    sizes = {"en-de": 20}
+
+    def warnings(tests, valid=(), report=report, args=args):
+        data = {"corpus": corpus, "tests": tests, "valid": list(valid)}
+        return setting_warnings(data, sizes, report, args)
+
+    assert warnings({"supervised": held_out}) == []
+    with pytest.raises(ConfigError, match=r"test set 'supervised': all 20 of its source sentences occur in the "):
+        warnings({"supervised": rows})
+    [partial] = warnings({"supervised": held_out + rows[:2]})
+    assert "2 of its 6 source sentences occur in the training data" in partial
+    [valid] = warnings({"supervised": held_out}, valid=rows[:1] + held_out)
+    assert valid.startswith("the validation set: 1 of its 5 source sentences occur")
+    untrained = [{"src_lang": "de", "tgt_lang": "fr", "src": "neu", "tgt": "nouveau"}]
+    [zero] = warnings({"supervised": held_out + untrained})
+    assert "directions the training data lacks (de-fr)" in zero and "named zero-shot" in zero
+    assert warnings({"zero-shot": untrained}) == []  # named for what it is
+    long = FilterReport(kept=20, removed={"longer than 8": 30})
+    assert "data.max_length removed 30 of 50 training examples (60%)" in warnings({"s": held_out}, report=long)[0]
+    big = SimpleNamespace(per_device_train_batch_size=16, gradient_accumulation_steps=2, world_size=1)
+    assert "a batch of 32 examples is larger than the 20 training examples" in warnings({"s": held_out}, args=big)[0]
+
+
+def test_an_eval_sets_languages_the_model_lacks_are_said_not_dropped(tmp_path, capsys):
+    from hf_langspec.compare.shared import multiway_rows
+
+    records = write_lines(tmp_path / "x.multiway.jsonl", [{"texts": {"en": "a", "de": "b", "es": "c"}}])
+    rows = multiway_rows(records, ["en", "de"])
+    assert {(r["src_lang"], r["tgt_lang"]) for r in rows} == {("en", "de"), ("de", "en")}
+    assert "languages ['es'] are not among the model's ['en', 'de']; they are left out" in capsys.readouterr().out

@@ -143,7 +143,9 @@ def test_cli_add_language_writes_a_model_that_training_continues(tmp_path, capsy
     write_jsonl(tmp_path / "train.jsonl", rows * 3)
     config = _config(tmp_path, model={}, tokenizer={}, evaluation={"max_sentences_per_direction": 2})
     config["data"]["train_files"] = [str(tmp_path / "train.jsonl")]
-    config["data"]["test_files"] = {"supervised": str(tmp_path / "train.jsonl")}
+    held_out = [{"src_lang": "en", "tgt_lang": "ru", "src": "A sentence not in training.", "tgt": RU[0]}]
+    write_jsonl(tmp_path / "test.jsonl", held_out)  # the training file as a test set would be refused
+    config["data"]["test_files"] = {"supervised": str(tmp_path / "test.jsonl")}
     config["model"] = {"init_from": str(tmp_path / "new")}
     config["tokenizer"] = {"path": str(tmp_path / "new")}
     outcome = run_experiment(config)

@@ -278,9 +278,10 @@ def test_temperature_sampler_is_used_and_needs_language_ids(tokenizer, tmp_path)
 
 def _config(tmp_path, **sections):
     files = {}
-    for split in ("train", "test"):
+    rows = synthetic_pairs(28)  # its first 48 rows are synthetic_pairs(24); the last 8 are held out for the test
+    for split, part in (("train", rows[:48]), ("test", rows[48:])):
         path = tmp_path / f"{split}.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in synthetic_pairs(24 if split == "train" else 4)))
+        path.write_text("".join(json.dumps(r) + "\n" for r in part))
         files[split] = str(path)
     config = {
         "output_dir": str(tmp_path / "run"),

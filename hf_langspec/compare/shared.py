@@ -60,7 +60,12 @@ def multiway_rows(path: str | os.PathLike, languages: list[str]) -> list[dict[st
     from ..data.local import read_multiway
     from ..data.processing import multiway_pairs
 
-    rows = multiway_pairs({"texts": texts} for texts in read_multiway(path, languages)).to_list()
+    records = list(read_multiway(path))
+    outside = sorted({code for texts in records for code in texts} - set(languages))
+    if outside:  # said, not dropped silently
+        print(f"--eval-set {path}: languages {outside} are not among the model's {languages}; they are left out.")
+    wanted = set(languages)
+    rows = multiway_pairs({"texts": {c: t for c, t in texts.items() if c in wanted}} for texts in records).to_list()
     if not rows:
         raise ConfigError(
             f"--eval-set {path}: no record has texts in two of the model's languages {languages}; give a multi-way "

@@ -145,6 +145,11 @@ def load_suite(path: str | os.PathLike) -> Suite:
     for key in ("name", "output_dir", "base", "systems", "seeds", "baseline"):
         if key not in raw:
             raise ConfigError(f"{path}: `{key}` is required (see hf_langspec.compare.suite for the layout).")
+    for text_field in ("name", "output_dir", "results_dir", "description"):
+        if raw.get(text_field) is not None and not isinstance(raw[text_field], str):
+            raise ConfigError(
+                f"{path}: {text_field} must be text, got {type(raw[text_field]).__name__} {raw[text_field]!r}."
+            )
     seeds = _check_seeds(raw["seeds"], str(path))
     base = check_keys(
         raw["base"], {"data", "tokenizer", "model", "training", "stages", "evaluation"}, f"{path} [base]"
@@ -156,6 +161,12 @@ def load_suite(path: str | os.PathLike) -> Suite:
                 f"{path} [systems]: name {name!r} must be letters, digits, '-' or '_' (it names folders)."
             )
         entry = check_keys(entry or {}, SYSTEM_KEYS, f"{path} [systems.{name}]")
+        for text_field in ("label", "paper", "description"):  # read by the report, after every run trained
+            if text_field in entry and not isinstance(entry[text_field], str):
+                raise ConfigError(
+                    f"{path} [systems.{name}]: {text_field} must be text, got {type(entry[text_field]).__name__} "
+                    f"{entry[text_field]!r}."
+                )
         overrides = check_keys(
             entry.get("set", {}) or {}, set(entry.get("set", {}) or {}), f"{path} [systems.{name}.set]"
         )
@@ -175,6 +186,14 @@ def load_suite(path: str | os.PathLike) -> Suite:
     )  # fmt: skip
     for name in systems:
         check_system(suite, name)
+    baseline_config = suite.system_config(suite.baseline)
+    for name in systems:
+        if name != suite.baseline and suite.system_config(name) == baseline_config:
+            raise ConfigError(
+                f"{path} [systems.{name}]: trains exactly the baseline's model and schedule (its `set` changes "
+                "nothing), so the report would judge the method on the baseline; give its method's settings "
+                "(e.g. model.class) or remove it."
+            )
     _check_report(report, suite.name, path)
     for i, claim in enumerate(report.get("claims", [])):
         _check_claim(suite, claim, f"{path} [report.claims][{i}]")

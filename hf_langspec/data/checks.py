@@ -7,7 +7,10 @@
 * the counts per direction are reported before training;
 * labels: a sample of each language's sentences is identified with lingua, restricted to the declared
   languages it supports; a language whose sample is mostly identified as another is reported with the
-  share (swapped `src` / `tgt` labels passed silently before).
+  share (swapped `src` / `tgt` labels passed silently before);
+* held-out text: validation and test sentences that occur in the training data (a test set copied from the
+  training file, or overlapping it) are counted by their hashes (`held_out_overlap`), and test directions the
+  training data lacks are named (`untrained_test_directions`): scored as supervised they would not be.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from datasets import Dataset
 
-from .columns import as_corpus, distinct_texts, first_occurrence, language_counts, texts_at
+from .columns import HASH_COLUMNS, as_corpus, column, distinct_texts, first_occurrence, language_counts, texts_at
 
 logger = logging.getLogger(__name__)
 LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(_[A-Za-z0-9]{2,8})*$")
@@ -126,6 +129,29 @@ def warn_about_labels(corpus: Dataset | Sequence[Mapping[str, str]]) -> list[str
     return messages
 
 
+def held_out_overlap(corpus: Dataset | Sequence[Mapping[str, str]], rows: Sequence[Mapping[str, str]]) -> int:
+    """How many of `rows` (validation or test pairs) have their source sentence among the training corpus's
+    sentences of that language (either side), found by the corpus's text hashes in one pass over its columns."""
+    import numpy as np
+
+    from .processing import text_hashes
+
+    if not rows:
+        return 0
+    corpus = as_corpus(corpus)
+    wanted = np.asarray(text_hashes([r["src_lang"] for r in rows], [r["src"] for r in rows]), dtype=np.uint64)
+    found = np.zeros(len(wanted), dtype=bool)
+    for name in HASH_COLUMNS:
+        for chunk in column(corpus, name).chunks:  # memory-mapped: a chunk at a time, never the whole column
+            found |= np.isin(wanted, chunk.to_numpy(zero_copy_only=False))
+    return int(found.sum())
+
+
+def untrained_test_directions(sizes: Mapping[str, int], rows: Sequence[Mapping[str, str]]) -> list[str]:
+    """The directions of `rows` that the training data (`sizes`: examples per direction) has no example of."""
+    return sorted({f"{r['src_lang']}-{r['tgt_lang']}" for r in rows} - {d for d, n in sizes.items() if n})
+
+
 def check_corpus(corpus: Dataset | Sequence[Mapping[str, str]], where: str) -> list[str]:
     """The content checks of a training corpus, the same at every door it comes in by (`train`, `data local`,
     `data hub`): no examples and stray languages are refused; the warnings about swapped language labels are
@@ -143,5 +169,7 @@ __all__ = [
     "check_stray_languages",
     "counts_table",
     "direction_counts",
+    "held_out_overlap",
+    "untrained_test_directions",
     "warn_about_labels",
 ]

@@ -289,6 +289,7 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
     check_keys(config.get("evaluation", {}), EVALUATION_KEYS, f"{where} [evaluation]")
     _check_types(config, config_class, where)
     _check_schedule(config, where)
+    _check_meaningful(config, model_class, where)
     identifier = config.get("evaluation", {}).get("language_identifier")
     if identifier is not None:
         from ..evaluation.language_id import identifier_names
@@ -312,6 +313,33 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
         problem = check_expected_section(config["expected"], f"{where} [expected]")
         if problem:
             raise ConfigError(problem)
+
+
+# model fields that one class reads and every other class would accept and ignore
+CLASS_FIELDS = {"central_language": "cll", "high_resource_languages": "hlt"}
+
+
+def _check_meaningful(config: dict[str, Any], model_class: str, where: str) -> None:
+    """Settings valid one by one that mean nothing together: a method's field on a class that ignores it, a
+    learning rate that never moves the weights."""
+    model = config.get("model", {})
+    for field_name, owner in CLASS_FIELDS.items():
+        if model.get(field_name) is not None and model_class != owner:
+            raise ConfigError(
+                f"{where} [model]: {field_name} is read by class {owner!r} only, and class {model_class!r} would "
+                f"ignore it; drop it or set model.class: {owner}."
+            )
+    sections = [("[training]", config.get("training", {}))]
+    sections += [
+        (f"[stages][{i}].training", stage.get("training", {})) for i, stage in enumerate(config.get("stages", []))
+    ]
+    for name, training in sections:
+        rate = training.get("learning_rate")
+        if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate <= 0:
+            raise ConfigError(
+                f"{where} {name}: learning_rate={rate} never moves the weights, so nothing is trained; give a positive "
+                "rate (the papers use 5e-4 to 1e-3 with warm-up)."
+            )
 
 
 EVALUATION_TYPES = {"max_sentences_per_direction": int | dict | None, "num_beams": int, "batch_size": int,

@@ -247,6 +247,54 @@ def _check_against_data(config: dict[str, Any], sizes: dict[str, int]) -> None:
         raise ConfigError(f"[model] {error}") from None
 
 
+LONG_WARNING_SHARE = 0.1  # max_length removing more of the corpus than this is said
+
+
+def setting_warnings(data: dict[str, Any], sizes: dict[str, int], report: Any, args: Any) -> list[str]:
+    """What the settings mean for this data that each setting alone does not show, said before training:
+    held-out sets that overlap the training data (one that is wholly inside it is refused), supervised test
+    directions the training data lacks, `max_length` removing much of the corpus, a batch larger than the corpus."""
+    from ..data.checks import held_out_overlap, untrained_test_directions
+
+    messages = []
+    held_out = {f"test set {name!r}": rows for name, rows in data["tests"].items()} | {
+        "the validation set": data["valid"]
+    }
+    for name, rows in held_out.items():
+        seen = held_out_overlap(data["corpus"], rows)
+        if seen and seen == len(rows):
+            raise ConfigError(
+                f"{name}: all {seen} of its source sentences occur in the training data, so its scores measure "
+                "memorisation; give held-out text (data.test_files / valid_files)."
+            )
+        if seen:
+            messages.append(
+                f"{name}: {seen} of its {len(rows)} source sentences occur in the training data; its scores overstate "
+                "the model on unseen text (remove them from the training files or the set)."
+            )
+    for name, rows in data["tests"].items():
+        untrained = untrained_test_directions(sizes, rows)
+        if untrained and name != "zero-shot":
+            messages.append(
+                f"test set {name!r} has directions the training data lacks ({', '.join(untrained[:6])}"
+                f"{' ...' if len(untrained) > 6 else ''}): they are zero-shot, not {name}; give them as a test set "
+                "named zero-shot (data.test_files: {zero-shot: FILE})."
+            )
+    too_long = sum(n for reason, n in report.removed.items() if reason.startswith("longer than"))
+    if report.total and too_long / report.total > LONG_WARNING_SHARE:
+        messages.append(
+            f"data.max_length removed {too_long:,} of {report.total:,} training examples ({too_long / report.total:.0%}) "
+            "as too long; raise data.max_length to keep them."
+        )
+    batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
+    if batch > report.kept:
+        messages.append(
+            f"a batch of {batch} examples is larger than the {report.kept} training examples: every batch repeats "
+            "examples; lower per_device_train_batch_size or give more data."
+        )
+    return messages
+
+
 def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any) -> dict[str, Any]:
     import torch
     from datasets import Dataset
@@ -289,11 +337,12 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
         )
     # examples per direction, counted once: language pairs, the high/low split, stage directions, the card
     train_sizes = _direction_sizes(train_set, tokenizer.languages)
+    warnings = setting_warnings(data, train_sizes, report, base_args)  # every process: each refuses alike
     if base_args.process_index == 0:
         from ..data.checks import counts_table, warn_about_labels
 
         say(f"data: {counts_table(train_sizes)}")
-        for message in warn_about_labels(data["train"]):
+        for message in warn_about_labels(data["train"]) + warnings:
             say(f"data: warning: {message}")
     model_section = dict(config.get("model", {}))
     torch.manual_seed(base_args.seed)
