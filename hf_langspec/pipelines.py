@@ -22,7 +22,7 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
-from .data.schema import check_not_same_language
+from .data.schema import check_direction
 from .tokenization.tokenization_langspec import encode_with_template
 
 TASK = "langspec-translation"
@@ -106,8 +106,8 @@ class LangSpecTranslationPipeline(Pipeline):
         else:
             text = inputs
         config = self.model.config
-        if src_lang is not None and tgt_lang is not None:
-            check_not_same_language(src_lang, tgt_lang, config)
+        if src_lang is not None and tgt_lang is not None and getattr(config, "languages", None):
+            check_direction(src_lang, tgt_lang, config)
         if hasattr(self.tokenizer, "lang_tag_style"):  # a LangSpecTokenizer applies tags and ids itself
             return self.tokenizer(text, src_lang=src_lang, tgt_lang=tgt_lang, return_tensors="pt")
         if getattr(self.tokenizer, "is_fast", False):  # the text read as text, never as control tokens

@@ -336,3 +336,73 @@ def test_an_eval_sets_languages_the_model_lacks_are_said_not_dropped(tmp_path, c
     rows = multiway_rows(records, ["en", "de"])
     assert {(r["src_lang"], r["tgt_lang"]) for r in rows} == {("en", "de"), ("de", "en")}
     assert "languages ['es'] are not among the model's ['en', 'de']; they are left out" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ identity by the file, not its spelling
+def test_a_run_is_the_same_run_however_its_files_are_spelled(tmp_path, monkeypatch):
+    from hf_langspec.training.run_guard import check_resumed_config, record_config
+
+    data = write_lines(tmp_path / "train.jsonl", PAIRS)
+    (tmp_path / "link.jsonl").symlink_to(data)
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    config = {"output_dir": str(run), "data": {"train_files": [str(data)], "test_files": {"supervised": str(data)}},
+              "training": {"max_steps": 5}}  # fmt: skip
+    record_config(run, config)
+    monkeypatch.chdir(tmp_path)
+    for spelling in ("train.jsonl", "./train.jsonl", "link.jsonl", f"{tmp_path}/../{tmp_path.name}/train.jsonl"):
+        again = {**config, "output_dir": "run",
+                 "data": {"train_files": [spelling], "test_files": {"supervised": spelling}}}  # fmt: skip
+        check_resumed_config(run, again, resume=True)  # the same files: resumed, not refused
+    other = write_lines(tmp_path / "other.jsonl", PAIRS[:1])
+    with pytest.raises(ConfigError, match=r"another config \(data.train_files"):
+        check_resumed_config(run, {**config, "data": {**config["data"], "train_files": [str(other)]}}, resume=True)
+
+
+def test_a_suites_runs_are_matched_by_what_they_train_not_where_their_files_are():
+    from hf_langspec.compare.shared import run_identity
+
+    here = {"output_dir": "runs/x/runs/baseline/seed1", "data": {"train_files": ["runs/x/shared/train.jsonl"],
+            "max_length": 100}, "tokenizer": {"path": "runs/x/shared/tokenizer"}, "model": {"d_model": 32}}  # fmt: skip
+    moved = {"output_dir": "/big/disk/x/runs/baseline/seed1", "data": {"train_files": ["/big/disk/x/shared/train.jsonl"],
+             "max_length": 100}, "tokenizer": {"path": "/big/disk/x/shared/tokenizer"}, "model": {"d_model": 32}}  # fmt: skip
+    assert run_identity(here) == run_identity(moved)
+    assert run_identity(here) != run_identity({**moved, "model": {"d_model": 64}})
+    assert run_identity(here) != run_identity({**moved, "data": {**moved["data"], "max_length": 50}})
+
+
+# ------------------------------------------------------------------ one refusal of a direction on every surface
+@pytest.mark.parametrize(
+    ("src", "tgt", "message"),
+    [
+        ("en", "en", r"en->en: the source and target are the same language"),
+        ("en", "xx", r"Unknown language code 'xx'"),
+    ],
+)
+def test_a_direction_is_refused_alike_by_every_surface_that_takes_one(tmp_path, src, tgt, message):
+    from test_ct2_export import trained_like
+    from test_specialize import M2M, tiny_tokenizer
+    from transformers import pipeline
+
+    from hf_langspec.evaluation.translate import translate
+    from hf_langspec.export.ct2 import export_direction, export_directions
+    from hf_langspec.export.server import ModelBackend
+    from hf_langspec.export.specialize import fold, specialize
+
+    tokenizer = tiny_tokenizer()
+    model = trained_like("laa+lee (tied)", M2M, tokenizer)
+    surfaces = {
+        "translate": lambda: translate(model, tokenizer, ["alpha"], src, tgt, show_progress=False),
+        "pipeline": lambda: pipeline("langspec-translation", model=model, tokenizer=tokenizer)(
+            "alpha", src_lang=src, tgt_lang=tgt
+        ),
+        "fold": lambda: fold(model, src, tgt),
+        "specialize": lambda: specialize(model, src, tgt, tokenizer),
+        "export": lambda: export_direction(model, tokenizer, src, tgt, tmp_path / "one"),
+        "export --directions": lambda: export_directions(model, tokenizer, [(src, tgt)], tmp_path / "many"),
+        "serve --model --directions": lambda: ModelBackend(model, tokenizer, [f"{src}-{tgt}"]),
+    }
+    for name, call in surfaces.items():
+        with pytest.raises(ValueError, match=message):
+            call()
+        assert not (tmp_path / "one").exists() and not (tmp_path / "many").exists(), name

@@ -25,7 +25,7 @@ from typing import Any
 from ..data.schema import write_atomic
 from ..training.checkpoints import CHECKPOINT
 from ..training.config import ConfigError
-from .shared import RUNNER_PID, prepare_shared, read_run_file, results_paths
+from .shared import RUNNER_PID, prepare_shared, read_run_file, results_paths, run_identity
 from .suite import Suite, load_suite
 
 
@@ -74,7 +74,9 @@ def plan_runs(suite: Suite, shared: dict[str, Any], threads: int, off_target_lat
         if scores_path.exists():
             stored = read_run_file(scores_path)
             for key in ("config", "corpus_fingerprint", "tokenizer_fingerprint"):
-                if stored.get(key) != spec[key]:
+                same = (run_identity(stored.get(key) or {}) == run_identity(spec[key]) if key == "config"
+                        else stored.get(key) == spec[key])  # fmt: skip
+                if not same:
                     raise ConfigError(
                         f"{scores_path} was produced with another {key.replace('_', ' ')} than {system} seed {seed} "
                         f"has now; move it away (or use another results_dir) to train the run anew."

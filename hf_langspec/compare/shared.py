@@ -8,6 +8,7 @@ the results directory, so a report can be rebuilt from the results alone, anywhe
 
 from __future__ import annotations
 
+import copy
 import gzip
 import hashlib
 import json
@@ -36,6 +37,25 @@ def results_paths(results_dir: Path, system: str, seed: int) -> tuple[Path, Path
 RUN_FILE_FIX = (
     "delete it, and the run's other results file beside it, and rerun `hf-langspec compare` to evaluate that run again"
 )
+
+
+# where a run's files live, not what it trains: the shared corpus and vocabulary are compared by their
+# fingerprints, so a suite folder moved or named another way keeps its runs
+LOCATION_KEYS = ("output_dir", "data.train_files", "data.valid_files", "data.test_files", "data.cache_dir",
+                 "data.num_proc", "tokenizer.path")  # fmt: skip
+
+
+def run_identity(config: dict[str, Any]) -> dict[str, Any]:
+    """A run config without its LOCATION_KEYS: what results files and resumed runs are matched by."""
+    identity = copy.deepcopy(config)
+    for key in LOCATION_KEYS:
+        *sections, last = key.split(".")
+        node = identity
+        for part in sections:
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node.pop(last, None)
+    return identity
 
 
 def read_run_file(path: Path, gzipped: bool = False) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..data.schema import read_json, write_atomic
 from ..evaluation.expected import library_versions
-from .shared import RUNNER_PID, read_run_file, results_paths
+from .shared import RUNNER_PID, read_run_file, results_paths, run_identity
 
 RESULTS_FORMAT = 1
 
@@ -126,7 +126,7 @@ def run(spec: dict[str, Any]) -> None:
     torch.set_num_threads(spec["threads"])
     scores_path, outputs_path = results_paths(Path(spec["results_dir"]), spec["system"], spec["seed"])
     previous = read_run_file(scores_path) if scores_path.exists() else None
-    if previous is None or previous["config"] != spec["config"]:
+    if previous is None or run_identity(previous["config"]) != run_identity(spec["config"]):
         print(f"training {spec['system']} seed {spec['seed']} in {spec['run_dir']}", flush=True)
         run_experiment(spec["config"])
         previous = None

@@ -45,6 +45,15 @@ def check_not_same_language(src_lang: str, tgt_lang: str, config: Any) -> None:
         )
 
 
+def check_direction(src_lang: str, tgt_lang: str, config: Any) -> tuple[int, int]:
+    """The one check of a direction that every surface taking one applies (`translate`, the pipeline, `fold` /
+    `specialize`, `export`, `serve --model`): both codes known to the model and not `xx -> xx`
+    (`check_not_same_language`). Returns the two language ids."""
+    ids = (config.language_id(src_lang), config.language_id(tgt_lang))
+    check_not_same_language(src_lang, tgt_lang, config)
+    return ids
+
+
 def canonical_dataset(rows: Iterable[dict[str, str]]) -> Dataset:
     """Rows as a `Dataset` with the canonical string columns (also when there are no rows)."""
     columns: dict[str, list[str]] = {name: [] for name in CANONICAL_COLUMNS}
@@ -194,6 +203,7 @@ __all__ = [
     "CANONICAL_FEATURES",
     "DamagedFileError",
     "canonical_dataset",
+    "check_direction",
     "check_output_dir",
     "check_output_file",
     "direction",

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from ..data.schema import check_not_same_language
+from ..data.schema import check_direction
 from ..pipelines import group_by_target
 from ..tokenization.tokenization_langspec import encode_text
 
@@ -71,7 +71,7 @@ def translate(
     for code in set(src) | set(tgt):
         tokenizer.language_id(code)  # an unknown code fails before any work
     for pair in sorted(set(zip(src, tgt, strict=True))):
-        check_not_same_language(*pair, model.config)
+        check_direction(*pair, model.config)
     todo = [i for i, text in enumerate(texts) if text.strip()]  # blank texts stay blank
     _warn_about_inputs(tokenizer, [texts[i] for i in todo], max_source_length)
     batches = [

@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..data.schema import check_not_same_language, check_output_dir, write_atomic
+from ..data.schema import check_direction, check_output_dir, write_atomic
 from ..tokenization.tokenization_langspec import encode_with_template
 
 CT2_MISSING = (
@@ -207,7 +207,7 @@ def export_direction(
     for name in writes:
         refuse_to_overwrite(output_dir / name, force)
     tokenizer.check_model(model)  # the vocabulary, languages and tags must be the model's
-    check_not_same_language(src_lang, tgt_lang, model.config)
+    check_direction(src_lang, tgt_lang, model.config)
     folded = fold(model, src_lang, tgt_lang)
     plain_tokenizer = specialize_tokenizer(tokenizer, src_lang, tgt_lang)
     paths: dict[str, Path | str] = {}
@@ -274,8 +274,7 @@ def export_directions(
     """
     output_dir = Path(output_dir)
     for src, tgt in directions:
-        model.config.language_ids([src, tgt])  # unknown codes fail here, with the model's message
-        check_not_same_language(src, tgt, model.config)
+        check_direction(src, tgt, model.config)  # unknown codes and xx -> xx fail here, as everywhere
         refuse_to_overwrite(output_dir / f"{src}-{tgt}" / "ctranslate2", force)
     return {
         f"{src}-{tgt}": export_direction(

@@ -34,7 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from ..data.schema import split_direction
+from ..data.schema import check_direction, split_direction
 from ..model_folder import json_problem
 from ..tokenization.tokenization_langspec import encode_with_template
 from .ct2 import DIRECTION_FILE, generation_budget, translate_ctranslate2
@@ -130,8 +130,8 @@ class ModelBackend:
         self.model, self.tokenizer = model.eval(), tokenizer
         languages = model.config.languages
         self._directions = list(directions or [f"{s}-{t}" for s in languages for t in languages if s != t])
-        for direction in self._directions:
-            model.config.language_ids(split_direction(direction))
+        for direction in self._directions:  # refused here as translate() would refuse each request
+            check_direction(*split_direction(direction), model.config)
         self._lock = threading.Lock()  # one torch call at a time: concurrent ones would share the same cores
 
     @property

@@ -48,6 +48,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from ..data.schema import check_direction
 from ..interop import _reference_kwargs, backbone_problems, copy_state
 from ..modeling.routing import LanguageContext
 
@@ -101,7 +102,7 @@ def fold(model: Any, src_lang: str, tgt_lang: str) -> Folded:
     runtime can hold it is the export's question.
     """
     config = model.config
-    src, tgt = config.language_id(src_lang), config.language_id(tgt_lang)
+    src, tgt = check_direction(src_lang, tgt_lang, config)
     if getattr(config, "laa_random", False):
         raise ValueError("Cannot specialize LAA^R (laa_random=True): its matrices are drawn at random per example.")
     state = {k: v.detach().clone().float() for k, v in model.state_dict().items() if ".insertions." not in k}

@@ -38,6 +38,36 @@ FREE_KEYS = ("output_dir", "evaluation", "translate", "card", "expected", "data.
              "training.use_cpu")  # fmt: skip
 
 
+# the keys whose values name files or folders: the same file spelled two ways (relative, absolute, through a
+# link) is one run, so they are compared and recorded resolved
+PATH_KEYS = ("output_dir", "data.train_files", "data.valid_files", "data.test_files", "data.cache_dir",
+             "tokenizer.path", "model.init_from", "model.init_encoder_from")  # fmt: skip
+
+
+def resolved_paths(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` with every path it names (PATH_KEYS, in lists and mappings too) made absolute and resolved."""
+    import copy
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, str):
+            return os.path.realpath(os.path.expanduser(value))
+        if isinstance(value, list):
+            return [resolve(v) for v in value]
+        if isinstance(value, dict):
+            return {k: v if isinstance(v, bool) else resolve(v) for k, v in value.items()}
+        return value
+
+    config = copy.deepcopy(config)
+    for key in PATH_KEYS:
+        *sections, last = key.split(".")
+        node = config
+        for part in sections:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(last) is not None:
+            node[last] = resolve(node[last])
+    return config
+
+
 def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
     """`{"training": {"max_steps": 5}}` -> `{"training.max_steps": 5}` (lists stay values)."""
     if not isinstance(config, dict):
@@ -106,6 +136,7 @@ def check_resumed_config(output_dir: Path, config: dict[str, Any], resume: bool)
         )
     stored = read_json(path) if path.exists() and resume and trained else None
     if stored is not None:
+        stored, config = resolved_paths(stored), resolved_paths(config)  # identity by the file, not its spelling
         old, new = flatten(json.loads(json.dumps(stored))), flatten(json.loads(json.dumps(config, default=str)))
         changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and not _free(k))
         steps = "training.max_steps"
@@ -126,7 +157,7 @@ def record_config(output_dir: Path, config: dict[str, Any]) -> None:
     """Store the config of the run that starts (or continues) training now, atomically."""
     from ..data.schema import write_atomic
 
-    write_atomic(output_dir / CONFIG_FILE, json.dumps(config, indent=1, default=str))
+    write_atomic(output_dir / CONFIG_FILE, json.dumps(resolved_paths(config), indent=1, default=str))
 
 
 def _alive(pid: int) -> bool:
@@ -214,4 +245,4 @@ class RunLock:
         atexit.unregister(self.release)
 
 
-__all__ = ["RunLock", "check_resumed_config", "flatten", "record_config"]
+__all__ = ["RunLock", "check_resumed_config", "flatten", "record_config", "resolved_paths"]
