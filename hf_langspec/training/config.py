@@ -344,10 +344,11 @@ def _check_meaningful(config: dict[str, Any], model_class: str, where: str) -> N
 
 EVALUATION_TYPES = {"max_sentences_per_direction": int | dict | None, "num_beams": int, "batch_size": int,
                     "max_new_tokens": int, "off_target": bool | str, "language_identifier": str, "splits": list}  # fmt: skip
+# the element types too: a list of numbers or a test set given as a list reached Path() deep in the data loader
 DATA_TYPES = {"max_length": int | None, "valid_sentences_per_direction": int, "num_proc": int | None,
               "cache_dir": str,
-              "max_train_examples_per_direction": int | dict | None, "train_files": list | str,
-              "valid_files": list | str, "test_files": dict | str}  # fmt: skip
+              "max_train_examples_per_direction": int | dict[str, int | None] | None, "train_files": list[str] | str,
+              "valid_files": list[str] | str, "test_files": dict[str, str] | str}  # fmt: skip
 
 
 def _check_types(config: dict[str, Any], config_class: type, where: str) -> None:

@@ -26,7 +26,7 @@ MINIMUM = {
     # 0: plain shuffling (no temperature); below 0 the sampler refused it once data, tokenizer and model were built
     "sampling_temperature": 0, "temperature_warmup_epochs": 0, "warmup_steps": 0, "average_last_checkpoints": 0,
     # a negative seed failed in numpy once the corpus was built; a negative max_grad_norm switched clipping off
-    "seed": 0, "data_seed": 0, "max_grad_norm": 0,
+    "seed": 0, "data_seed": 0, "max_grad_norm": 0, "max_train_examples_per_direction": 1,
 }  # fmt: skip
 # save_steps: 0 trained to the end without a checkpoint (an interruption lost the run); logging/eval 0 failed late
 POSITIVE = {"temperature", "save_steps", "eval_steps", "logging_steps", "num_train_epochs"}
@@ -79,7 +79,10 @@ def matches(value: Any, annotation: Any) -> bool:
         args = typing.get_args(annotation)
         return not args or args[-1] is Ellipsis or all(matches(v, args[0]) for v in value)
     if origin in (dict, Mapping) or annotation is dict:
-        return isinstance(value, dict)
+        args = typing.get_args(annotation)  # the keys and values too: `{supervised: [a.jsonl]}` is not a path
+        return isinstance(value, dict) and (
+            not args or all(matches(k, args[0]) and matches(v, args[1]) for k, v in value.items())
+        )
     return True
 
 
@@ -101,6 +104,10 @@ def check_section(section: Mapping[str, Any], hints: Mapping[str, Any], where: s
                 f"{where}: {key} = {value!r}{found} it must be {describe(annotation)}"
                 + (f" (write {key}: {value.strip()} without quotes)." if _numeric_string(value) else ".")
             )
+        # a mapping's numbers have their key's range too (`max_train_examples_per_direction: {en-de: -1}`)
+        for inner in value.values() if isinstance(value, dict) and key in MINIMUM else ():
+            if isinstance(inner, (int, float)) and not isinstance(inner, bool) and inner < MINIMUM[key]:
+                raise error(f"{where}: {key} = {value!r}: each value must be at least {MINIMUM[key]}.")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if isinstance(value, float) and not math.isfinite(value):
                 raise error(f"{where}: {key} = {value} must be a finite number.")
