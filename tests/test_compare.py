@@ -634,7 +634,7 @@ def test_workers_take_the_users_omp_num_threads_or_split_the_cores(monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_learning_curve_point_is_the_bleu_of_that_steps_model_on_the_validation_set(tmp_path):
+def test_a_learning_curve_point_is_the_bleu_of_that_steps_model_on_the_validation_set(tmp_path, capsys):
     """`hf-langspec curve`: the last point's per-direction BLEU equals sacreBLEU on the saved model's own
     translations of the validation sentences, decoded as the suite's evaluation decodes."""
     import sacrebleu
@@ -656,6 +656,10 @@ def test_a_learning_curve_point_is_the_bleu_of_that_steps_model_on_the_validatio
                  "--sentences", "6", "--target", "xx-en=1", "--output-dir", str(tmp_path / "run")])  # fmt: skip
     assert code == 0
     curve = json.loads((tmp_path / "results" / "learning_curve.baseline.seed1.every50.json").read_text())
+    # the same run resumed at another interval would mix intervals under one claim: refused before any work
+    again = ["curve", "--suite", str(tmp_path / "tiny.yaml"), "--max-steps", "300", "--every", "30",
+             "--output-dir", str(tmp_path / "run")]  # fmt: skip
+    assert main(again) == 2 and "validated every 50 steps; resume it with --every 50" in capsys.readouterr().err
     assert [p["step"] for p in curve["points"]] == [50, 100, 150]
     last = curve["points"][-1]
     assert sum(last["directions"].values()) > 1  # scores that can differ: the tiny task is being learnt

@@ -21,6 +21,8 @@ from test_training import synthetic_pairs
 from hf_langspec.tokenization import train_tokenizer
 from hf_langspec.tokenization.tokenization_langspec import control_token_ids, encode_text
 
+pytestmark = pytest.mark.reliability
+
 LANGUAGES = ["de", "en", "fr"]
 WORDS = ["alpha", "beta", "gamma", "delta", "In", "the", "beginning"]
 

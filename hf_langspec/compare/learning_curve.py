@@ -99,6 +99,7 @@ def learning_curve(
 
     suite, system, seed = _checked(suite, system, seed, max_steps, every, targets)
     run_dir = Path(output_dir) if output_dir else suite.output_dir / "curves" / f"{system}-seed{seed}-every{every}"
+    _check_interval(run_dir, every)
     shared = prepare_shared(suite)
     config = curve_config(suite, shared, system, seed, max_steps, every, sentences, run_dir)
     run_experiment(config)
@@ -127,6 +128,20 @@ def partial_learning_curve(
     shared = prepare_shared(suite)
     config = curve_config(suite, shared, system, seed, max_steps, every, sentences, run_dir)
     return _write_curve(suite, shared, system, seed, config, run_dir, targets, stopped=True)
+
+
+def _check_interval(run_dir: Path, every: int) -> None:
+    """Refuse to resume a curve validated at another interval: its points so far would not be every `every`
+    steps, while the file would say they are."""
+    last = last_complete_checkpoint(run_dir / "checkpoints")
+    if last is None:
+        return
+    before = read_json(Path(last) / "trainer_state.json").get("eval_steps")
+    if before is not None and before != every:
+        raise ConfigError(
+            f"{run_dir} holds a curve validated every {before} steps; resume it with --every {before}, or give a new "
+            f"--output-dir for --every {every}."
+        )
 
 
 def _checked(suite: str | Path | Suite, system: str | None, seed: int | None, max_steps: int, every: int,

@@ -83,15 +83,7 @@ def read_multiway(path: str | os.PathLike, languages: Sequence[str] | None = Non
     """Multi-way records, one JSON object per line: `{"texts": {code: text}}` (the Bible's `*.multiway.jsonl`) or
     one field per code, each checked like a pair's fields (codes, non-empty strings; a blank or missing language
     is absent from that record). Yields `{code: text}`, restricted to `languages` when given."""
-    path = Path(path)
-    for number, line in _lines(path):
-        where = f"{path}:{number}"
-        if not line.strip():
-            raise ValueError(f"{where}: empty line; remove it (each line must be one record).")
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{where}: not valid JSON ({err.msg} at column {err.colno}).") from None
+    for where, record in _json_lines(Path(path), "record"):
         texts = record.get("texts", record) if isinstance(record, dict) else None
         if not isinstance(texts, dict):
             raise ValueError(f"{where}: expected a JSON object of {{code: text}} fields or a `texts` mapping.")
@@ -118,18 +110,23 @@ def read_sentences(path: str | os.PathLike) -> list[str]:
     return sentences
 
 
-def read_jsonl_pairs(path: str | os.PathLike) -> Iterator[dict[str, str]]:
-    path = Path(path)
+def _json_lines(path: Path, what: str) -> Iterator[tuple[str, object]]:
+    """`(file:line, value)` of each line of a JSON-lines file; a blank or unparsable line is an error."""
     for number, line in _lines(path):
+        where = f"{path}:{number}"
         if not line.strip():
-            raise ValueError(f"{path}:{number}: empty line; remove it (each line must be one example).")
+            raise ValueError(f"{where}: empty line; remove it (each line must be one {what}).")
         try:
-            row = json.loads(line)
+            yield where, json.loads(line)
         except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{number}: not valid JSON ({err.msg} at column {err.colno}).") from None
+            raise ValueError(f"{where}: not valid JSON ({err.msg} at column {err.colno}).") from None
+
+
+def read_jsonl_pairs(path: str | os.PathLike) -> Iterator[dict[str, str]]:
+    for where, row in _json_lines(Path(path), "example"):
         if not isinstance(row, dict):
-            raise ValueError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}.")
-        yield check_row(row, f"{path}:{number}")
+            raise ValueError(f"{where}: expected a JSON object, got {type(row).__name__}.")
+        yield check_row(row, where)
 
 
 def read_tsv_pairs(
