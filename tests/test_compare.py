@@ -843,3 +843,25 @@ def test_verdicts_at_two_budgets_agree_on_what_they_say_not_on_how_many_seeds_ar
     provisional = "so far" in here or "one seed" in here  # seeds still to come
     assert row.endswith(("| the same" if same else "| **differ**") + (" so far |" if provisional else " |"))
     assert "a: 12,000 steps x 32, baseline BLEU xx-en 10.00 | c: 3,000 steps x 32" in markdown_lines(report)[3]
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("damaged", "content", "reason"),
+    [("seed1.json", b'{"sets": {"supervised"', "not valid JSON"), ("seed1.outputs.json.gz", b"\x1f\x8b\x08garbage",
+      "not a complete gzip file")],
+)  # fmt: skip
+def test_a_damaged_results_file_stops_the_report_with_one_line_naming_it(finished, tmp_path, damaged, content, reason):
+    """`compare --report-only` over a results folder with a file cut short: the file and the fix, not a raw
+    JSON or zlib error."""
+    results = tmp_path / "results"
+    shutil.copytree(finished["suite"].results_dir, results)
+    (results / "baseline" / damaged).write_bytes(content)
+    raw = yaml.safe_load(finished["path"].read_text())
+    path = tmp_path / "copy.yaml"
+    path.write_text(yaml.safe_dump({**raw, "results_dir": str(results)}))
+    result = subprocess.run([sys.executable, "-m", "hf_langspec.cli", "compare", "--suite", str(path), "--report-only"],
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    line = [line for line in result.stderr.splitlines() if line.startswith("hf-langspec")][-1]
+    assert f"baseline/{damaged} is damaged: {reason}" in line and "rerun `hf-langspec compare`" in line, line

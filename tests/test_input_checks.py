@@ -406,3 +406,24 @@ def test_a_direction_is_refused_alike_by_every_surface_that_takes_one(tmp_path, 
         with pytest.raises(ValueError, match=message):
             call()
         assert not (tmp_path / "one").exists() and not (tmp_path / "many").exists(), name
+
+
+# ------------------------------------------------------------------ a corpus's content, the same at every door
+def test_data_local_applies_trains_content_checks_to_what_it_writes(tmp_path, capsys):
+    pytest.importorskip("lingua")
+    english = ["The Lord is my shepherd; I shall not want.", "In the beginning was the Word.",
+               "Blessed are the meek, for they shall inherit the earth.", "Love your neighbour as yourself."]  # fmt: skip
+    german = ["Der Herr ist mein Hirte, mir wird nichts mangeln.", "Im Anfang war das Wort.",
+              "Selig sind die Sanftmütigen, denn sie werden das Land ererben.", "Liebe deinen Nächsten wie dich selbst."]  # fmt: skip
+    swapped = [{"src_lang": "en", "tgt_lang": "de", "src": g, "tgt": e} for e, g in zip(english, german, strict=True)]
+    source = write_lines(tmp_path / "swapped.jsonl", swapped)
+    out = tmp_path / "out.jsonl"
+    assert cli_exit_code(["data", "local", str(source), "--output", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "wrote 4 examples" in said and said.count("are src/tgt or the language fields swapped?") == 2
+    stray = [{"src_lang": "en", "tgt_lang": "de", "src": f"line {i}", "tgt": f"zeile {i}"} for i in range(1000)]
+    stray[700] = {**stray[700], "tgt_lang": "xx"}
+    source = write_lines(tmp_path / "stray.jsonl", stray)
+    assert cli_exit_code(["data", "local", str(source), "--output", str(tmp_path / "stray-out.jsonl")]) == 2
+    assert "'xx' (1 example(s), the first is example 701)" in one_line_error(capsys)
+    assert not (tmp_path / "stray-out.jsonl").exists()
