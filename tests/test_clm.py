@@ -333,3 +333,52 @@ def test_the_config_pipeline_trains_a_clm_model_with_overrides_and_its_card(tmp_
         apply_overrides(config, ["model.clm_encoder"])
     with pytest.raises(ConfigError, match=r"unknown keys \['clm_encodr'\]"):
         apply_overrides(config, ["model.clm_encodr=none"])
+
+
+# ---------------------------------------------------------------------------- clm_norm: eq. 3 in the pre-norm form
+@pytest.mark.parametrize("variant", ["sclm", "mclm", "ls"])
+def test_the_pre_ln_form_mixes_the_normalised_token_and_leaves_the_stream_unnormalised(variant):
+    """`clm_norm="pre"`: z = h + sum_j P_j(LN(h)) LN(h) W_j, computed here from the equations, the same parameters as
+    the post form; with the maps at zero each module is the identity (the post form: its LayerNorm)."""
+    model = clm_model(clm_encoder=variant, clm_decoder=variant, clm_norm="pre", normalize_before=True, dropout=0.0)
+    post = clm_model(clm_encoder=variant, clm_decoder=variant, normalize_before=True, dropout=0.0)
+    assert {k: v.shape for k, v in model.state_dict().items()} == {k: v.shape for k, v in post.state_dict().items()}
+    h, lang = torch.randn(3, 5, 32) * 7 + 2, context(["en", "de", "fr"], ["de", "fr", "en"])
+    pairs = [PAIRS.index(p) for p in ("en-de", "de-fr", "fr-en")]
+    for module in model.clm_modules().values():
+        for layer, norms in enumerate(module.layer_norms):
+            for sublayer, norm in norms.items():
+                x = F.layer_norm(h, (32,), norm.weight, norm.bias)
+                if variant == "ls":  # one map per pair, no gate
+                    mixed = torch.einsum("btd,bde->bte", x, module.weight[pairs])
+                else:
+                    gate = module.gate[layer] if variant == "sclm" else module.gate[layer][pairs].unsqueeze(1)
+                    logits = x @ gate if variant == "sclm" else (x.unsqueeze(2) @ gate).squeeze(2)
+                    p = (1 - module.alpha) * logits.softmax(-1) + module.alpha / module.weight.shape[0]
+                    mixed = torch.einsum("btk,btd,kde->bte", p, x, module.weight)
+                torch.testing.assert_close(module(h, lang, layer, sublayer), h + mixed, atol=1e-5, rtol=1e-5)
+    zero = clm_model(clm_encoder=variant, clm_decoder=variant, clm_norm="pre", clm_map_init="zeros", dropout=0.0)
+    for module in zero.clm_modules().values():
+        assert torch.equal(module(h, lang, 0, next(iter(module.layer_norms[0]))), h)
+
+
+def test_the_pre_ln_form_decodes_alike_with_and_without_the_cache():
+    model = clm_model(seed=3, clm_norm="pre", normalize_before=True, clm_decoder="mclm")
+    inputs = generation_inputs(trained_pair_batch(seed=4))
+    cached = model.generate(**inputs, num_beams=2, max_new_tokens=6, use_cache=True)
+    uncached = model.generate(**inputs, num_beams=2, max_new_tokens=6, use_cache=False)
+    assert torch.equal(cached, uncached)
+
+
+def test_clm_norm_is_checked_and_older_configs_keep_the_post_form():
+    with pytest.raises(ValueError, match=r"clm_norm"):
+        tiny_config(CLMConfig, clm_norm="middle", language_pairs=PAIRS)
+    saved = tiny_config(CLMConfig, clm_num_features=6, language_pairs=PAIRS).to_dict()
+    saved.pop("clm_norm")  # a config.json written before clm_norm existed
+    assert CLMConfig.from_dict(saved).clm_norm == "post"
+
+
+@pytest.mark.slow
+def test_a_pre_ln_clm_checkpoint_loads_through_auto_and_as_remote_code(tmp_path):
+    model = clm_model(seed=8, clm_norm="pre", normalize_before=True, clm_decoder="mclm")
+    assert_round_trips(model, trained_pair_batch(seed=9), tmp_path)

@@ -126,6 +126,12 @@ def method_settings(config: Any) -> str:
         f"- Encoder CLM: {CLM_VARIANT_NAMES[config.clm_encoder].format(key=config.clm_encoder_key)}",
         f"- Decoder CLM: {CLM_VARIANT_NAMES[config.clm_decoder].format(key=config.clm_decoder_key)}",
         f"- Placement: {'every sublayer' if config.clm_sublayers == 'all' else 'FFN sublayers only (CLM-top)'}",
+        "- Normalisation: "
+        + (
+            "pre-LN form, z = h + mix(LN(h))"
+            if getattr(config, "clm_norm", "post") == "pre"
+            else "eq. 3, z = LN(h + mix(h))"
+        ),
         f"- Features k = {config.clm_num_features}, smoothing alpha = {config.clm_alpha}"
         + (f", inference pruned to the top {config.clm_top_w}" if config.clm_top_w else ""),
         f"- Directions without trained parameters (zero-shot, pair-keyed mCLM): {config.clm_unseen_pair}",

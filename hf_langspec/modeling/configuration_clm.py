@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .configuration_langspec import LangSpecConfig, check_choice
-from .module_clm import CLM_KEYS, CLM_MAP_INITS, CLM_VARIANTS, UNSEEN_PAIR_RULES
+from .module_clm import CLM_KEYS, CLM_MAP_INITS, CLM_NORMS, CLM_VARIANTS, UNSEEN_PAIR_RULES
 
 
 class CLMConfig(LangSpecConfig):
@@ -45,6 +45,11 @@ class CLMConfig(LangSpecConfig):
             `"xavier"` (fairseq's `Linear`: the mix starts as large as h) or `"zeros"` (the module starts as
             `z = LN(h)`, the way this package's other inserted modules start near the identity; docs/DECISIONS.md
             "CLM" compares them).
+        clm_norm (`str`, *optional*, defaults to `"post"`): where eq. 3's LayerNorm sits. `"post"`: `z = LN(h +
+            h~)`, the paper's form in its post-norm Transformer; `"pre"`: `z = h + h~(LN(h))`, the same parameters in
+            the pre-norm form, for a pre-norm backbone (`normalize_before=True`), where `"post"` renormalises the
+            stream after every sublayer and makes the CLM model a post-LN network beside a pre-LN control
+            (`module_clm.py`; docs/DECISIONS.md "CLM").
         clm_implementation (`str`, *optional*, defaults to `"fast"`): `"fast"` (activation memory flat in k) or
             `"naive"` (equation 2 as written; keeps a [tokens, k, d] tensor per module).
     """
@@ -65,6 +70,7 @@ class CLMConfig(LangSpecConfig):
         clm_top_w_renormalize: bool = True,
         clm_unseen_pair: str = "error",
         clm_map_init: str = "xavier",
+        clm_norm: str = "post",
         clm_implementation: str = "fast",
         **kwargs,
     ):
@@ -80,6 +86,7 @@ class CLMConfig(LangSpecConfig):
         self.clm_top_w_renormalize = clm_top_w_renormalize
         self.clm_unseen_pair = clm_unseen_pair
         self.clm_map_init = clm_map_init
+        self.clm_norm = clm_norm
         self.clm_implementation = clm_implementation
         super().__init__(**kwargs)
         self._check_clm()
@@ -88,7 +95,7 @@ class CLMConfig(LangSpecConfig):
         choices = {
             "clm_encoder": CLM_VARIANTS, "clm_decoder": CLM_VARIANTS, "clm_encoder_key": CLM_KEYS,
             "clm_decoder_key": CLM_KEYS, "clm_sublayers": ("all", "ffn"), "clm_unseen_pair": UNSEEN_PAIR_RULES,
-            "clm_map_init": CLM_MAP_INITS, "clm_implementation": ("fast", "naive"),
+            "clm_map_init": CLM_MAP_INITS, "clm_norm": CLM_NORMS, "clm_implementation": ("fast", "naive"),
         }  # fmt: skip
         for field, allowed in choices.items():
             check_choice(field, getattr(self, field), allowed)

@@ -4,7 +4,17 @@ For a token representation h after a sublayer (equations 1-3):
 
     P(h) = (1 - alpha) softmax(h P) + alpha / k              feature proportions, P in R^{d x k}
     h~   = sum_j P_j(h) h W_j                                the mix of k linear maps W_j in R^{d x d}
-    z    = LN(h + dropout(h~))                               its own residual block
+    z    = LN(h + dropout(h~))                               its own residual block (`clm_norm="post"`)
+
+The paper ran fairseq's Transformer-base, post-norm: every sublayer's output is already normalised, so eq. 3's LN
+keeps the stream as normalised as the backbone keeps it. Applied verbatim after a *pre-norm* sublayer, the same LN
+renormalises a stream the backbone leaves unnormalised, and the CLM model becomes a post-LN network beside a
+pre-LN control. `clm_norm="pre"` is eq. 3 in the pre-norm form, with the same parameters:
+
+    z    = h + dropout(sum_j P_j(LN(h)) LN(h) W_j)           gate and maps read LN(h); the stream stays unnormalised
+
+In a post-norm backbone the two forms coincide in what matters (the next sublayer's LN renormalises the stream
+either way); `"post"` stays the default, so every model saved before `clm_norm` existed computes what it did.
 
 Choices where the paper is silent (no public code; ../shared/notes/reference_implementations.md),
 checked against its parameter counts (Tables 1, 3 and 9 agree only with this layout):
@@ -48,6 +58,7 @@ CLM_VARIANTS = ("none", "sclm", "mclm", "ls")
 CLM_KEYS = ("pair", "source", "target")
 UNSEEN_PAIR_RULES = ("error", "target_mean")
 CLM_MAP_INITS = ("xavier", "zeros")
+CLM_NORMS = ("post", "pre")
 SUBLAYERS = {"encoder": ("self_attn", "ffn"), "decoder": ("self_attn", "cross_attn", "ffn")}
 
 
@@ -167,6 +178,7 @@ class CrossLingualMixing(nn.Module):
         self.unseen_rule = config.clm_unseen_pair
         self.routing_strategy = config.routing_strategy
         self.dropout = config.dropout if config.clm_dropout is None else config.clm_dropout
+        self.pre_norm = getattr(config, "clm_norm", "post") == "pre"
         layers = config.encoder_layers if side == "encoder" else config.decoder_layers
         self.num_keys = len(config.language_pairs) if key == "pair" else config.num_languages
         k = config.clm_num_features
@@ -263,23 +275,26 @@ class CrossLingualMixing(nn.Module):
     def forward(
         self, hidden: torch.Tensor, lang: LanguageContext, layer_idx: int, sublayer: str = "ffn"
     ) -> torch.Tensor:
+        norm = self.layer_norms[layer_idx][sublayer]
+        source = norm(hidden) if self.pre_norm else hidden  # what the gate and the maps read
         if self.variant == "ls":
             keys = self._keys(lang)
-            mixed = keys.router.matmul(hidden, keys.table(self.weight))
+            mixed = keys.router.matmul(source, keys.table(self.weight))
         else:
-            proportions = self.proportions(hidden, lang, layer_idx)
+            proportions = self.proportions(source, lang, layer_idx)
             if self.recorder is not None:
                 self.recorder.append((layer_idx, sublayer, proportions.detach()))
             mix = feature_mix_naive if self.naive else feature_mix
-            flat = hidden.reshape(-1, hidden.shape[-1])
+            flat = source.reshape(-1, source.shape[-1])
             mixed = mix(flat, proportions.reshape(flat.shape[0], -1), self.weight).view_as(hidden)
         mixed = F.dropout(mixed, p=self.dropout, training=self.training)
-        return self.layer_norms[layer_idx][sublayer](hidden + mixed)
+        return hidden + mixed if self.pre_norm else norm(hidden + mixed)
 
 
 __all__ = [
     "CLM_KEYS",
     "CLM_MAP_INITS",
+    "CLM_NORMS",
     "CLM_VARIANTS",
     "CrossLingualMixing",
     "FeatureMix",
