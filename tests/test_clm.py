@@ -382,3 +382,15 @@ def test_clm_norm_is_checked_and_older_configs_keep_the_post_form():
 def test_a_pre_ln_clm_checkpoint_loads_through_auto_and_as_remote_code(tmp_path):
     model = clm_model(seed=8, clm_norm="pre", normalize_before=True, clm_decoder="mclm")
     assert_round_trips(model, trained_pair_batch(seed=9), tmp_path)
+
+
+def test_the_setting_that_collapsed_the_encoder_is_warned_about_and_the_example_avoids_it():
+    from hf_langspec.training.config import apply_overrides, clm_collapse_risk, load_config
+
+    example = load_config(Path(__file__).resolve().parents[1] / "examples/configs/bible_clm_cpu.yaml")
+    assert clm_collapse_risk(example) is None
+    risky = apply_overrides(json.loads(json.dumps(example)), ["model.clm_encoder=sclm"])
+    assert "trained encoders that ignore their source" in clm_collapse_risk(risky)
+    for fix in (["model.clm_norm=pre"], ["model.normalize_before=false"], ["training.warmup_steps=4000"],
+                ["training.learning_rate=5e-4"]):  # fmt: skip
+        assert clm_collapse_risk(apply_overrides(json.loads(json.dumps(risky)), fix)) is None, fix

@@ -427,3 +427,19 @@ def test_data_local_applies_trains_content_checks_to_what_it_writes(tmp_path, ca
     assert cli_exit_code(["data", "local", str(source), "--output", str(tmp_path / "stray-out.jsonl")]) == 2
     assert "'xx' (1 example(s), the first is example 701)" in one_line_error(capsys)
     assert not (tmp_path / "stray-out.jsonl").exists()
+
+
+def test_a_number_in_exponent_notation_is_a_number_in_every_config_reader(tmp_path):
+    """PyYAML reads `5e-4` as a string (YAML 1.1 wants `5.0e-4`); the configs, suites and `--set` read it as the
+    learning rate every paper writes."""
+    from hf_langspec.compare.suite import load_suite
+
+    config = load_config(ROOT / "examples/configs/bible_baseline_cpu.yaml")
+    assert apply_overrides(config, ["training.learning_rate=5e-4"])["training"]["learning_rate"] == 5e-4
+    path = tmp_path / "c.yaml"
+    path.write_text(BASE_CONFIG.replace("learning_rate: 0.002", "learning_rate: 2e-3"))
+    assert load_config(path)["training"]["learning_rate"] == 2e-3
+    suite = tiny_suite(tmp_path, systems={"baseline": {}, "slow": {"set": {"training.learning_rate": "1e-3"}}},
+                       report={})  # fmt: skip
+    suite.write_text(suite.read_text().replace("'1e-3'", "1e-3"))
+    assert load_suite(suite).system_config("slow")["training"]["learning_rate"] == 1e-3

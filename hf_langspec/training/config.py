@@ -342,6 +342,31 @@ def _check_meaningful(config: dict[str, Any], model_class: str, where: str) -> N
             )
 
 
+CLM_RISKY_RATE = 1e-3  # at or above, with fewer than CLM_SAFE_WARMUP warm-up steps: the setting that collapsed
+CLM_SAFE_WARMUP = 1000
+
+
+def clm_collapse_risk(config: dict[str, Any]) -> str | None:
+    """The warning for the measured CLM failure: CLM in the encoder of a pre-norm model in eq. 3's post form
+    (its LayerNorm after every sublayer) at a high learning rate after a short warm-up trained encoders that ignore
+    their source (bible6 and bible11, every seed); None for any other setting."""
+    model, training = config.get("model", {}), config.get("training", {})
+    if model.get("class") != "clm" or model.get("clm_encoder", "sclm") == "none":
+        return None
+    if not model.get("normalize_before", False) or model.get("clm_norm", "post") != "post":
+        return None
+    rate, warmup = training.get("learning_rate", 5e-5), training.get("warmup_steps", 0)
+    if not isinstance(rate, (int, float)) or rate < CLM_RISKY_RATE or warmup >= CLM_SAFE_WARMUP:
+        return None
+    return (
+        f"CLM in the encoder of a pre-norm model with eq. 3's LayerNorm after every sublayer, at learning rate "
+        f"{rate} after {warmup} warm-up steps: this setting trained encoders that ignore their source (bible6 and "
+        "bible11, every seed; docs/DECISIONS.md CLM). Use model.clm_norm: pre (the pre-LN form), or the paper's "
+        "schedule (learning_rate 5e-4, warmup_steps 4000, lr_scheduler_type inverse_sqrt), or clm_encoder: none; "
+        "check a run with hf_langspec.evaluation.source_use."
+    )
+
+
 EVALUATION_TYPES = {"max_sentences_per_direction": int | dict | None, "num_beams": int, "batch_size": int,
                     "max_new_tokens": int, "off_target": bool | str, "language_identifier": str, "splits": list}  # fmt: skip
 # the element types too: a list of numbers or a test set given as a list reached Path() deep in the data loader

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,11 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
 
 UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, UniqueKeyLoader.construct_mapping)
+# `5e-4` is a number (YAML 1.2, and what every learning rate in a paper is written as); PyYAML's YAML 1.1 rule wants
+# `5.0e-4` and read it as the string "5e-4", which the type check then refused with a fix that did not help
+UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9]+(?:\.[0-9]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
 
 
 def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
