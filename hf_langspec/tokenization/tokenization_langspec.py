@@ -375,9 +375,7 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
                         for (start, end), span in zip(values[row], spans, strict=True)
                         for k in range(len(span))
                     ]  # fmt: skip
-                elif key == "special_tokens_mask":
-                    values[row] = [v for v, span in zip(values[row], spans, strict=True) for _ in span]
-                else:  # attention_mask, token_type_ids: one value per token, repeated over its characters
+                else:  # attention_mask, token_type_ids, special_tokens_mask: a token's value for each character
                     values[row] = [v for v, span in zip(values[row], spans, strict=True) for _ in span]
         return fields, encodings
 
