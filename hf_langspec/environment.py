@@ -1,6 +1,7 @@
 """Failures of the machine rather than of the input: a full disk, a file-size or disk-quota limit, a read-only
 or forbidden path, memory. Each is said as one line (what failed, the path where it is known, what it needs)
-instead of a traceback that asks for a bug report; the CLI and the compare worker use `environment_problem`.
+instead of a traceback that asks for a bug report: the CLI says `environment_problem`'s line, and the writers of
+files and checkpoints name their path with `writing`.
 """
 
 from __future__ import annotations

@@ -129,22 +129,27 @@ def warn_about_labels(corpus: Dataset | Sequence[Mapping[str, str]]) -> list[str
     return messages
 
 
-def held_out_overlap(corpus: Dataset | Sequence[Mapping[str, str]], rows: Sequence[Mapping[str, str]]) -> int:
-    """How many of `rows` (validation or test pairs) have their source sentence among the training corpus's
-    sentences of that language (either side), found by the corpus's text hashes in one pass over its columns."""
+def held_out_overlap(
+    corpus: Dataset | Sequence[Mapping[str, str]], sets: Mapping[str, Sequence[Mapping[str, str]]]
+) -> dict[str, int]:
+    """For each held-out set (validation or test pairs), how many of its rows have their source sentence among the
+    training corpus's sentences of that language (either side): found by the corpus's text hashes in one pass over
+    its columns for all the sets together."""
     import numpy as np
 
     from .processing import text_hashes
 
+    rows = [row for set_rows in sets.values() for row in set_rows]
     if not rows:
-        return 0
+        return dict.fromkeys(sets, 0)
     corpus = as_corpus(corpus)
     wanted = np.asarray(text_hashes([r["src_lang"] for r in rows], [r["src"] for r in rows]), dtype=np.uint64)
     found = np.zeros(len(wanted), dtype=bool)
     for name in HASH_COLUMNS:
         for chunk in column(corpus, name).chunks:  # memory-mapped: a chunk at a time, never the whole column
             found |= np.isin(wanted, chunk.to_numpy(zero_copy_only=False))
-    return int(found.sum())
+    ends = np.cumsum([len(set_rows) for set_rows in sets.values()])
+    return {name: int(part.sum()) for name, part in zip(sets, np.split(found, ends[:-1]), strict=True)}
 
 
 def untrained_test_directions(sizes: Mapping[str, int], rows: Sequence[Mapping[str, str]]) -> list[str]:

@@ -261,8 +261,9 @@ def setting_warnings(data: dict[str, Any], sizes: dict[str, int], report: Any, a
     held_out = {f"test set {name!r}": rows for name, rows in data["tests"].items()} | {
         "the validation set": data["valid"]
     }
+    overlap = held_out_overlap(data["corpus"], held_out)  # one pass over the corpus for every set
     for name, rows in held_out.items():
-        seen = held_out_overlap(data["corpus"], rows)
+        seen = overlap[name]
         if seen and seen == len(rows):
             raise ConfigError(
                 f"{name}: all {seen} of its source sentences occur in the training data, so its scores measure "
