@@ -19,6 +19,7 @@ from typing import Any
 
 from ..data.schema import read_json, write_atomic, write_jsonl
 from ..training.config import ConfigError, named_test_files, sentence_limit
+from ..training.run_guard import section_of
 from .suite import Suite
 
 logger = logging.getLogger(__name__)
@@ -49,11 +50,8 @@ def run_identity(config: dict[str, Any]) -> dict[str, Any]:
     """A run config without its LOCATION_KEYS: what results files and resumed runs are matched by."""
     identity = copy.deepcopy(config)
     for key in LOCATION_KEYS:
-        *sections, last = key.split(".")
-        node = identity
-        for part in sections:
-            node = node.get(part, {}) if isinstance(node, dict) else {}
-        if isinstance(node, dict):
+        node, last = section_of(identity, key)
+        if node is not None:
             node.pop(last, None)
     return identity
 

@@ -59,13 +59,20 @@ def resolved_paths(config: dict[str, Any]) -> dict[str, Any]:
 
     config = copy.deepcopy(config)
     for key in PATH_KEYS:
-        *sections, last = key.split(".")
-        node = config
-        for part in sections:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict) and node.get(last) is not None:
+        node, last = section_of(config, key)
+        if node is not None and node.get(last) is not None:
             node[last] = resolve(node[last])
     return config
+
+
+def section_of(config: Any, key: str) -> tuple[dict[str, Any] | None, str]:
+    """`(the mapping that holds dotted key's last part, that part)`: `("training" section, "max_steps")` for
+    `training.max_steps`; None for the mapping when a section on the way is missing or not a mapping."""
+    *sections, last = key.split(".")
+    node = config
+    for part in sections:
+        node = node.get(part) if isinstance(node, dict) else None
+    return (node if isinstance(node, dict) else None), last
 
 
 def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
@@ -245,4 +252,4 @@ class RunLock:
         atexit.unregister(self.release)
 
 
-__all__ = ["RunLock", "check_resumed_config", "flatten", "record_config", "resolved_paths"]
+__all__ = ["RunLock", "check_resumed_config", "flatten", "record_config", "resolved_paths", "section_of"]
