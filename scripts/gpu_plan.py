@@ -4,6 +4,7 @@
     .venv/bin/python scripts/gpu_plan.py pack --suite examples/suites/bible6.yaml   # here: its shared data, into .whl/
     python3 scripts/gpu_plan.py tests   --out $OUT      # step 1: the device-aware tests on cuda
     python3 scripts/gpu_plan.py fsdp    --out $OUT      # step 2: accelerate's FSDP plugin applies, trains, saves
+    python3 scripts/gpu_plan.py profile --out $OUT      # the training loop as runs use it (bench_loop), per step
     python3 scripts/gpu_plan.py speed   --out $OUT      # step 3: bench_methods at Transformer-base in bf16
     python3 scripts/gpu_plan.py compile --out $OUT      # step 3b: torch.compile against eager (bench_compile)
     python3 scripts/gpu_plan.py routing --out $OUT      # step 3c: each language-routing strategy, 50 languages
@@ -228,6 +229,19 @@ def speed(args: argparse.Namespace) -> int:
     return benchmark(args, "speed", "bench_methods.py", arguments, shape="tiny" if args.tiny else "base")
 
 
+def profile(args: argparse.Namespace) -> int:
+    """The training loop as runs use it (benchmarks/bench_loop.py): steps/s, host ops, kernel launches, GPU time
+    and syncs per step, at bible11_gpu's model and at Transformer-base, baseline and two routed methods, as the
+    suites run it and with the loader's settings changed; every figure also in profile-loop.json."""
+    if args.tiny:
+        arguments = ["--settings", "tiny", "--systems", args.systems or "baseline,fcll", "--batch-size", "8",
+                     "--examples", "300", "--warmup", "1", "--steps", "2", "--profile-steps", "1",
+                     "--census-steps", "1", "--no-write"]  # fmt: skip
+    else:
+        arguments = [*(["--systems", args.systems] if args.systems else [])]
+    return benchmark(args, "profile", "bench_loop.py", [*arguments, "--json", str(args.out / "profile-loop.json")])
+
+
 def compile_speed(args: argparse.Namespace) -> int:
     """Step 3b: torch.compile against eager mode, training step of every model (benchmarks/bench_compile.py)."""
     if args.tiny:
@@ -349,6 +363,7 @@ STEPS = {
     "tests": tests,
     "fsdp": fsdp,
     "speed": speed,
+    "profile": profile,
     "compile": compile_speed,
     "routing": routing,
     "curve": curve,
@@ -365,7 +380,9 @@ def main() -> int:
     parser.add_argument("--ct2", action="store_true", help="bundle: CTranslate2 too (43 MB; no plan step needs it)")
     parser.add_argument("--kinds", help="compile: the models to time (bench_compile's --kinds; default: all 11)")
     parser.add_argument("--suite", help="compare: the suite to run")
-    parser.add_argument("--systems", help="compare: comma-separated systems (default: all)")
+    parser.add_argument(
+        "--systems", help="compare, profile: comma-separated systems (default: all; profile: baseline,fcll,laa)"
+    )
     parser.add_argument("--max-steps", type=int, default=10000, help="curve: train the baseline this long")
     parser.add_argument("--every", type=int, default=1000, help="curve: validate every this many steps")
     parser.add_argument("--target", action="append", default=[], help="curve: GROUP=BLEU, repeatable")

@@ -1,0 +1,276 @@
+"""The training loop as `hf-langspec compare` runs it: steps/s, host ops, kernels, device time and syncs per step.
+
+Not a bare forward/backward (bench_methods.py, bench_compile.py) but the whole loop users get: the package's
+`LangSpecSeq2SeqTrainer` with a suite's training settings (bible11_gpu's by default: batch 128, label smoothing
+0.1, temperature sampling over length-grouped batches, inverse square-root schedule, fused AdamW, bf16 on a GPU,
+the compare runner's `include_num_input_tokens_seen`), its collator, over an Arrow dataset of random tokens in the
+suite's 20 English-centric directions of 11 languages, source and target lengths uniform in 16..48 (about 4,096
+target tokens per batch of 128). Two model settings:
+
+* `bible11_gpu`: the suite's model (d 256, 4+4 pre-norm layers, FFN 1024, vocabulary 8,000);
+* `base`: Transformer-base (d 512, 6+6, FFN 2048, 8 heads, vocabulary 32,000) at the same ~4,096 target tokens
+  per step, the papers' batch per GPU;
+
+each for the baseline and two routed methods of the suite (FCLL, LAA), and each with two loops:
+
+* `as is`: the suite's settings (no data-loader workers, transformers' NaN/inf filter on the loss, blocking
+  host-to-device copies);
+* `loader`: the NaN filter off, non-blocking copies (`accelerator_config.non_blocking`), two data-loader workers.
+
+Per step, after `--warmup` steps: steps/s over `--steps` steps (wall clock, data loading included); from the
+profiler over `--profile-steps` steps: top-level host ops, kernel launches and summed kernel time (the GPU's busy
+share of the step); from `hf_langspec.training.host_syncs` over `--census-steps` steps: host reads and
+data-dependent-shape ops inside the step, and on CUDA the device's own count (`set_sync_debug_mode("warn")`).
+
+    python benchmarks/bench_loop.py --device cuda --json loop.json      # GPU_PLAN step 1 (gpu_plan.py profile)
+    python benchmarks/bench_loop.py --settings tiny --steps 3 --no-write # the code path on a CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from _report import ROOT, publish
+from transformers import TrainerCallback
+
+SUITE = ROOT / "examples" / "suites" / "bible11_gpu.yaml"
+# model fields over the suite's base model section, and the vocabulary, per setting
+# fmt: off
+SETTINGS = {
+    "bible11_gpu": {"model": {}, "vocab": 8000},
+    "base": {
+        "model": dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                      decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048),
+        "vocab": 32000,
+    },
+    "tiny": {  # the CPU check of the code path
+        "model": dict(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                      decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64),
+        "vocab": 300,
+    },
+}
+# fmt: on
+LOOPS = {
+    "as is": {},
+    "loader": {
+        "logging_nan_inf_filter": False,
+        "accelerator_config": {"non_blocking": True},
+        "dataloader_num_workers": 2,
+    },
+}  # fmt: skip
+
+
+def suite_configs(systems: list[str]) -> tuple[list[str], dict[str, dict]]:
+    """The suite's languages and each system's experiment config (base with the system's overrides)."""
+    from hf_langspec.compare.suite import load_suite
+
+    suite = load_suite(str(SUITE))
+    unknown = sorted(set(systems) - set(suite.systems))
+    if unknown:
+        raise SystemExit(f"unknown --systems {unknown}; {SUITE.name} has {sorted(suite.systems)}")
+    return suite.base["data"]["bible"]["languages"], {s: suite.system_config(s) for s in systems}
+
+
+def tokenizer_for(languages: list[str]):
+    """A small LangSpecTokenizer with the suite's language tags: the collator pads with it, as in a run."""
+    from hf_langspec import train_tokenizer
+
+    words = [f"w{i}" for i in range(60)]
+    texts = {code: [" ".join(words[(i + j) % 60] for j in range(8)) for i in range(60)] for code in languages}
+    return train_tokenizer(texts, languages=languages, vocab_size=150, show_progress=False)
+
+
+def random_dataset(tokenizer, vocab: int, examples: int, lengths: tuple[int, int], seed: int = 0):
+    """Token rows in the English-centric directions (equal shares), lengths uniform in `lengths`, as Arrow."""
+    from datasets import Dataset
+
+    rng = np.random.default_rng(seed)
+    languages = list(tokenizer.languages)
+    hub = languages.index("en")
+    others = [i for i in range(len(languages)) if i != hub]
+    pairs = [(hub, o) for o in others] + [(o, hub) for o in others]
+    chosen = rng.integers(0, len(pairs), examples)
+    first = len(tokenizer)  # ids past the tokenizer's own: plain pieces of the larger vocabulary
+    src_len, tgt_len = (rng.integers(lengths[0], lengths[1] + 1, examples) for _ in range(2))
+    rows = {
+        "input_ids": [rng.integers(first, vocab, n).tolist() for n in src_len],
+        "labels": [rng.integers(first, vocab, n).tolist() for n in tgt_len],
+        "src_lang_ids": [pairs[c][0] for c in chosen],
+        "tgt_lang_ids": [pairs[c][1] for c in chosen],
+    }
+    rows["attention_mask"] = [[1] * n for n in src_len]
+    return Dataset.from_dict(rows), float(tgt_len.mean())
+
+
+class LoopProbe(TrainerCallback):
+    """Times steps `warmup .. warmup + steps`, then profiles the next `profile_steps` (device work awaited at
+    each edge, so the window holds exactly its steps' work)."""
+
+    def __init__(self, warmup: int, steps: int, profile_steps: int, device: torch.device):
+        self.edges = (warmup, warmup + steps, warmup + steps + profile_steps)
+        self.device, self.seconds, self.profiler = device, None, None
+
+    def _sync(self) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        step = state.global_step
+        if step == self.edges[0]:
+            self._start = self._sync()
+        elif step == self.edges[1]:
+            self.seconds = self._sync() - self._start
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if self.device.type == "cuda":
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            self.profiler = torch.profiler.profile(activities=activities)
+            self.profiler.__enter__()
+        elif step == self.edges[2]:
+            self._sync()
+            self.profiler.__exit__(None, None, None)
+
+
+def event_counts(profiler, steps: int) -> dict[str, float]:
+    """Per step: top-level host ops (aten ops not called by another aten op), kernel launches, device time."""
+    from torch.autograd import DeviceType
+
+    events = profiler.events()
+    host_ops = launches = 0
+    device_us = 0.0
+    for event in events:
+        if event.device_type == DeviceType.CUDA:
+            device_us += event.time_range.elapsed_us()
+            continue
+        if event.name.startswith(("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchCooperativeKernel")):
+            launches += 1
+        elif event.name.startswith("aten::"):
+            parent = event.cpu_parent
+            while parent is not None and not parent.name.startswith("aten::"):
+                parent = parent.cpu_parent
+            host_ops += parent is None
+    return {"host ops": host_ops / steps, "kernel launches": launches / steps, "device ms": device_us / 1e3 / steps}
+
+
+def measure(setting: str, system: str, loop: str, parts, args) -> dict:
+    from transformers import DataCollatorForSeq2Seq
+
+    from hf_langspec.training.config import model_classes
+    from hf_langspec.training.host_syncs import StepCensus
+    from hf_langspec.training.trainer import LangSpecSeq2SeqTrainer, LangSpecTrainingArguments
+
+    config = parts[1][system]
+    tokenizer, dataset, mean_target = args.data
+    training = config["training"]
+    fields = {**config["model"], **SETTINGS[setting]["model"]}
+    config_class, model_class = model_classes()[fields.pop("class", "baseline")]
+    torch.manual_seed(0)
+    kwargs = tokenizer.model_config_kwargs() | {"vocab_size": SETTINGS[setting]["vocab"]}
+    kwargs["lang_tag_style"] = config.get("tokenizer", {}).get("lang_tag_style", kwargs["lang_tag_style"])
+    model = model_class(config_class(**kwargs, **fields))
+    census_start = args.warmup + args.steps + args.profile_steps
+    total = census_start + args.census_steps + 1
+    cuda = args.device.type == "cuda"
+    settings = {
+        **{k: v for k, v in training.items() if k not in ("max_steps", "save_steps", "save_total_limit")},
+        "per_device_train_batch_size": args.batch_size or training["per_device_train_batch_size"],
+        "max_steps": total, "save_strategy": "no", "logging_steps": 10**6, "seed": 1,
+        "include_num_input_tokens_seen": "non_padding",  # as the compare runner sets it
+        "bf16": cuda and training.get("bf16", False), "use_cpu": not cuda, **LOOPS[loop],
+    }  # fmt: skip
+    with tempfile.TemporaryDirectory() as output_dir:
+        trainer = LangSpecSeq2SeqTrainer(
+            model=model,
+            args=LangSpecTrainingArguments(output_dir=output_dir, **settings),
+            train_dataset=dataset,
+            data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+            processing_class=tokenizer,
+        )
+        probe = LoopProbe(args.warmup, args.steps, args.profile_steps, args.device)
+        census = StepCensus(census_start, args.census_steps, sync_debug=cuda)
+        trainer.add_callback(probe)
+        trainer.add_callback(census)
+        trainer.train()
+    steps_per_s = args.steps / probe.seconds
+    batch = settings["per_device_train_batch_size"]
+    result = {
+        "setting": setting, "system": system, "loop": loop, "steps/s": steps_per_s,
+        "target tokens/s": steps_per_s * batch * mean_target,
+        "ms/step": 1e3 / steps_per_s, **event_counts(probe.profiler, args.profile_steps), **census.per_step(),
+        "sync sites": dict(census.census.where.most_common(12)),
+    }  # fmt: skip
+    print(json.dumps({k: v for k, v in result.items() if k != "sync sites"}), flush=True)
+    del trainer, model
+    if cuda:
+        torch.cuda.empty_cache()
+    return result
+
+
+def table(results: list[dict], args) -> str:
+    device = torch.cuda.get_device_name(0) if args.device.type == "cuda" else "CPU"
+    rows = [
+        f"The package's Trainer loop with bible11_gpu's training settings on {device} "
+        f"({'bf16' if args.device.type == 'cuda' else 'float32'}), batch {args.batch_size or 128} of random tokens "
+        f"(lengths 16-48), {args.steps} timed steps after {args.warmup}; profiler over {args.profile_steps} steps, "
+        f"sync census over {args.census_steps}. `as is`: no loader workers, NaN filter on, blocking copies; `loader`: "
+        "NaN filter off, non-blocking copies, 2 loader workers. Host reads and data-dependent shapes are counted "
+        "inside the step (forward, backward, optimizer), device syncs by `torch.cuda.set_sync_debug_mode`.",
+        "",
+        "| setting | model | loop | steps/s | target tokens/s | host ops/step | kernel launches/step "
+        "| GPU busy ms/step (share) | host reads/step | data-dependent shapes/step | device syncs/step |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        busy = f"{r['device ms']:.1f} ({r['device ms'] / r['ms/step']:.0%})" if args.device.type == "cuda" else "-"
+        rows.append(
+            f"| {r['setting']} | {r['system']} | {r['loop']} | {r['steps/s']:.1f} | {r['target tokens/s']:,.0f} "
+            f"| {r['host ops']:.0f} | {r['kernel launches']:.0f} | {busy} | {r['host reads']:.0f} "
+            f"| {r['data-dependent shapes']:.0f} | {r.get('device syncs', float('nan')):.0f} |"
+        )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--settings", default="bible11_gpu,base", help=f"of {list(SETTINGS)}")
+    parser.add_argument("--systems", default="baseline,fcll,laa", help="systems of bible11_gpu.yaml")
+    parser.add_argument("--loops", default=",".join(LOOPS), help=f"of {list(LOOPS)}")
+    parser.add_argument("--batch-size", type=int, help="default: the suite's (128)")
+    parser.add_argument("--examples", type=int, default=20000, help="rows of the random training set")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--profile-steps", type=int, default=3)
+    parser.add_argument("--census-steps", type=int, default=2)
+    parser.add_argument("--json", type=Path, help="also write every figure (and the sync sites) here")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    args.device = torch.device(args.device)
+    settings, systems, loops = (v.split(",") for v in (args.settings, args.systems, args.loops))
+    for name, chosen, known in (("settings", settings, SETTINGS), ("loops", loops, LOOPS)):
+        if set(chosen) - set(known):
+            parser.error(f"unknown --{name} {sorted(set(chosen) - set(known))}; choose from {list(known)}")
+    parts = suite_configs(systems)
+    tokenizer = tokenizer_for(parts[0])
+    results = []
+    for setting in settings:
+        dataset, mean_target = random_dataset(tokenizer, SETTINGS[setting]["vocab"], args.examples, (16, 48))
+        args.data = (tokenizer, dataset, mean_target)
+        for system in systems:
+            for loop in loops:
+                results.append(measure(setting, system, loop, parts, args))
+                if args.json:  # after each: a run stopped by the machine's limit keeps what it measured
+                    args.json.write_text(json.dumps(results, indent=1) + "\n")
+    section = "loop" + (f"-{args.device.type}" if args.device.type != "cpu" else "")
+    publish(section, "The training loop as runs use it (Trainer, collator, sampler)", table(results, args),
+            write=not args.no_write)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
