@@ -11,18 +11,23 @@ target tokens per batch of 128). Two model settings:
 * `base`: Transformer-base (d 512, 6+6, FFN 2048, 8 heads, vocabulary 32,000) at the same ~4,096 target tokens
   per step, the papers' batch per GPU;
 
-each for the baseline and two routed methods of the suite (FCLL, LAA), and each with two loops:
+each for the baseline and two routed methods of the suite (FCLL, LAA), and each with these loops:
 
-* `as is`: the suite's settings (no data-loader workers, transformers' NaN/inf filter on the loss, blocking
-  host-to-device copies);
-* `loader`: the NaN filter off, non-blocking copies (`accelerator_config.non_blocking`), two data-loader workers.
+* `as is`: the suite's settings with the package's defaults (no data-loader workers, blocking host-to-device
+  copies; before the GPU-loop work also transformers' NaN/inf filter on the loss, now off by default);
+* `loader`: non-blocking copies (`accelerator_config.non_blocking`), two data-loader workers, NaN filter off;
+* `compiled` (asked for by `--loops`): `loader` with the Trainer's `torch_compile` (inductor, default mode).
 
-Per step, after `--warmup` steps: steps/s over `--steps` steps (wall clock, data loading included); from the
+Each setting first trains one throw-away measurement (the GPU libraries choose kernels for each new shape: in
+the first GPU profile the first model measured ran at a quarter of its later speed). Per step, after `--warmup`
+steps: steps/s over `--steps` steps (wall clock, data loading included) and the model's FLOP rate (matmul FLOPs
+of the mean unpadded batch, `bench_training.training_flops`; on CUDA as a share of the H100's dense bf16 989
+TFLOP/s); from the
 profiler over `--profile-steps` steps: top-level host ops, kernel launches and summed kernel time (the GPU's busy
 share of the step); from `hf_langspec.training.host_syncs` over `--census-steps` steps: host reads and
 data-dependent-shape ops inside the step, and on CUDA the device's own count (`set_sync_debug_mode("warn")`).
 
-    python benchmarks/bench_loop.py --device cuda --json loop.json      # GPU_PLAN step 1 (gpu_plan.py profile)
+    python benchmarks/bench_loop.py --device cuda --json loop.json --label after   # gpu_plan.py profile
     python benchmarks/bench_loop.py --settings tiny --steps 3 --no-write # the code path on a CPU
 """
 
@@ -37,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from _report import ROOT, publish
+from bench_training import training_flops
 from transformers import TrainerCallback
 
 SUITE = ROOT / "examples" / "suites" / "bible11_gpu.yaml"
@@ -56,14 +62,9 @@ SETTINGS = {
     },
 }
 # fmt: on
-LOOPS = {
-    "as is": {},
-    "loader": {
-        "logging_nan_inf_filter": False,
-        "accelerator_config": {"non_blocking": True},
-        "dataloader_num_workers": 2,
-    },
-}  # fmt: skip
+LOADER = {"logging_nan_inf_filter": False, "accelerator_config": {"non_blocking": True}, "dataloader_num_workers": 2}
+LOOPS = {"as is": {}, "loader": LOADER, "compiled": LOADER | {"torch_compile": True}}
+PEAK_BF16_TFLOPS = 989.0  # H100 SXM, dense
 
 
 def suite_configs(systems: list[str]) -> tuple[list[str], dict[str, dict]]:
@@ -199,9 +200,15 @@ def measure(setting: str, system: str, loop: str, parts, args) -> dict:
         trainer.train()
     steps_per_s = args.steps / probe.seconds
     batch = settings["per_device_train_batch_size"]
+    shape = {
+        "d_model": model.config.d_model,
+        "layers": model.config.encoder_layers,
+        "ffn": model.config.encoder_ffn_dim,
+    }
+    flops = training_flops(shape, model.config.vocab_size, batch, round(mean_target), round(mean_target))
     result = {
         "setting": setting, "system": system, "loop": loop, "steps/s": steps_per_s,
-        "target tokens/s": steps_per_s * batch * mean_target,
+        "target tokens/s": steps_per_s * batch * mean_target, "model TFLOP/s": steps_per_s * flops / 1e12,
         "ms/step": 1e3 / steps_per_s, **event_counts(probe.profiler, args.profile_steps), **census.per_step(),
         "sync sites": dict(census.census.where.most_common(12)),
     }  # fmt: skip
@@ -218,19 +225,23 @@ def table(results: list[dict], args) -> str:
         f"The package's Trainer loop with bible11_gpu's training settings on {device} "
         f"({'bf16' if args.device.type == 'cuda' else 'float32'}), batch {args.batch_size or 128} of random tokens "
         f"(lengths 16-48), {args.steps} timed steps after {args.warmup}; profiler over {args.profile_steps} steps, "
-        f"sync census over {args.census_steps}. `as is`: no loader workers, NaN filter on, blocking copies; `loader`: "
-        "NaN filter off, non-blocking copies, 2 loader workers. Host reads and data-dependent shapes are counted "
+        f"sync census over {args.census_steps}. `as is`: the package's defaults, no loader workers, blocking copies; "
+        "`loader`: NaN filter off, non-blocking copies, 2 loader workers; `compiled`: `loader` with torch_compile. "
+        "Host reads and data-dependent shapes are counted "
         "inside the step (forward, backward, optimizer), device syncs by `torch.cuda.set_sync_debug_mode`.",
         "",
-        "| setting | model | loop | steps/s | target tokens/s | host ops/step | kernel launches/step "
-        "| GPU busy ms/step (share) | host reads/step | data-dependent shapes/step | device syncs/step |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| setting | model | loop | steps/s | target tokens/s | model TFLOP/s (MFU) | host ops/step "
+        "| kernel launches/step | GPU busy ms/step (share) | host reads/step | data-dependent shapes/step "
+        "| device syncs/step |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
-        busy = f"{r['device ms']:.1f} ({r['device ms'] / r['ms/step']:.0%})" if args.device.type == "cuda" else "-"
+        cuda = args.device.type == "cuda"
+        busy = f"{r['device ms']:.1f} ({r['device ms'] / r['ms/step']:.0%})" if cuda else "-"
+        rate = f"{r['model TFLOP/s']:.1f}" + (f" ({r['model TFLOP/s'] / PEAK_BF16_TFLOPS:.1%})" if cuda else "")
         rows.append(
             f"| {r['setting']} | {r['system']} | {r['loop']} | {r['steps/s']:.1f} | {r['target tokens/s']:,.0f} "
-            f"| {r['host ops']:.0f} | {r['kernel launches']:.0f} | {busy} | {r['host reads']:.0f} "
+            f"| {rate} | {r['host ops']:.0f} | {r['kernel launches']:.0f} | {busy} | {r['host reads']:.0f} "
             f"| {r['data-dependent shapes']:.0f} | {r.get('device syncs', float('nan')):.0f} |"
         )
     return "\n".join(rows)
@@ -241,14 +252,16 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--settings", default="bible11_gpu,base", help=f"of {list(SETTINGS)}")
     parser.add_argument("--systems", default="baseline,fcll,laa", help="systems of bible11_gpu.yaml")
-    parser.add_argument("--loops", default=",".join(LOOPS), help=f"of {list(LOOPS)}")
+    parser.add_argument("--loops", default="as is,loader", help=f"of {list(LOOPS)}")
+    parser.add_argument("--compiled-systems", default="baseline", help="the systems the compiled loop measures")
     parser.add_argument("--batch-size", type=int, help="default: the suite's (128)")
     parser.add_argument("--examples", type=int, default=20000, help="rows of the random training set")
-    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--profile-steps", type=int, default=3)
     parser.add_argument("--census-steps", type=int, default=2)
     parser.add_argument("--json", type=Path, help="also write every figure (and the sync sites) here")
+    parser.add_argument("--label", help="BENCHMARKS.md section loop[-DEVICE]-LABEL (keeps an earlier profile's)")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     args.device = torch.device(args.device)
@@ -262,12 +275,17 @@ def main() -> None:
     for setting in settings:
         dataset, mean_target = random_dataset(tokenizer, SETTINGS[setting]["vocab"], args.examples, (16, 48))
         args.data = (tokenizer, dataset, mean_target)
+        measure(setting, systems[0], loops[0], parts, args)  # thrown away: kernels chosen for the shapes
         for system in systems:
             for loop in loops:
+                if loop == "compiled" and system not in args.compiled_systems.split(","):
+                    continue  # a compilation per model and shape costs a minute or more of the GPU's call
                 results.append(measure(setting, system, loop, parts, args))
                 if args.json:  # after each: a run stopped by the machine's limit keeps what it measured
                     args.json.write_text(json.dumps(results, indent=1) + "\n")
-    section = "loop" + (f"-{args.device.type}" if args.device.type != "cpu" else "")
+    section = (
+        "loop" + (f"-{args.device.type}" if args.device.type != "cpu" else "") + (f"-{args.label}" * bool(args.label))
+    )
     publish(section, "The training loop as runs use it (Trainer, collator, sampler)", table(results, args),
             write=not args.no_write)  # fmt: skip
 

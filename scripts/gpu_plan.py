@@ -238,7 +238,8 @@ def profile(args: argparse.Namespace) -> int:
                      "--examples", "300", "--warmup", "1", "--steps", "2", "--profile-steps", "1",
                      "--census-steps", "1", "--no-write"]  # fmt: skip
     else:
-        arguments = [*(["--systems", args.systems] if args.systems else [])]
+        arguments = [*(["--systems", args.systems] if args.systems else []), *(["--loops", args.loops] if args.loops else []),
+                     *(["--label", args.label] if args.label else [])]  # fmt: skip
     return benchmark(args, "profile", "bench_loop.py", [*arguments, "--json", str(args.out / "profile-loop.json")])
 
 
@@ -379,6 +380,8 @@ def main() -> int:
     parser.add_argument("--python-version", default="3.12", help="bundle: the GPU image's Python")
     parser.add_argument("--ct2", action="store_true", help="bundle: CTranslate2 too (43 MB; no plan step needs it)")
     parser.add_argument("--kinds", help="compile: the models to time (bench_compile's --kinds; default: all 11)")
+    parser.add_argument("--loops", help="profile: bench_loop's loops (default: as is,loader)")
+    parser.add_argument("--label", help="profile: the BENCHMARKS.md section's label (e.g. before, after)")
     parser.add_argument("--suite", help="compare: the suite to run")
     parser.add_argument(
         "--systems", help="compare, profile: comma-separated systems (default: all; profile: baseline,fcll,laa)"

@@ -45,7 +45,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPastAndCrossAttentions
 
 from .configuration_langspec import LangSpecConfig
-from .routing import LanguageContext
+from .routing import LanguageContext, sync_free
 
 # transformers 5.24 renamed the decoding cache `past_key_values` -> `cache`, as a forward argument and as
 # an output field (the old names deprecated until 5.40). generate() passes the cache under the new name and
@@ -389,9 +389,9 @@ class LangSpecDecoderLayer(_Sublayers):
 
 # ---------------------------------------------------------------------------- stacks
 def _padding_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    """`[B, S]` 1/0 mask -> additive `[B, 1, 1, S]` SDPA mask, or None when nothing is padded (eager mode only:
-    under torch.compile the test would read the mask back, a graph break, so the mask is always applied)."""
-    if mask is None or (not torch.compiler.is_compiling() and bool(mask.all())):
+    """`[B, S]` 1/0 mask -> additive `[B, 1, 1, S]` SDPA mask, or None when nothing is padded (asked only where
+    reading the mask back is free: a sync-free step, `routing.sync_free`, always applies the mask)."""
+    if mask is None or (not sync_free(mask) and bool(mask.all())):
         return None
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask.bool(), torch.finfo(dtype).min)[
         :, None, None, :
@@ -491,7 +491,7 @@ def _check_encoder_inputs(
             raise ValueError(
                 f"input_ids has shape {tuple(input_ids.shape)}; give [batch, length] (one sentence: input_ids[None])."
             )
-        if input_ids.numel() and not torch.compiler.is_compiling():
+        if input_ids.numel() and not sync_free(input_ids):  # a sync-free step: the embedding kernel asserts
             low, high = int(input_ids.min()), int(input_ids.max())
             if low < 0 or high >= vocab:
                 raise ValueError(

@@ -30,7 +30,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .routing import GatheredWeights, LanguageContext, LanguageRouter, PairIndex, decoding_cache, layer_slice
+from .routing import (
+    GatheredWeights,
+    LanguageContext,
+    LanguageRouter,
+    PairIndex,
+    decoding_cache,
+    layer_slice,
+    sync_free,
+)
 
 ADAPTER_NORMS = ("pre", "post", "none")
 ADAPTER_FORMS = ("bottleneck", "matrix")
@@ -150,7 +158,7 @@ class LanguageAdapters(nn.Module):
         src = lang.ids("source", needed_by="language-pair adapters (the source language)")
         tgt = lang.ids("target", needed_by="language-pair adapters (the target language)")
         ids = self.pair_index.ids(src, tgt)
-        if bool((ids < 0).any()):
+        if not sync_free(ids) and bool((ids < 0).any()):  # a sync-free step: the adapters' index kernels assert
             unseen = self.pair_index.names(src[ids < 0], tgt[ids < 0])
             raise ValueError(
                 f"Language-pair adapters have no adapter for {unseen}: they are not in config.language_pairs. "

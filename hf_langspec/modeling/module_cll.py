@@ -24,7 +24,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .routing import GatheredWeights, LanguageContext, LanguageRouter, decoding_cache, layer_slice, weights_stamp
+from .routing import (
+    GatheredWeights,
+    LanguageContext,
+    LanguageRouter,
+    decoding_cache,
+    layer_slice,
+    sync_free,
+    weights_stamp,
+)
 
 
 class CentralLanguageAwareLayers(nn.Module):
@@ -141,7 +149,7 @@ class CentralLanguageAwareLayers(nn.Module):
             rows = self.row_of(tgt.device).index_select(0, tgt)
             for code in self.disabled:
                 rows = rows.masked_fill(tgt == self.languages.index(code), -1)
-            if torch.compiler.is_compiling():  # static shapes: every row computes, central rows are zeroed below
+            if sync_free(tgt):  # static shapes: every row computes, central rows are zeroed below
                 router = LanguageRouter(rows.clamp(min=0), len(self.specific), lang.routing_strategy)
                 lang.scratch[key] = (rows >= 0, router)
             else:

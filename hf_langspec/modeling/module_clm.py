@@ -51,7 +51,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .routing import LanguageContext, LanguageRouter, PairIndex
+from .routing import LanguageContext, LanguageRouter, PairIndex, sync_free
 
 MIX_CHUNK_ELEMENTS = 1 << 23  # transient [tokens, chunk, d] block of the fast mix: 32 MiB of float32
 CLM_VARIANTS = ("none", "sclm", "mclm", "ls")
@@ -236,7 +236,9 @@ class CrossLingualMixing(nn.Module):
             src, tgt = lang.ids("source", needed_by), lang.ids("target", needed_by)
             ids = self.pair_index.ids(src, tgt)
             unseen = ids < 0
-            if bool(unseen.any()):
+            # a sync-free step trains on trained pairs only (the device's index kernels assert on a -1); the mean
+            # over a target's pairs needs the unseen pairs' targets, read back
+            if (not sync_free(ids) or self.unseen_rule != "error") and bool(unseen.any()):
                 ids, mix = self._resolve_unseen(ids, unseen, src, tgt)
         keys = _Keys(ids, mix, self.routing_strategy, self.num_keys)
         lang.scratch[cache_key] = keys

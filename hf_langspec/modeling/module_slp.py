@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from .module_adapter import BottleneckAdapters
-from .routing import LanguageContext, LanguageRouter, tag_embeddings, weights_stamp
+from .routing import LanguageContext, LanguageRouter, host_flag, tag_embeddings, weights_stamp
 
 
 class SelectiveLanguagePool(nn.Module):
@@ -127,7 +127,7 @@ class SelectiveLanguagePool(nn.Module):
             soft = torch.rand(()) >= self.hard_probability  # soft (equation 6): every adapter, weighted
             if torch.compiler.is_compiling():  # no data-dependent branch in a graph: both, then the draw picks
                 return torch.where(soft, self._soft(hidden, tgt, alpha), self.adapter(hidden, alpha.argmax(-1)))
-            if soft:
+            if host_flag(soft):  # drawn on the host: no device read, also in a GPU step
                 return self._soft(hidden, tgt, alpha)
         return self.adapter(hidden, alpha.argmax(-1))  # hard (equations 3 and 5)
 

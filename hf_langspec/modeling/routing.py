@@ -30,13 +30,55 @@ Modules never loop over examples in Python.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import contextlib
+from collections.abc import Hashable, Iterator
 
 import torch
 
 GATHER_BUDGET_ELEMENTS = 1 << 22  # 16 MiB of float32 gathered weights per call (CPU and other devices)
 GATHER_BUDGET_ELEMENTS_CUDA = 1 << 26  # 256 MiB: on a GPU one copy beats one matmul launch per language
 SIDES = ("source", "target")
+_ACCELERATOR_PATH_ON_CPU = [False]  # set by `accelerator_path()`: a CPU takes the accelerator's path (tests)
+
+
+def sync_free(tensor: torch.Tensor) -> bool:
+    """Whether this forward must not read device values back to the host (`.item()`, `int(t)`, `bool(t)`,
+    `.tolist()`, `nonzero()`).
+
+    True under torch.compile (a read is a graph break) and in a training forward (autograd on) on an
+    accelerator, where each read stalls the host until the device catches up and rules out CUDA graphs
+    (13-19 reads per step stalled every model class on an H100: BENCHMARKS.md "loop-cuda-before"). There the id range
+    checks are left to the data's maker (the tokenizer, `tokenizer.check_model` at the start of training) and
+    to the device's own index asserts, padding masks are applied without asking whether anything is padded,
+    CLL masks the central language's rows instead of selecting the others, and routing gathers instead of
+    grouping. At inference and on a CPU a read costs little and buys clear errors and the data-dependent
+    fast paths, which stay as they were (CPU runs compute exactly what they did).
+    """
+    if torch.compiler.is_compiling():
+        return True
+    return torch.is_grad_enabled() and (tensor.device.type != "cpu" or _ACCELERATOR_PATH_ON_CPU[0])
+
+
+def host_flag(flag: torch.Tensor) -> bool:
+    """`bool(flag)` of a tensor that lives on the host (a draw from torch's CPU generator): nothing to wait for,
+    also in a GPU step, so it is hidden from the host-sync census (`training.host_syncs`), which cannot tell a
+    host tensor from a device one on a CPU."""
+    if flag.device.type != "cpu":
+        raise ValueError(f"host_flag reads host tensors only; this one is on {flag.device}.")
+    with torch._C.DisableTorchFunction():
+        return bool(flag)
+
+
+@contextlib.contextmanager
+def accelerator_path() -> Iterator[None]:
+    """Within it, training forwards on a CPU take the accelerator's sync-free path (`sync_free`): how the tests
+    check on a CPU that a GPU's training step never waits for the device."""
+    previous = _ACCELERATOR_PATH_ON_CPU[0]
+    _ACCELERATOR_PATH_ON_CPU[0] = True
+    try:
+        yield
+    finally:
+        _ACCELERATOR_PATH_ON_CPU[0] = previous
 
 
 class GatheredWeights:
@@ -150,7 +192,9 @@ class LanguageRouter:
         if batch == 1:
             return "gather"
         if batch * d_in * d_out > gather_budget(self.lang_ids.device) * uses:
-            return "group"
+            return "group"  # a sync-free step too: past the budget, the memory of the copies decides
+        if sync_free(self.lang_ids):  # counting the languages present would read the device
+            return "gather"
         return "group" if 2 * self.languages_present() <= batch else "gather"
 
     def matmul(
@@ -306,7 +350,7 @@ def check_language_ids(
         raise ValueError(
             f"{name} was passed but config.languages is empty: set `languages` in the config to use language ids."
         )
-    if torch.compiler.is_compiling():  # the range check reads the ids back (a graph break); eager mode checked them
+    if sync_free(ids):  # the range check reads the ids back; the device's index kernels assert instead
         return ids.long()
     low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= num_languages:
@@ -323,7 +367,10 @@ __all__ = [
     "LanguageContext",
     "LanguageRouter",
     "PairIndex",
+    "accelerator_path",
     "check_language_ids",
+    "host_flag",
     "layer_slice",
+    "sync_free",
     "weights_stamp",
 ]

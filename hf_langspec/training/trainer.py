@@ -27,6 +27,7 @@ import logging
 import os
 import shutil
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.torch import load_file
-from transformers import EvalPrediction, Seq2SeqTrainer, Seq2SeqTrainingArguments
+from transformers import EvalPrediction, Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
 from transformers.trainer_utils import rotate_checkpoints
 
 from ..data.sampler import TemperatureSampler
@@ -65,6 +66,13 @@ class LangSpecTrainingArguments(Seq2SeqTrainingArguments):
     )
     label_smoothing_factor: float = field(default=0.1, metadata={"help": "0.1 in every paper."})
     adam_beta2: float = field(default=0.98, metadata={"help": "Adam (0.9, 0.98) as in the papers."})
+    logging_nan_inf_filter: bool = field(
+        default=False,
+        metadata={
+            "help": "transformers' filter reads every step's loss back from the device to leave NaN/inf out of the "
+            "logged mean (it changes no update); off, a NaN loss shows in the log, and a GPU step does not wait."
+        },
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -116,6 +124,45 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         warn_if_fsdp_not_applied(self.accelerator)
+        config = getattr(self.model, "config", None)
+        if self.data_collator is not None and getattr(config, "vocab_size", None):
+            # the ids are checked here, on the host, where the batch is made: a GPU step does not read them back
+            self.data_collator = CheckedBatches(self.data_collator, config.vocab_size, len(config.languages or []))
+        self._tokens_pending: torch.Tensor | None = None
+        self._flops_per_token: int | None = None
+        self.callback_handler.callbacks.insert(0, _TokensAtEpochEnd(self))  # before any callback reads the count
+
+    def _track_num_input_tokens(self, inputs) -> None:
+        """`include_num_input_tokens_seen` as transformers counts it, without reading the count back every step
+        (one host sync per step on a GPU): summed on the device, added to the state when it is logged or saved."""
+        if self.args.include_num_input_tokens_seen in ("no", False) or "input_ids" not in inputs:
+            return super()._track_num_input_tokens(inputs)
+        ids = inputs["input_ids"]
+        if self.args.include_num_input_tokens_seen == "non_padding" and "attention_mask" in inputs:
+            count = inputs["attention_mask"].sum()
+        else:
+            count = torch.tensor(ids.numel(), device=ids.device)
+        self._tokens_pending = count if self._tokens_pending is None else self._tokens_pending + count
+
+    def flush_tokens(self) -> None:
+        """Add the input tokens counted on the device since the last flush to `state.num_input_tokens_seen`."""
+        if self._tokens_pending is not None:
+            pending, self._tokens_pending = self._tokens_pending.to(torch.int64), None
+            self.state.num_input_tokens_seen += int(self.accelerator.gather(pending).sum())
+
+    def _maybe_log_save_evaluate(self, *args: Any, **kwargs: Any):
+        control = self.control
+        if control.should_log or control.should_save or control.should_evaluate or control.should_training_stop:
+            self.flush_tokens()  # every process at the same steps: the gather matches
+        return super()._maybe_log_save_evaluate(*args, **kwargs)
+
+    def floating_point_ops(self, inputs: dict[str, Any]) -> int:
+        """transformers' estimate (6 x input tokens x non-embedding parameters), with the parameter count taken
+        once: transformers walks every parameter at every step for it."""
+        if self._flops_per_token is None:
+            self._flops_per_token = super().floating_point_ops({"input_ids": torch.empty(1, 1)})
+        ids = inputs.get("input_ids")
+        return 0 if ids is None else self._flops_per_token * ids.numel()
 
     def _get_train_sampler(self, train_dataset=None):
         dataset = train_dataset if train_dataset is not None else self.train_dataset
@@ -280,6 +327,49 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
                     )
                 logger.info("Averaged the weights of %s", [c.name for c in checkpoints])
         return result
+
+
+class _TokensAtEpochEnd(TrainerCallback):
+    """Flushes the trainer's token count at the end of each epoch (and of training, which ends an epoch), before
+    the other callbacks and the final metrics read it."""
+
+    def __init__(self, trainer: LangSpecSeq2SeqTrainer):
+        self.trainer = weakref.proxy(trainer)
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        self.trainer.flush_tokens()
+
+
+class CheckedBatches:
+    """A data collator whose batches are checked on the host: token ids in `[0, vocab_size)` (labels may hold
+    -100), language ids in `[0, num_languages)`; a ValueError names the field and the fix. The model checks the
+    same in a CPU step; a GPU training step does not (`modeling.routing.sync_free`), so that it never waits to
+    read ids back, and without this a wrong id would end the run with CUDA's device-side assert."""
+
+    def __init__(self, collator: Any, vocab_size: int, num_languages: int):
+        self.collator, self.vocab_size, self.num_languages = collator, vocab_size, num_languages
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        batch = self.collator(features)
+        limits = {"input_ids": self.vocab_size, "decoder_input_ids": self.vocab_size, "labels": self.vocab_size,
+                  "src_lang_ids": self.num_languages, "tgt_lang_ids": self.num_languages}  # fmt: skip
+        for name, limit in limits.items():
+            values = batch.get(name) if hasattr(batch, "get") else None
+            if not isinstance(values, torch.Tensor) or values.device.type != "cpu" or not values.numel():
+                continue
+            if name == "labels":
+                values = values[values != -100]
+                if not values.numel():
+                    continue
+            low, high = int(values.min()), int(values.max())
+            if low < 0 or high >= limit:
+                bad = low if low < 0 else high
+                what = "the vocabulary size" if limit == self.vocab_size else "len(config.languages)"
+                raise ValueError(
+                    f"{name} holds {bad}, outside [0, {limit}) ({what}): the data was made for another model; "
+                    "tokenize it with the tokenizer saved with this model."
+                )
+        return batch
 
 
 def sampling_columns(dataset: Any, with_lengths: bool) -> tuple[np.ndarray, np.ndarray | None]:

@@ -1,0 +1,174 @@
+"""A GPU training step never waits for the device: no host reads, no data-dependent shapes (issue: the GPU loop).
+
+On a CPU nothing waits, so the tests take the accelerator's path (`routing.accelerator_path`) and count, with
+`HostSyncCensus` (a TorchFunctionMode), the calls that would wait on a GPU: `item`, `tolist`, `int(t)`,
+`bool(t)`, `nonzero`, `bincount`, boolean-mask indexing. Every model class must have none in its forward and
+backward, the package's Trainer none in a whole step (NaN filter, token count, FLOP count), and the accelerator's
+path must compute what the CPU's path computes (it masks where the CPU's selects, gathers where it groups).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import LANGUAGES, tiny_config, with_diverse_outputs
+from datasets import Dataset
+from test_compile import STAGES, build, loss_and_grads, training_batch
+from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer
+
+from hf_langspec import train_tokenizer
+from hf_langspec.modeling.routing import accelerator_path
+from hf_langspec.training import LangSpecSeq2SeqTrainer, LangSpecTrainingArguments
+from hf_langspec.training.config import model_classes
+from hf_langspec.training.host_syncs import HostSyncCensus, StepCensus, sync_kind
+
+PAIRS = [[s, t] for s in LANGUAGES for t in LANGUAGES if s != t]
+# beyond test_compile's classes: the keyings whose checks read ids (pair adapters, pair-keyed mCLM), LS-MNMT
+EXTRA = {
+    "adapter pairs": ("adapter", {"adapter_preset": "bapna_firat", "adapter_dim": 8, "language_pairs": PAIRS}),
+    "ls_mnmt": ("adapter", {"adapter_preset": "ls_mnmt"}),
+    "clm pairs": (
+        "clm",
+        {"clm_num_features": 4, "clm_encoder": "mclm", "clm_decoder": "mclm", "language_pairs": PAIRS},
+    ),
+    "sclm": ("clm", {"clm_num_features": 4, "clm_encoder": "sclm", "clm_decoder": "sclm"}),
+}
+MODELS = [*STAGES, *EXTRA]
+
+
+def model_named(name: str):
+    if name not in EXTRA:
+        return build(name)
+    kind, overrides = EXTRA[name]
+    config_class, model_class = model_classes()[kind]
+    torch.manual_seed(0)
+    return with_diverse_outputs(model_class(tiny_config(config_class, **overrides)))
+
+
+def where(census: HostSyncCensus) -> str:
+    return ", ".join(f"{site} x{n}" for site, n in census.where.items())
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_a_training_step_on_the_accelerator_path_reads_nothing_back(name):
+    """The second step: what a model checks once and caches (HLT-MT's fixed assignment: one read per
+    assignment) happens in the first; every step after it (the ones a CUDA graph would capture) reads nothing."""
+    model = model_named(name).train()
+    with accelerator_path():
+        model(**training_batch()).loss.backward()
+    with accelerator_path(), HostSyncCensus() as census:
+        model(**training_batch()).loss.backward()
+    assert census.total == 0, f"{name}: {dict(census.calls)} at {where(census)}"
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_accelerator_path_computes_what_the_cpu_path_computes(name):
+    model = model_named(name).train()
+    batch = training_batch()
+    loss, grads = loss_and_grads(model, batch)
+    with accelerator_path():
+        fast_loss, fast_grads = loss_and_grads(model, batch)
+    torch.testing.assert_close(fast_loss, loss, atol=1e-5, rtol=1e-5)
+    assert fast_grads.keys() == grads.keys()
+    for key, grad in grads.items():
+        torch.testing.assert_close(fast_grads[key], grad, atol=1e-5, rtol=1e-4, msg=key)
+
+
+def test_the_census_sees_what_the_cpu_path_reads():
+    """The CPU's path reads ids back (range checks, padding, grouping, CLL's selection): the census counts them,
+    so the zero above is a measurement, not a census that sees nothing."""
+    model = model_named("cll").train()
+    with HostSyncCensus() as census:
+        model(**training_batch()).loss.backward()
+    names = {name for _, name in census.calls}
+    assert {"__int__", "__bool__", "nonzero"} <= names, dict(census.calls)
+    assert any("routing.py" in site for site in census.where) and any("backbone.py" in s for s in census.where)
+
+
+def test_sync_kinds_of_the_calls_that_wait():
+    ids, mask = torch.tensor([3, 1]), torch.tensor([True, False])
+    assert sync_kind("item", (ids,), {}) == "host read"
+    assert sync_kind("__getitem__", (ids, mask), {}) == "data-dependent shape"
+    assert sync_kind("__getitem__", (ids, ids), {}) is None  # an index tensor: a gather, no size to read
+    assert sync_kind("repeat_interleave", (ids, ids), {}) == "data-dependent shape"
+    assert sync_kind("repeat_interleave", (ids, ids), {"output_size": 4}) is None
+    assert sync_kind("index_select", (ids, 0, ids), {}) is None
+
+
+# ---------------------------------------------------------------- the Trainer's step
+@pytest.fixture(scope="module")
+def tokenizer():
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+    texts = {code: [" ".join(words[(i + j) % 8] for j in range(1 + i % 5)) for i in range(40)] for code in LANGUAGES}
+    return train_tokenizer(texts, languages=LANGUAGES, vocab_size=60, show_progress=False)
+
+
+def dataset(tokenizer, n: int = 48) -> Dataset:
+    rows = {"input_ids": [], "labels": [], "attention_mask": [], "src_lang_ids": [], "tgt_lang_ids": []}
+    g = torch.Generator().manual_seed(0)
+    for i in range(n):
+        src, tgt = (torch.randint(8, len(tokenizer), (4 + (i * k) % 9,), generator=g).tolist() for k in (3, 5))
+        rows["input_ids"].append(src)
+        rows["attention_mask"].append([1] * len(src))
+        rows["labels"].append(tgt)
+        rows["src_lang_ids"].append(0 if i % 2 else 1 + i % 3)
+        rows["tgt_lang_ids"].append(1 + i % 3 if i % 2 else 0)
+    return Dataset.from_dict(rows)
+
+
+def trainer_for(tokenizer, output_dir, name="cll", trainer_class=LangSpecSeq2SeqTrainer, data=None, **args):
+    model = model_named(name)
+    settings = dict(output_dir=str(output_dir), max_steps=4, per_device_train_batch_size=8, learning_rate=1e-3,
+                    logging_steps=3, save_strategy="no", report_to="none", use_cpu=True, seed=3, disable_tqdm=True,
+                    include_num_input_tokens_seen="non_padding", label_smoothing_factor=0.1)  # fmt: skip
+    return trainer_class(
+        model=model,
+        args=LangSpecTrainingArguments(**settings | args),
+        train_dataset=data if data is not None else dataset(tokenizer),
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        processing_class=tokenizer,
+    )
+
+
+@pytest.mark.parametrize("name", ["baseline", "cll", "hlt"])
+def test_a_trainer_step_reads_nothing_back(tokenizer, tmp_path, name):
+    """A whole step of the package's Trainer (loss with label smoothing, NaN filter, token and FLOP counts,
+    clipping, fused AdamW, scheduler) on the accelerator's path: nothing read back; the steps that log read the
+    loss (transformers, at logging steps only), and the count of input tokens then."""
+    trainer = trainer_for(tokenizer, tmp_path, name)
+    census = StepCensus(start=0, steps=2)  # steps 1 and 2; step 3 logs
+    trainer.add_callback(census)
+    with accelerator_path():
+        trainer.train()
+    assert census.counted_steps == 2
+    assert census.census.total == 0, f"{dict(census.census.calls)} at {where(census.census)}"
+
+
+class TransformersCounts(LangSpecSeq2SeqTrainer):
+    """transformers' own token and FLOP counting (a sync per step; a walk over the parameters per step)."""
+
+    _track_num_input_tokens = Seq2SeqTrainer._track_num_input_tokens
+    floating_point_ops = Seq2SeqTrainer.floating_point_ops
+
+
+@pytest.mark.parametrize("logging_steps", [3, 100])  # logged mid-training; and only flushed at the end
+def test_tokens_and_flops_are_counted_as_transformers_counts_them(tokenizer, tmp_path, logging_steps):
+    ours = trainer_for(tokenizer, tmp_path / "ours", logging_steps=logging_steps, max_steps=10)
+    reference = trainer_for(tokenizer, tmp_path / "reference", trainer_class=TransformersCounts,
+                            logging_steps=logging_steps, max_steps=10)  # fmt: skip
+    ours.train()
+    reference.train()
+    assert ours.state.num_input_tokens_seen == reference.state.num_input_tokens_seen > 0
+    assert ours.state.total_flos == reference.state.total_flos > 0
+    logged = [e.get("num_input_tokens_seen") for e in ours.state.log_history if "loss" in e]
+    expected = [e.get("num_input_tokens_seen") for e in reference.state.log_history if "loss" in e]
+    assert logged == expected
+
+
+def test_an_id_outside_the_model_is_refused_where_the_batch_is_made(tokenizer, tmp_path):
+    """The GPU step does not read ids back, so the collator's batch is checked on the host: one clear error."""
+    data = dataset(tokenizer).map(lambda row, i: {"tgt_lang_ids": 9 if i == 5 else row["tgt_lang_ids"]},
+                                  with_indices=True)  # fmt: skip
+    trainer = trainer_for(tokenizer, tmp_path, data=data, max_steps=50)
+    with accelerator_path(), pytest.raises(ValueError, match=r"tgt_lang_ids holds 9, outside \[0, 4\)"):
+        trainer.train()
