@@ -26,7 +26,7 @@ MINIMUM = {
     # 0: plain shuffling (no temperature); below 0 the sampler refused it once data, tokenizer and model were built
     "sampling_temperature": 0, "temperature_warmup_epochs": 0, "warmup_steps": 0, "average_last_checkpoints": 0,
     # a negative seed failed in numpy once the corpus was built; a negative max_grad_norm switched clipping off
-    "seed": 0, "data_seed": 0, "max_grad_norm": 0, "max_train_examples_per_direction": 1,
+    "seed": 0, "data_seed": 0, "max_grad_norm": 0, "max_train_examples_per_direction": 1, "pad_to_multiple_of": 1,
 }  # fmt: skip
 # save_steps: 0 trained to the end without a checkpoint (an interruption lost the run); logging/eval 0 failed late
 POSITIVE = {"temperature", "save_steps", "eval_steps", "logging_steps", "num_train_epochs"}

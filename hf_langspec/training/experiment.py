@@ -527,7 +527,7 @@ def _run_stage(
         args=args,
         train_dataset=train_set,
         eval_dataset=eval_sets or None,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, pad_to_multiple_of=args.pad_to_multiple_of),
         processing_class=tokenizer,
         compute_metrics=TranslationMetrics(tokenizer) if args.predict_with_generate else None,
     )

@@ -125,7 +125,9 @@ def trainer_for(tokenizer, output_dir, name="cll", trainer_class=LangSpecSeq2Seq
         model=model,
         args=LangSpecTrainingArguments(**settings | args),
         train_dataset=data if data is not None else dataset(tokenizer),
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        data_collator=DataCollatorForSeq2Seq(
+            tokenizer, model=model, pad_to_multiple_of=args.get("pad_to_multiple_of")
+        ),
         processing_class=tokenizer,
     )
 
@@ -172,3 +174,43 @@ def test_an_id_outside_the_model_is_refused_where_the_batch_is_made(tokenizer, t
     trainer = trainer_for(tokenizer, tmp_path, data=data, max_steps=50)
     with accelerator_path(), pytest.raises(ValueError, match=r"tgt_lang_ids holds 9, outside \[0, 4\)"):
         trainer.train()
+
+
+# ---------------------------------------------------------------- compiled steps over length buckets
+def test_a_compiled_loop_over_length_buckets_gives_the_eager_losses(tokenizer, tmp_path):
+    """`pad_to_multiple_of` pads every batch to a few shapes (what lets a compiled step, and a CUDA graph, be
+    reused instead of recompiled for each length); the Trainer's `torch_compile` (default mode; aot_eager here:
+    dynamo and autograd without code generation) then trains with the eager run's losses, step for step."""
+    import torch._dynamo
+
+    runs = {}
+    for compiled in (False, True):
+        torch._dynamo.reset()
+        extra = {"torch_compile": True, "torch_compile_backend": "aot_eager"} if compiled else {}
+        trainer = trainer_for(tokenizer, tmp_path / str(compiled), pad_to_multiple_of=8, logging_steps=1,
+                              max_steps=6, learning_rate=3e-3, **extra)  # fmt: skip
+        trainer.train()
+        runs[compiled] = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    assert len(runs[True]) == 6
+    torch.testing.assert_close(torch.tensor(runs[True]), torch.tensor(runs[False]), rtol=1e-4, atol=1e-4)
+    features = [dataset(tokenizer)[i] for i in range(8)]
+    batch = trainer.data_collator(features)
+    assert batch["input_ids"].shape[1] % 8 == 0 and batch["labels"].shape[1] % 8 == 0
+
+
+def test_a_run_pads_its_batches_to_the_configured_multiple(tmp_path, monkeypatch):
+    """`training.pad_to_multiple_of` in a config reaches the collator that `hf-langspec train` builds."""
+    from test_training import _config
+
+    from hf_langspec.training.experiment import run_experiment
+
+    shapes = []
+    original = LangSpecSeq2SeqTrainer.compute_loss
+
+    def recording(self, model, inputs, *args, **kwargs):
+        shapes.append((inputs["input_ids"].shape[1], inputs["labels"].shape[1]))
+        return original(self, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(LangSpecSeq2SeqTrainer, "compute_loss", recording)
+    run_experiment(_config(tmp_path, training={"pad_to_multiple_of": 8, "max_steps": 3}, evaluation={"splits": []}))
+    assert len(shapes) == 3 and all(s % 8 == 0 and t % 8 == 0 for s, t in shapes), shapes
