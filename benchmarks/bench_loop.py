@@ -16,7 +16,9 @@ each for the baseline and two routed methods of the suite (FCLL, LAA), and each 
 * `as is`: the suite's settings with the package's defaults (no data-loader workers, blocking host-to-device
   copies; before the GPU-loop work also transformers' NaN/inf filter on the loss, now off by default);
 * `loader`: non-blocking copies (`accelerator_config.non_blocking`), two data-loader workers, NaN filter off;
-* `compiled` (asked for by `--loops`): `loader` with the Trainer's `torch_compile` (inductor, default mode).
+* `compiled` (asked for by `--loops`): `loader` with the Trainer's `torch_compile` (inductor, default mode) over
+  batches padded to multiples of 16 (`pad_to_multiple_of`: 9 shapes, so compiled code is reused);
+* `graphs` (asked for): `compiled` in `reduce-overhead` mode, CUDA graphs replayed per shape.
 
 Each setting first trains one throw-away measurement (the GPU libraries choose kernels for each new shape: in
 the first GPU profile the first model measured ran at a quarter of its later speed). Per step, after `--warmup`
@@ -63,7 +65,9 @@ SETTINGS = {
 }
 # fmt: on
 LOADER = {"logging_nan_inf_filter": False, "accelerator_config": {"non_blocking": True}, "dataloader_num_workers": 2}
-LOOPS = {"as is": {}, "loader": LOADER, "compiled": LOADER | {"torch_compile": True}}
+COMPILED = LOADER | {"torch_compile": True, "pad_to_multiple_of": 16}  # lengths 16-48: 3 x 3 batch shapes
+LOOPS = {"as is": {}, "loader": LOADER, "compiled": COMPILED,
+         "graphs": COMPILED | {"torch_compile_mode": "reduce-overhead"}}  # fmt: skip
 PEAK_BF16_TFLOPS = 989.0  # H100 SXM, dense
 
 
@@ -190,7 +194,9 @@ def measure(setting: str, system: str, loop: str, parts, args) -> dict:
             model=model,
             args=LangSpecTrainingArguments(output_dir=output_dir, **settings),
             train_dataset=dataset,
-            data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+            data_collator=DataCollatorForSeq2Seq(
+                tokenizer, model=model, pad_to_multiple_of=settings.get("pad_to_multiple_of")
+            ),
             processing_class=tokenizer,
         )
         probe = LoopProbe(args.warmup, args.steps, args.profile_steps, args.device)
@@ -226,7 +232,8 @@ def table(results: list[dict], args) -> str:
         f"({'bf16' if args.device.type == 'cuda' else 'float32'}), batch {args.batch_size or 128} of random tokens "
         f"(lengths 16-48), {args.steps} timed steps after {args.warmup}; profiler over {args.profile_steps} steps, "
         f"sync census over {args.census_steps}. `as is`: the package's defaults, no loader workers, blocking copies; "
-        "`loader`: NaN filter off, non-blocking copies, 2 loader workers; `compiled`: `loader` with torch_compile. "
+        "`loader`: NaN filter off, non-blocking copies, 2 loader workers; `compiled`: `loader` with torch_compile over "
+        "batches padded to multiples of 16; `graphs`: `compiled` in reduce-overhead mode (CUDA graphs). "
         "Host reads and data-dependent shapes are counted "
         "inside the step (forward, backward, optimizer), device syncs by `torch.cuda.set_sync_debug_mode`.",
         "",
@@ -278,7 +285,7 @@ def main() -> None:
         measure(setting, systems[0], loops[0], parts, args)  # thrown away: kernels chosen for the shapes
         for system in systems:
             for loop in loops:
-                if loop == "compiled" and system not in args.compiled_systems.split(","):
+                if loop in ("compiled", "graphs") and system not in args.compiled_systems.split(","):
                     continue  # a compilation per model and shape costs a minute or more of the GPU's call
                 results.append(measure(setting, system, loop, parts, args))
                 if args.json:  # after each: a run stopped by the machine's limit keeps what it measured
