@@ -13,6 +13,8 @@ import pytest
 import torch
 from conftest import LANGUAGES, tiny_config, with_diverse_outputs
 from datasets import Dataset
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_compile import STAGES, build, loss_and_grads, training_batch
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer
 
@@ -214,3 +216,58 @@ def test_a_run_pads_its_batches_to_the_configured_multiple(tmp_path, monkeypatch
     monkeypatch.setattr(LangSpecSeq2SeqTrainer, "compute_loss", recording)
     run_experiment(_config(tmp_path, training={"pad_to_multiple_of": 8, "max_steps": 3}, evaluation={"splits": []}))
     assert len(shapes) == 3 and all(s % 8 == 0 and t % 8 == 0 for s, t in shapes), shapes
+
+
+# ---------------------------------------------------------------- the fused label-smoothed loss
+@settings(max_examples=25, deadline=None)
+@given(
+    batch=st.integers(1, 4), length=st.integers(1, 6), vocab=st.integers(2, 40), eps=st.floats(0.0, 0.5),
+    shift=st.booleans(), count=st.sampled_from([None, "int", "tensor"]), seed=st.integers(0, 10_000),
+)  # fmt: skip
+def test_the_fused_smoothed_loss_is_transformers_label_smoothing(batch, length, vocab, eps, shift, count, seed):
+    """The fused loss (`cross_entropy(label_smoothing=eps)`, run on accelerators) against transformers' LabelSmoother
+    and against the formula written out: value and gradient, with ignored tokens and every normaliser."""
+    from transformers.trainer_pt_utils import LabelSmoother
+
+    from hf_langspec.training.trainer import SmoothedCrossEntropy
+
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(batch, length, vocab, generator=g, dtype=torch.float64)
+    labels = torch.randint(0, vocab, (batch, length), generator=g)
+    labels[torch.rand(batch, length, generator=g) < 0.3] = -100
+    labels[0, -1] = 0  # at least one counted token
+    scored = labels[:, 1:] if shift else labels
+    active = int(scored.ne(-100).sum())
+    if active == 0:
+        return
+    items = {None: None, "int": active + 3, "tensor": torch.tensor(active + 3)}[count]
+    results = []
+    for smoother in (LabelSmoother(eps), SmoothedCrossEntropy(eps, fused=True)):
+        leaf = logits.clone().requires_grad_()
+        loss = smoother({"logits": leaf}, labels, shift_labels=shift, num_items_in_batch=items)
+        loss.backward()
+        results.append((loss.detach(), leaf.grad))
+    # LabelSmoother sums the smoothing term in float32 whatever the logits' dtype: equal to float32's precision
+    torch.testing.assert_close(results[1][0], results[0][0], rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(results[1][1], results[0][1], rtol=1e-6, atol=1e-7)
+    # the formula: (1 - eps) * -log p(y) + eps / V * sum_v -log p(v), over the counted tokens, / the normaliser
+    scores = -torch.log_softmax(logits[:, :-1] if shift else logits, dim=-1)
+    keep = scored.ne(-100)
+    per_token = (1 - eps) * scores.gather(-1, scored.clamp(min=0)[..., None])[..., 0] + eps * scores.mean(-1)
+    expected = per_token[keep].sum() / (active if items is None else float(items))
+    torch.testing.assert_close(results[1][0], expected, rtol=1e-10, atol=1e-12)
+
+
+def test_the_trainer_smooths_with_the_fused_loss_and_a_cpu_keeps_transformers_arithmetic(tokenizer, tmp_path):
+    from transformers.trainer_pt_utils import LabelSmoother
+
+    from hf_langspec.training.trainer import SmoothedCrossEntropy
+
+    trainer = trainer_for(tokenizer, tmp_path)
+    assert isinstance(trainer.label_smoother, SmoothedCrossEntropy) and trainer.label_smoother.epsilon == 0.1
+    logits = torch.randn(2, 5, 30)
+    labels = torch.tensor([[3, 4, -100, -100, -100], [1, 2, 3, 4, 5]])
+    # bit for bit on a CPU: published CPU runs compute what they computed
+    assert torch.equal(
+        trainer.label_smoother({"logits": logits}, labels), LabelSmoother(0.1)({"logits": logits}, labels)
+    )
