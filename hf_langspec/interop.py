@@ -16,6 +16,7 @@ tag style) is not part of Marian/M2M100 configs, so pass it to the `from_*` func
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -193,4 +194,71 @@ def from_m2m100(m2m: M2M100ForConditionalGeneration, **language_contract: Any) -
     return model.train(m2m.training)
 
 
-__all__ = ["backbone_problems", "copy_state", "from_m2m100", "from_marian", "to_m2m100", "to_marian"]
+def adapt(source: PreTrainedModel, kind: str, **fields: Any) -> PreTrainedModel:
+    """A `kind` model (a config's `[model] class`: `"xlp"`, `"laa"`, `"cll"`, `"clm"`, `"adapter"`, ...) holding the
+    weights of `source` (a `MarianMTModel`, an `M2M100ForConditionalGeneration` such as NLLB-200 dense, or a
+    baseline), with its language modules started as the identity, so that it computes what `source` computes
+    before any training (issue 45; `LangSpecPreTrainedModel.start_as_identity` says which modules cannot).
+
+    `fields` are the method's config fields and the language contract (`languages`, `lang_tag_token_ids`,
+    `lang_tag_style`, ...). The result is checked: its logits on a probe batch of every language must equal the
+    source's, else a ValueError (a module that does not start where it says it does)."""
+    from .training.config import model_classes
+
+    if kind not in model_classes():
+        raise ValueError(f"Unknown method {kind!r}; choose one of {sorted(model_classes())}.")
+    contract = {k: fields[k] for k in ("languages", "lang_tag_token_ids", "lang_tag_style") if k in fields}
+    if isinstance(source, MarianMTModel):
+        base = from_marian(source, **contract)
+    elif isinstance(source, M2M100ForConditionalGeneration):
+        base = from_m2m100(source, **contract)
+    elif isinstance(source, LangSpecForConditionalGeneration):
+        base = source
+    else:
+        raise ValueError(f"adapt() starts from a MarianMTModel, an M2M100ForConditionalGeneration or a baseline, "
+                         f"not a {type(source).__name__}.")  # fmt: skip
+    config_class, model_class = model_classes()[kind]
+    names = [n for n in inspect.signature(LangSpecConfig.__init__).parameters if n not in ("self", "kwargs")]
+    backbone = {n: getattr(base.config, n) for n in names if hasattr(base.config, n)}
+    model = model_class(config_class(**{**backbone, **fields}))
+    missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
+    stray = [k for k in missing if ".insertions." not in f".{k}" and not k.endswith("lm_head.weight")]
+    if unexpected or stray:
+        raise ValueError(f"The {kind} model does not hold the source's weights: missing {stray[:5]}, "
+                         f"unexpected {unexpected[:5]}.")  # fmt: skip
+    model.tie_weights()
+    model.start_as_identity()
+    _check_same_logits(base, model.train(False), type(source).__name__)
+    return model.train(source.training)
+
+
+def _check_same_logits(
+    source: LangSpecForConditionalGeneration, model: PreTrainedModel, source_name: str = ""
+) -> None:
+    """Both models' logits on a probe batch covering every language as source and as target."""
+    languages = max(len(model.config.languages or []), 1)
+    generator = torch.Generator().manual_seed(0)
+    first = max(getattr(model.config, "eos_token_id", 2) or 2, 3) + 1
+    vocab = model.config.vocab_size
+    batch = max(languages, 2)
+    ids = torch.randint(first, vocab, (batch, 6), generator=generator)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+              "decoder_input_ids": torch.randint(first, vocab, (batch, 5), generator=generator)}  # fmt: skip
+    if model.config.languages:
+        inputs |= {
+            "src_lang_ids": torch.arange(batch) % languages,
+            "tgt_lang_ids": (torch.arange(batch) + 1) % languages,
+        }
+    device = next(model.parameters()).device
+    inputs = {k: v.to(device) for k, v in inputs.items()}
+    was_training = source.training
+    with torch.no_grad():
+        expected = source.eval()(**inputs).logits
+        got = model(**inputs).logits
+    source.train(was_training)
+    if not torch.allclose(got, expected, atol=1e-4, rtol=1e-4):
+        raise ValueError(f"The adapted model does not start equal to {source_name or 'its source'}: logits differ by "
+                         f"{float((got - expected).abs().max()):.3g}.")  # fmt: skip
+
+
+__all__ = ["adapt", "backbone_problems", "copy_state", "from_m2m100", "from_marian", "to_m2m100", "to_marian"]

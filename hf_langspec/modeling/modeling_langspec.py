@@ -92,6 +92,30 @@ class LangSpecPreTrainedModel(PreTrainedModel):
         elif hasattr(module, "initialize"):  # language modules set their own parameters (identity, zeros, ...)
             module.initialize(init, self.config)
 
+    def start_as_identity(self) -> LangSpecPreTrainedModel:
+        """Set every language module so that the model computes what its backbone alone computes (a method added
+        to a pretrained checkpoint then starts equal to it; `interop.adapt`). Each module zeroes what its residual
+        branch adds (adapters' and CLL's output matrices, LAA's matrices, CLM's maps in the pre-LN form, LEE's
+        table, the additive language embedding) or sets it to the identity (XLP); modules that renormalise the
+        stream cannot (HLT-MT's post-norm adapters, CLM's paper form `LN(h + mix)`, LEE's tag mode) and are named in
+        one ValueError, before any is changed."""
+        owners = []
+        for name, module in self.named_modules():
+            if module is self or not hasattr(module, "start_as_identity"):
+                continue
+            if not any(name.startswith(owner + ".") for owner, _ in owners):  # a pool's own adapters: the pool's
+                owners.append((name, module))
+        problems = []
+        for name, module in owners:
+            reason = getattr(module, "identity_problem", lambda: None)()
+            if reason:
+                problems.append(f"{name}: {reason}")
+        if problems:
+            raise ValueError(f"{type(self).__name__} cannot start as its backbone: " + "; ".join(problems) + ".")
+        for _, module in owners:
+            module.start_as_identity()
+        return self
+
 
 class LangSpecModel(LangSpecPreTrainedModel):
     """The bare encoder-decoder: shared embeddings, encoder, decoder, and their insertion-point modules."""

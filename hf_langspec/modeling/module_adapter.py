@@ -99,6 +99,18 @@ class BottleneckAdapters(nn.Module):
             init.ones_(self.norm_weight)
             init.zeros_(self.norm_bias)
 
+    def identity_problem(self) -> str | None:
+        """Why this module cannot start as the identity (a post-norm adapter renormalises the stream), or None."""
+        return (
+            "post-norm adapters (LN(h + delta)) renormalise the stream at zero delta" if self.norm == "post" else None
+        )
+
+    @torch.no_grad()
+    def start_as_identity(self) -> None:
+        """Zero the last matrix (and bias) on the residual branch: `h + 0 = h`, as LoRA starts its B at zero."""
+        for name in ("fc2", "fc2_bias") if self.form == "bottleneck" else ("fc1",):
+            getattr(self, name).zero_()
+
     def _layer_norm(self, hidden: torch.Tensor, router: LanguageRouter, w: dict[str, torch.Tensor]) -> torch.Tensor:
         normed = F.layer_norm(hidden, hidden.shape[-1:])
         shape = (-1,) + (1,) * (hidden.dim() - 2) + (hidden.shape[-1],)

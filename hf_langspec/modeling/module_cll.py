@@ -96,6 +96,12 @@ class CentralLanguageAwareLayers(nn.Module):
         self.specific.append(code)
         self._row.clear()
 
+    @torch.no_grad()
+    def start_as_identity(self) -> None:
+        """Zero each LSL's output matrix and bias: the FFN's output plus `t_l * 0` (the scale t_l keeps its start)."""
+        self.fc2.zero_()
+        self.fc2_bias.zero_()
+
     def row_of(self, device: torch.device) -> torch.Tensor:
         """`[L]`: each language's LSL row, -1 for the central language (built per device on first use)."""
         if device in self._row:

@@ -221,6 +221,17 @@ class CrossLingualMixing(nn.Module):
                 init.ones_(norm.weight)
                 init.zeros_(norm.bias)
 
+    def identity_problem(self) -> str | None:
+        """The paper's form, `LN(h + mix)`, puts a LayerNorm on the stream after every sublayer."""
+        return (
+            None if self.pre_norm else "CLM's form z = LN(h + mix) (eq. 3) renormalises the stream; use clm_norm='pre'"
+        )
+
+    @torch.no_grad()
+    def start_as_identity(self) -> None:
+        """Zero the maps: the pre-LN form `h + mix(LN(h))` adds `0` to the stream."""
+        self.weight.zero_()
+
     # ------------------------------------------------------------------ keys
     def _keys(self, lang: LanguageContext) -> _Keys:
         cache_key = (id(self), "keys")

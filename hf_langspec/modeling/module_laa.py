@@ -53,6 +53,11 @@ class LanguageAwareAttention(nn.Module):
         bound = math.sqrt(6.0 / (2 * d))  # Xavier-uniform of each d x d slice (gain 1)
         init.uniform_(self.weight, -bound, bound)
 
+    @torch.no_grad()
+    def start_as_identity(self) -> None:
+        """Zero the language matrices: each projection is then the pretrained `W + 0`."""
+        self.weight.zero_()
+
     def matrices(self, layer_idx: int | None, scratch: dict | None = None) -> torch.Tensor:
         """`[L, d, d]`: the matrices used in layer `layer_idx` (`scratch`: see `layer_slice`)."""
         return layer_slice(self.weight, layer_idx, scratch) if self.per_layer else self.weight

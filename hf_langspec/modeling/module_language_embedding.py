@@ -27,6 +27,11 @@ class AdditiveLanguageEmbedding(nn.Module):
     def initialize(self, init, config) -> None:
         init.normal_(self.weight, mean=0.0, std=config.d_model**-0.5)  # like the token embeddings
 
+    @torch.no_grad()
+    def start_as_identity(self) -> None:
+        """The language embeddings start at zero: `h + 0`."""
+        self.weight.zero_()
+
     def forward(self, hidden: torch.Tensor, lang: LanguageContext, layer_idx: int | None = None) -> torch.Tensor:
         router = lang.router(self.side, needed_by="The additive language embedding (language_embedding='additive')")
         return hidden + router.lookup(self.weight).unsqueeze(1)

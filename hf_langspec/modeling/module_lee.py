@@ -45,6 +45,19 @@ class LanguageEmbeddingEmbodiment(nn.Module):
         if self.mode == "table":
             init.zeros_(self.weight)
 
+    def identity_problem(self) -> str | None:
+        """The `"tag"` mode adds the tag tokens' own embedding rows, which the vocabulary fixes."""
+        return (
+            None
+            if self.mode == "table"
+            else "LEE's tag mode adds the tag tokens' embedding rows; use lee_embedding='table'"
+        )
+
+    @torch.no_grad()
+    def start_as_identity(self) -> None:
+        """A `"table"` embedding starts at zero: `h + 0`."""
+        self.weight.zero_()
+
     def prepare(self, lang: LanguageContext, hidden: torch.Tensor) -> None:
         """Once per forward, outside the layers: each example's target-language embedding `[B, d]`."""
         ids = lang.ids("target", needed_by="LEE (the target-language embedding)")

@@ -54,6 +54,13 @@ class SelectiveLanguagePool(nn.Module):
         self.aux_loss: torch.Tensor | None = None  # the disparity loss of the last forward (stage 1, training)
         self._route: tuple[tuple, torch.Tensor] | None = None
 
+    def identity_problem(self) -> str | None:
+        """HLT-MT's adapters are post-norm (equation 4, `LN(h + F(h))`): a LayerNorm on the stream."""
+        return "HLT-MT's adapters are post-norm (eq. 4, LN(h + F(h))): a LayerNorm on the stream"
+
+    def start_as_identity(self) -> None:
+        raise ValueError(self.identity_problem())
+
     # ------------------------------------------------------------------ pieces
     def tag_embeddings(self, embed_tokens: nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
         """E[L] of the tag tokens of `ids` (unscaled)."""

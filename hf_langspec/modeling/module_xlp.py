@@ -39,6 +39,11 @@ class LanguageProjection(nn.Module):
     def initialize(self, init, config) -> None:
         init.copy_(self.weight, torch.eye(self.weight.shape[-1]).expand_as(self.weight))
 
+    @torch.no_grad()
+    def start_as_identity(self) -> None:
+        """Every language's projection the identity matrix (XLP's own start)."""
+        self.weight.copy_(torch.eye(self.weight.shape[-1]).expand_as(self.weight))
+
     def forward(self, hidden: torch.Tensor, lang: LanguageContext, layer_idx: int | None = None) -> torch.Tensor:
         router = lang.router(self.side, needed_by="XLP (the language projection)")
         weight = self.weight.detach() if self.frozen else self.weight
