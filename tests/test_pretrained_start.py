@@ -18,6 +18,7 @@ from hf_langspec.interop import adapt
 CONTRACT = {"languages": LANGUAGES, "lang_tag_token_ids": TAG_IDS}
 PAIRS = [[s, t] for s in LANGUAGES for t in LANGUAGES if s != t]
 # every method and form that can start as the identity
+# fmt: off
 STARTS = {
     "xlp": ("xlp", {}),
     "laa": ("laa", {"laa_points": ["enc_self_attn", "dec_self_attn", "dec_cross_attn"], "lang_tag_style": "none"}),
@@ -25,15 +26,19 @@ STARTS = {
     "fcll": ("cll", {"central_language": "en", "cll_inner_dim": 8}),
     "sclm pre-LN": ("clm", {"clm_norm": "pre", "clm_encoder": "sclm", "clm_decoder": "sclm", "clm_num_features": 4}),
     "mclm pre-LN": ("clm", {"clm_norm": "pre", "clm_encoder": "none", "clm_decoder": "mclm", "clm_num_features": 4,
-                            "clm_decoder_key": "target"}),  # fmt: skip
+                            "clm_decoder_key": "target"}),
     "monolingual adapters": ("adapter", {"adapter_preset": "monolingual", "adapter_dim": 8}),
     "pair adapters": ("adapter", {"adapter_preset": "bapna_firat", "adapter_dim": 8, "language_pairs": PAIRS}),
     "matrix adapters": ("adapter", {"adapter_preset": "monolingual_matrix", "adapter_stacks": ["encoder"]}),
     "ls_mnmt with a pre-norm layer": ("adapter", {"adapter_preset": "ls_mnmt", "adapter_norm": "pre"}),
     "additive language embedding": ("baseline", {"language_embedding": "additive"}),
 }
+# fmt: on
 CANNOT = {
-    "hlt": (("hlt", {"high_resource_languages": ["en", "de"], "hlt_hidden_dim": 16}), "HLT-MT's adapters are post-norm"),
+    "hlt": (
+        ("hlt", {"high_resource_languages": ["en", "de"], "hlt_hidden_dim": 16}),
+        "HLT-MT's adapters are post-norm",
+    ),
     "clm paper form": (("clm", {"clm_num_features": 4}), r"LN\(h \+ mix\)"),
     "lee tag": (("laa", {"laa_points": [], "lee_points": [2]}), "tag mode"),
     "ls_mnmt": (("adapter", {"adapter_preset": "ls_mnmt"}), "post-norm adapters"),
@@ -102,5 +107,5 @@ def test_adapt_refuses_what_it_cannot_load():
     bart = BartForConditionalGeneration(BartConfig(**{**SHAPE, "vocab_size": VOCAB}))
     with pytest.raises(ValueError, match="not a BartForConditionalGeneration"):
         adapt(bart, "laa", **CONTRACT)
-    with pytest.raises(ValueError, match="encoder_layerdrop=0.05"):
+    with pytest.raises(ValueError, match=r"encoder_layerdrop=0\.05"):
         adapt(M2M100ForConditionalGeneration(M2M100Config(**SHAPE)), "laa", **CONTRACT)
