@@ -23,6 +23,7 @@ from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .data.schema import check_direction
+from .modeling.configuration_langspec import source_tag_side
 from .tokenization.tokenization_langspec import encode_with_template
 
 TASK = "langspec-translation"
@@ -124,8 +125,15 @@ class LangSpecTranslationPipeline(Pipeline):
             encoded["tgt_lang_ids"] = torch.tensor([tgt_id])
             if src_lang is not None:
                 encoded["src_lang_ids"] = torch.tensor([config.language_id(src_lang)])
-            if config.lang_tag_style == "source" and config.lang_tag_token_ids is not None:
-                tag = torch.tensor([[config.lang_tag_token_ids[tgt_id]]])
+            side = source_tag_side(config.lang_tag_style)
+            if side == "source" and src_lang is None:
+                raise ValueError(
+                    f"This model puts the source language's tag before the source (lang_tag_style="
+                    f"{config.lang_tag_style!r}): pass src_lang=<code> (one of {config.languages})."
+                )
+            if side and config.lang_tag_token_ids is not None:
+                tagged = tgt_id if side == "target" else config.language_id(src_lang)
+                tag = torch.tensor([[config.lang_tag_token_ids[tagged]]])
                 encoded["input_ids"] = torch.cat([tag, encoded["input_ids"]], dim=1)
                 encoded["attention_mask"] = torch.cat([torch.ones_like(tag), encoded["attention_mask"]], dim=1)
         return encoded

@@ -43,7 +43,7 @@ def test_heads_must_divide_d_model(d_model, heads):
     [
         (
             dict(lang_tag_style="prefix"),
-            r"lang_tag_style='prefix' is not supported; use one of \['source', 'target', 'none'\]",
+            r"lang_tag_style='prefix' is not supported; use one of \['source', 'target', 'both', 'none'\]",
         ),
         (dict(position_embedding_type="rope"), "position_embedding_type='rope' is not supported"),
         (dict(languages=["en", "de", "en"], lang_tag_token_ids=None), r"languages lists \['en'\] more than once"),

@@ -68,7 +68,7 @@ def test_every_special_token_of_the_vocabulary_is_a_control_token(tokenizer):
 
 
 @pytest.mark.parametrize("model_type", ["unigram", "bpe"])
-@pytest.mark.parametrize("tag_style", ["source", "target", "none"])
+@pytest.mark.parametrize("tag_style", ["source", "target", "both", "none"])
 def test_the_tokenizer_reads_control_strings_in_sources_and_targets_as_text(model_type, tag_style):
     tokenizer = tokenizer_knowing_the_control_characters(model_type)
     tokenizer.lang_tag_style = tag_style
@@ -80,10 +80,13 @@ def test_the_tokenizer_reads_control_strings_in_sources_and_targets_as_text(mode
         encoded = tokenizer(text, text_target=text, src_lang="en", tgt_lang="de")
         source, labels = encoded["input_ids"], encoded["labels"]
         assert source[-1] == labels[-1] == tokenizer.eos_token_id
-        assert source[:1] == ([tag] if tag_style == "source" else source[:1])
-        assert labels[:1] == ([tag] if tag_style == "target" else labels[:1])
-        assert_text_only(tokenizer, source[(tag_style == "source") : -1], text)
-        assert_text_only(tokenizer, labels[(tag_style == "target") : -1], text)
+        own = tokenizer.convert_tokens_to_ids("<2en>")  # "both": the source's own tag before it
+        source_tag, decoder_tag = {"source": ([tag], []), "target": ([], [tag]), "both": ([own], [tag])}.get(
+            tag_style, ([], [])
+        )
+        assert source[: len(source_tag)] == source_tag and labels[: len(decoder_tag)] == decoder_tag
+        assert_text_only(tokenizer, source[len(source_tag) : -1], text)
+        assert_text_only(tokenizer, labels[len(decoder_tag) : -1], text)
         # transformers' own readers inherited by the tokenizer, and the encoder-only layout
         assert_text_only(tokenizer, tokenizer.encode(text), text)
         assert tokenizer.tokenize(text) == tokenizer.convert_ids_to_tokens(tokenizer.encode(text))

@@ -131,10 +131,13 @@ corpora = st.lists(row, min_size=1, max_size=12).flatmap(
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rows=corpora, max_length=st.integers(3, 20), cap=st.one_of(st.none(), st.integers(1, 8)))
-def test_the_prepared_training_set_is_the_row_by_row_one(tokenizer, rows, max_length, cap):
-    """Same examples, order, ids and filter counts as: cap, filter row by row, tokenize the kept rows."""
+@given(rows=corpora, max_length=st.integers(3, 20), cap=st.one_of(st.none(), st.integers(1, 8)),
+       style=st.sampled_from(["source", "target", "both", "none"]))  # fmt: skip
+def test_the_prepared_training_set_is_the_row_by_row_one(tokenizer, rows, max_length, cap, style):
+    """Same examples, order, ids and filter counts as: cap, filter row by row, tokenize the kept rows (with the
+    tags where each style puts them)."""
     work = Path(tempfile.mkdtemp())
+    tokenizer.lang_tag_style = style
     try:
         corpus = read_corpus([write_jsonl(work / "train.jsonl", rows)], cache_dir=work, show_progress=False)
         prepared = prepare_training_set(corpus, tokenizer, max_length, cap, cache_dir=work, show_progress=False)
@@ -160,6 +163,7 @@ def test_the_prepared_training_set_is_the_row_by_row_one(tokenizer, rows, max_le
             assert stored.keys() == encoded.keys()
             assert all(torch.equal(stored[k], encoded[k]) for k in stored)
     finally:
+        tokenizer.lang_tag_style = "source"
         shutil.rmtree(work)
 
 

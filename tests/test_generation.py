@@ -55,14 +55,15 @@ def test_target_language_changes_only_its_own_example():
     assert (after[1] - before[1]).abs().max() > 1e-3
 
 
-def test_target_tag_style_starts_each_hypothesis_with_its_tag():
-    model = tiny_model(lang_tag_style="target")
+@pytest.mark.parametrize("style", ["target", "both"])
+def test_target_tag_style_starts_each_hypothesis_with_its_tag(style):
+    model = tiny_model(lang_tag_style=style)
     batch = random_batch(batch=3, seed=1)
     batch["tgt_lang_ids"] = torch.tensor([3, 1, 2])
     out = model.generate(**generation_inputs(batch), num_beams=2, max_new_tokens=4)
     assert out[:, 0].tolist() == [model.config.decoder_start_token_id] * 3
     assert out[:, 1].tolist() == [TAG_IDS[3], TAG_IDS[1], TAG_IDS[2]]
-    with pytest.raises(ValueError, match=r"lang_tag_style='target'.*needs `tgt_lang_ids`"):
+    with pytest.raises(ValueError, match=r"lang_tag_style=.*needs `tgt_lang_ids`"):
         model.generate(input_ids=batch["input_ids"], max_new_tokens=2)
 
 
@@ -125,6 +126,21 @@ def test_translation_pipeline_applies_tags_and_language_ids():
         translate("w10 w11")
     with pytest.raises(ValueError, match="Unknown language code 'zz'"):
         translate("w10", tgt_lang="zz")
+
+
+def test_the_pipeline_puts_the_source_languages_tag_before_the_source_in_the_nllb_convention():
+    """lang_tag_style="both" (NLLB-200, M2M-100): `[source code] text </s>` in, `[start, target code]` first out."""
+    tokenizer = _word_tokenizer()
+    model = tiny_model(lang_tag_style="both")
+    translate = pipeline("langspec-translation", model=model, tokenizer=tokenizer)
+    result = translate("w10 w11 w12", src_lang="es", tgt_lang="fr", max_new_tokens=5, min_new_tokens=5)
+    tagged = tokenizer("<2es> w10 w11 w12", return_tensors="pt")
+    direct = model.generate(**tagged, src_lang_ids=torch.tensor([3]), tgt_lang_ids=torch.tensor([2]),
+                            max_new_tokens=5, min_new_tokens=5)  # fmt: skip
+    assert direct[0, :2].tolist() == [model.config.decoder_start_token_id, TAG_IDS[2]]
+    assert result[0]["translation_text"] == tokenizer.decode(direct[0], skip_special_tokens=True)
+    with pytest.raises(ValueError, match=r"lang_tag_style='both'\): pass src_lang=<code>"):
+        translate("w10 w11", tgt_lang="fr")
 
 
 @pytest.mark.reliability

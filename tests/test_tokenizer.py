@@ -66,7 +66,7 @@ def _module_tok() -> LangSpecTokenizer:  # hypothesis cannot take function-scope
     return train_tokenizer(TEXTS, languages=["en", "de", "fr"], vocab_size=90, show_progress=False)
 
 
-@pytest.mark.parametrize("style", ["source", "target", "none"])
+@pytest.mark.parametrize("style", ["source", "target", "both", "none"])
 def test_mixed_directions_get_the_right_tags_and_ids(tok, style):
     tok.lang_tag_style = style
     try:
@@ -79,11 +79,13 @@ def test_mixed_directions_get_the_right_tags_and_ids(tok, style):
     finally:
         tok.lang_tag_style = "source"
     tags = [tok.convert_tokens_to_ids(t) for t in ("<2fr>", "<2de>", "<2en>")]
+    source_tags = [tok.convert_tokens_to_ids(t) for t in ("<2en>", "<2fr>", "<2de>")]  # each source's own
     assert batch["src_lang_ids"] == [0, 2, 1] and batch["tgt_lang_ids"] == [2, 1, 0]
-    for i, tag in enumerate(tags):
+    for i, (tag, own) in enumerate(zip(tags, source_tags, strict=True)):
         assert batch["input_ids"][i][-1] == tok.eos_token_id and batch["labels"][i][-1] == tok.eos_token_id
         assert (batch["input_ids"][i][0] == tag) == (style == "source")
-        assert (batch["labels"][i][0] == tag) == (style == "target")
+        assert (batch["input_ids"][i][0] == own) == (style == "both")  # NLLB-200 and M2M-100: the source's own code
+        assert (batch["labels"][i][0] == tag) == (style in ("target", "both"))
         assert tag not in batch["input_ids"][i][1:] and tag not in batch["labels"][i][1:]
 
 

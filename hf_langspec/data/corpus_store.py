@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 from datasets import Dataset, Features, List, Value, load_from_disk
 
 from ..environment import writing
+from ..modeling.configuration_langspec import decoder_tag, source_tag_side
 from ..tokenization.tokenization_langspec import encode_text
 from .columns import CORPUS_SCHEMA, HASH_COLUMNS, batch_rows, column, stream_batches
 from .local import check_row, iter_rows
@@ -274,7 +275,7 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
 def special_counts(tokenizer: Any) -> tuple[int, int]:
     """Tokens the tokenizer adds to a source and to a target besides the pieces (`</s>`, and the tag on its side)."""
     style = tokenizer.lang_tag_style
-    return 1 + (style == "source"), 1 + (style == "target")
+    return 1 + (source_tag_side(style) is not None), 1 + decoder_tag(style)
 
 
 def direction_order(dataset: Dataset, cap: int | Mapping[str, int | None]) -> np.ndarray:
@@ -447,10 +448,13 @@ class _Encoder:
             self.tokenizer(batch["src"], src_lang=batch["src_lang"], tgt_lang=batch["tgt_lang"])
             raise
         style = self.tokenizer.lang_tag_style
+        side = source_tag_side(style)
         return pa.table(
             {
-                "input_ids": self._side(batch["src"], self.tags[tgt_ids] if style == "source" else None),
-                "labels": self._side(batch["tgt"], self.tags[tgt_ids] if style == "target" else None),
+                "input_ids": self._side(
+                    batch["src"], self.tags[{"target": tgt_ids, "source": src_ids}[side]] if side else None
+                ),
+                "labels": self._side(batch["tgt"], self.tags[tgt_ids] if decoder_tag(style) else None),
                 "src_lang_ids": src_ids,
                 "tgt_lang_ids": tgt_ids,
                 "blank": pa.array(blank_sides(batch["src"], batch["tgt"]), pa.bool_()),

@@ -11,6 +11,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.schema import check_direction
+from ..modeling.configuration_langspec import source_tag_side
 from ..pipelines import group_by_target
 from ..tokenization.tokenization_langspec import encode_text
 
@@ -101,7 +102,7 @@ def translate(
 
 def _special_tokens(tokenizer: Any) -> int:
     """Tokens of every encoded input besides its subwords, counted by `max_source_length`: the tag and </s>."""
-    return 2 if tokenizer.lang_tag_style == "source" else 1
+    return 1 + (source_tag_side(tokenizer.lang_tag_style) is not None)
 
 
 def _warn_about_inputs(tokenizer: Any, texts: list[str], max_source_length: int | None) -> None:

@@ -151,6 +151,7 @@ def example_direction(languages: list[str], evaluated: list[str]) -> tuple[str, 
 TAG_EXPLANATION = {
     "source": "prepended to the source sentence",
     "target": "as the first decoder token",
+    "both": "the source language's before the source and the target language's as the first decoder token (NLLB-200)",
     "none": "omitted; language modules steer",
 }
 

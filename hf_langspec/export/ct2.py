@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.schema import check_direction, check_output_dir, write_atomic
+from ..modeling.configuration_langspec import decoder_tag
 from ..tokenization.tokenization_langspec import encode_with_template
 
 CT2_MISSING = (
@@ -236,7 +237,7 @@ def generation_budget(model: Any) -> dict[str, Any]:
     """Beams, new tokens and length penalty from the model's generation config; the budget fits the decoder's
     position table (one position per token after the start token, the target tag included)."""
     generation = model.generation_config
-    tag = model.config.lang_tag_style == "target"
+    tag = decoder_tag(model.config.lang_tag_style)
     return {
         "num_beams": generation.num_beams or 1,
         "max_new_tokens": min(generation.max_new_tokens or 256, model.config.max_position_embeddings - 1 - tag),
@@ -247,7 +248,7 @@ def generation_budget(model: Any) -> dict[str, Any]:
 def decoding_settings(model: Any, tokenizer: Any, src_lang: str, tgt_lang: str) -> dict[str, Any]:
     """What a CTranslate2 translator needs besides the weights: the forced first token and the search budget."""
     budget = generation_budget(model)
-    forced = tokenizer.lang_tag(tgt_lang) if model.config.lang_tag_style == "target" else None
+    forced = tokenizer.lang_tag(tgt_lang) if decoder_tag(model.config.lang_tag_style) else None
     return {
         "src_lang": src_lang,
         "tgt_lang": tgt_lang,

@@ -50,6 +50,7 @@ from transformers import (
 
 from ..data.schema import check_direction
 from ..interop import _reference_kwargs, backbone_problems, copy_state
+from ..modeling.configuration_langspec import decoder_tag, source_tag_side
 from ..modeling.routing import LanguageContext
 
 # LEE-style constants: (stack, point) -> the sublayer whose input they join
@@ -162,8 +163,9 @@ def specialize_tokenizer(tokenizer: Any, src_lang: str, tgt_lang: str) -> PreTra
     eos = tokenizer.eos_token
     specials = [(eos, tokenizer.eos_token_id)]
     template = f"$A {eos}"
-    if tokenizer.lang_tag_style == "source":
-        tag = tokenizer.lang_tag(tgt_lang)
+    side = source_tag_side(tokenizer.lang_tag_style)
+    if side:
+        tag = tokenizer.lang_tag(tgt_lang if side == "target" else src_lang)
         template = f"{tag} $A {eos}"
         specials.append((tag, tokenizer.convert_tokens_to_ids(tag)))
     backend.post_processor = processors.TemplateProcessing(single=template, special_tokens=specials)
@@ -358,7 +360,7 @@ def _set_generation(plain: PreTrainedModel, model: Any, tgt: int) -> None:
         eos_token_id=config.eos_token_id,
         pad_token_id=config.pad_token_id,
     )
-    if config.lang_tag_style == "target":
+    if decoder_tag(config.lang_tag_style):
         # the generic model starts each translation with the target tag as a prompt; here it is a forced first
         # token, so it counts as a new token: one more keeps the same budget for the translation itself
         generation.forced_bos_token_id = config.lang_tag_token_ids[tgt]

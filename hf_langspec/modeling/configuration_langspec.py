@@ -15,7 +15,20 @@ from collections.abc import Iterable, Sequence
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
-LANG_TAG_STYLES = ("source", "target", "none")
+LANG_TAG_STYLES = ("source", "target", "both", "none")
+
+
+def source_tag_side(style: str) -> str | None:
+    """Whose tag precedes the source under a tag style: the target language's (`"source"`, Johnson et al.), the
+    source language's own (`"both"`, NLLB-200 and M2M-100), or none."""
+    return {"source": "target", "both": "source"}.get(style)
+
+
+def decoder_tag(style: str) -> bool:
+    """Whether the decoder starts with the target language's tag (`"target"`, and `"both"` as NLLB's forced BOS)."""
+    return style in ("target", "both")
+
+
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "sinusoidal_marian", "learned")
 LANGUAGE_EMBEDDING_TYPES = ("none", "additive")
 ROUTING_STRATEGIES = ("auto", "gather", "group", "dense")
@@ -65,7 +78,9 @@ class LangSpecConfig(PretrainedConfig):
         lang_tag_style (`str`, *optional*, defaults to `"source"`):
             `"source"`: the target-language tag is prepended to the source (Johnson et al.);
             `"target"`: the tag is the decoder's first token after the start token (the model
-            inserts it in `generate`); `"none"`: no tag, the language modules alone steer.
+            inserts it in `generate`); `"both"`: NLLB-200's and M2M-100's convention, the source
+            language's tag before the source and the target language's tag first in the decoder;
+            `"none"`: no tag, the language modules alone steer.
         language_embedding (`str`, *optional*, defaults to `"none"`):
             `"additive"` adds a learned vector of the source language to every encoder token
             embedding and one of the target language to every decoder token embedding (XLM; the
@@ -262,9 +277,9 @@ class LangSpecConfig(PretrainedConfig):
             bad = [i for i in self.lang_tag_token_ids if not 0 <= i < self.vocab_size]
             if bad:
                 raise ValueError(f"lang_tag_token_ids {bad} are outside the vocabulary [0, {self.vocab_size}).")
-        if self.lang_tag_style == "target" and self.lang_tag_token_ids is None:
+        if decoder_tag(self.lang_tag_style) and self.lang_tag_token_ids is None:
             raise ValueError(
-                "lang_tag_style='target' needs lang_tag_token_ids: the decoder starts with the target "
+                f"lang_tag_style={self.lang_tag_style!r} needs lang_tag_token_ids: the decoder starts with the target "
                 "language's tag. Pass lang_tag_token_ids (one per language) or use lang_tag_style='source'."
             )
         if self.language_embedding != "none" and not langs:

@@ -33,7 +33,7 @@ from .backbone import (
     cache_output,
     resolve_cache,
 )
-from .configuration_langspec import LangSpecConfig
+from .configuration_langspec import LangSpecConfig, decoder_tag
 from .module_language_embedding import AdditiveLanguageEmbedding
 from .routing import check_language_ids
 
@@ -334,14 +334,14 @@ class LangSpecForConditionalGeneration(LangSpecPreTrainedModel, GenerationMixin)
     @torch.no_grad()
     def generate(self, inputs: torch.Tensor | None = None, generation_config=None, **kwargs):
         """`GenerationMixin.generate`, plus the per-example target tag prefix for `lang_tag_style="target"`."""
-        if self.config.lang_tag_style == "target" and kwargs.get("decoder_input_ids") is None:
+        if decoder_tag(self.config.lang_tag_style) and kwargs.get("decoder_input_ids") is None:
             kwargs["decoder_input_ids"] = self._target_tag_prefix(kwargs.get("tgt_lang_ids"), generation_config)
         return super().generate(inputs, generation_config=generation_config, **kwargs)
 
     def _target_tag_prefix(self, tgt_lang_ids: torch.Tensor | None, generation_config) -> torch.Tensor:
         if tgt_lang_ids is None:
             raise ValueError(
-                "lang_tag_style='target' starts each translation with its target-language tag, so generate() "
+                f"lang_tag_style={self.config.lang_tag_style!r} starts each translation with its target-language tag, so generate() "
                 "needs `tgt_lang_ids` ([batch] LongTensor). LangSpecTokenizer returns it; or pass "
                 "torch.tensor(model.config.language_ids([...]))."
             )

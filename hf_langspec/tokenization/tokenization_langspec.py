@@ -25,7 +25,9 @@ from typing import Any
 
 from transformers import BatchEncoding, PreTrainedTokenizerFast
 
-TAG_STYLES = ("source", "target", "none")
+# LangSpecConfig's styles; written out here, not imported: this file travels alone as the Hub's remote code
+TAG_STYLES = ("source", "target", "both", "none")
+SOURCE_TAG_SIDE = {"source": "target", "both": "source"}  # whose tag precedes the source (configuration_langspec)
 SPECIAL_TOKENS = {"bos_token": "<s>", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}
 
 
@@ -114,7 +116,8 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
     Args:
         languages (`list[str]`): ordered language codes; the ids returned are indexes into it, as in
             `LangSpecConfig.languages`.
-        lang_tag_style (`str`, defaults to `"source"`): `"source"`, `"target"` or `"none"`.
+        lang_tag_style (`str`, defaults to `"source"`): `"source"`, `"target"`, `"both"` or `"none"`
+            (`LangSpecConfig.lang_tag_style`).
         lang_tag_template (`str`, defaults to `"<2{}>"`): how a code becomes its tag token.
     """
 
@@ -272,7 +275,16 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         batch_size = len(sources if sources is not None else targets)
         src_ids = self._language_ids(src_lang, "src_lang", batch_size)
         tgt_ids = self._language_ids(tgt_lang, "tgt_lang", batch_size)
-        if self.lang_tag_style != "none" and tgt_ids is None:
+        if SOURCE_TAG_SIDE.get(self.lang_tag_style) == "source" and sources is not None and src_ids is None:
+            raise ValueError(
+                f"lang_tag_style={self.lang_tag_style!r} puts the source-language tag before the source, so pass "
+                f"src_lang=<code> (one of {self.languages}) or one code per text."
+            )
+        if (
+            self.lang_tag_style != "none"
+            and tgt_ids is None
+            and (targets is not None or self.lang_tag_style != "both")
+        ):
             raise ValueError(
                 f"lang_tag_style={self.lang_tag_style!r} puts the target-language tag in the input, so pass "
                 f"tgt_lang=<code> (one of {self.languages}) or one code per text."
@@ -280,11 +292,15 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         limit = max_length if truncation else None
         data: dict[str, Any] = {}
         if sources is not None:
-            tags = [[self.lang_tag_token_ids[t]] for t in tgt_ids] if self.lang_tag_style == "source" else None
+            side = SOURCE_TAG_SIDE.get(self.lang_tag_style)
+            tagged = {"target": tgt_ids, "source": src_ids}.get(side)
+            tags = [[self.lang_tag_token_ids[t]] for t in tagged] if side else None
             data["input_ids"] = self._encode_side(sources, tags, limit)
             data["attention_mask"] = [[1] * len(ids) for ids in data["input_ids"]]
         if targets is not None:
-            tags = [[self.lang_tag_token_ids[t]] for t in tgt_ids] if self.lang_tag_style == "target" else None
+            tags = (
+                [[self.lang_tag_token_ids[t]] for t in tgt_ids] if self.lang_tag_style in ("target", "both") else None
+            )
             data["labels"] = self._encode_side(targets, tags, limit)
         if src_ids is not None:
             data["src_lang_ids"] = src_ids
