@@ -109,3 +109,64 @@ def test_adapt_refuses_what_it_cannot_load():
         adapt(bart, "laa", **CONTRACT)
     with pytest.raises(ValueError, match=r"encoder_layerdrop=0\.05"):
         adapt(M2M100ForConditionalGeneration(M2M100Config(**SHAPE)), "laa", **CONTRACT)
+
+
+# ---------------------------------------------------------------- a local NLLB-convention checkpoint
+CODES = ["eng_Latn", "deu_Latn", "fra_Latn", "spa_Latn"]
+TEXTS = ["the cat sat on the mat", "die Katze sass auf der Matte", "le chat etait sur le tapis", "el gato"] * 40
+
+
+def nllb_tokenizer():
+    """NLLB-200's tokenizer class over a small Unigram vocabulary, built without the Hub."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import NllbTokenizerFast
+
+    backend = Tokenizer(models.Unigram())
+    backend.normalizer = normalizers.NFKC()
+    backend.pre_tokenizer = pre_tokenizers.Metaspace()
+    backend.decoder = decoders.Metaspace()
+    specials = ["<s>", "<pad>", "</s>", "<unk>", *CODES]
+    backend.train_from_iterator(TEXTS, trainers.UnigramTrainer(vocab_size=VOCAB, special_tokens=specials,
+                                                               unk_token="<unk>"))  # fmt: skip
+    return NllbTokenizerFast(tokenizer_object=backend, src_lang="eng_Latn", tgt_lang="deu_Latn",
+                             additional_special_tokens=CODES)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def nllb_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("nllb")
+    tokenizer = nllb_tokenizer()
+    model = nllb_shaped()
+    assert len(tokenizer) <= model.config.vocab_size
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_a_local_nllb_checkpoint_loads_with_its_codes_and_starts_as_it_translates(nllb_folder):
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from hf_langspec.pretrained import load_pretrained
+
+    model, tokenizer = load_pretrained(nllb_folder, "laa", languages=CODES[:3], laa_points=["dec_self_attn"])
+    original = AutoTokenizer.from_pretrained(nllb_folder)
+    pretrained = AutoModelForSeq2SeqLM.from_pretrained(nllb_folder).eval()
+    assert model.config.languages == CODES[:3] and model.config.lang_tag_style == "both"
+    for src, tgt, text, target in [(0, 1, TEXTS[0], TEXTS[1]), (2, 0, TEXTS[2], TEXTS[0])]:
+        original.src_lang, original.tgt_lang = CODES[src], CODES[tgt]
+        expected = original(text, text_target=target)
+        ours = tokenizer(text, text_target=target, src_lang=CODES[src], tgt_lang=CODES[tgt])
+        assert ours["input_ids"] == expected["input_ids"] and ours["labels"] == expected["labels"]
+        inputs = tokenizer(text, src_lang=CODES[src], tgt_lang=CODES[tgt], return_tensors="pt")
+        forced = original.convert_tokens_to_ids(CODES[tgt])
+        reference = pretrained.generate(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                                        forced_bos_token_id=forced, max_new_tokens=7, num_beams=1)  # fmt: skip
+        got = model.eval().generate(**inputs, max_new_tokens=6, num_beams=1)  # the code is a prompt, not a new token
+        assert got.tolist() == reference.tolist()
+
+
+def test_a_code_the_checkpoint_does_not_know_is_refused_with_the_codes_it_knows(nllb_folder):
+    from hf_langspec.pretrained import load_pretrained
+
+    with pytest.raises(ValueError, match=r"does not know \['ita_Latn'\]; it knows 4 codes: deu_Latn, eng_Latn"):
+        load_pretrained(nllb_folder, "laa", languages=["eng_Latn", "ita_Latn"])

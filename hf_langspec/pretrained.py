@@ -1,0 +1,109 @@
+"""Starting from a pretrained translation checkpoint: NLLB-200 (dense), M2M-100, multilingual Marian (issue 45).
+
+Most users adapt a model they already have. `load_pretrained` reads a local folder (or a Hub id where the Hub is
+reachable) holding an `M2M100ForConditionalGeneration` or a `MarianMTModel` and its tokenizer, and returns a
+method's model holding the checkpoint's weights, its language modules started as the identity
+(`interop.adapt`: the logits are the checkpoint's until training), with a `LangSpecTokenizer` over the
+checkpoint's own vocabulary that keeps its language-code convention:
+
+| checkpoint | codes | convention | `lang_tag_template`, `lang_tag_style` |
+|---|---|---|---|
+| NLLB-200 | `eng_Latn` | source code before the source, target code forced first in the decoder | `"{}"`, `"both"` |
+| M2M-100 | `__en__` | the same | `"__{}__"`, `"both"` |
+| multilingual Marian (OPUS-MT) | `>>fra<<` | target code before the source | `">>{}<<"`, `"source"` |
+
+So training data is tokenized exactly as the checkpoint's tokenizer does (tested against `NllbTokenizer`), and the
+language contract (`config.languages`, `src_lang_ids` / `tgt_lang_ids`) indexes the checkpoint's codes. M2M-100's
+and Marian's tokenizers are sentencepiece (Python) tokenizers that transformers cannot convert to the `tokenizers`
+backend this package builds on; for them, pass a `LangSpecTokenizer` built over the same vocabulary.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .tokenization import LangSpecTokenizer
+
+# tokenizer class -> (how a code is written as its token, where the tags go)
+CONVENTIONS = {
+    "NllbTokenizer": ("{}", "both"),
+    "NllbTokenizerFast": ("{}", "both"),
+    "M2M100Tokenizer": ("__{}__", "both"),
+    "MarianTokenizer": (">>{}<<", "source"),
+}
+
+
+def checkpoint_languages(tokenizer: Any, template: str) -> list[str]:
+    """The language codes a checkpoint's tokenizer knows: its special tokens written as `template` says."""
+    prefix, _, suffix = template.partition("{}")
+    specials = set(getattr(tokenizer, "all_special_tokens", [])) | set(getattr(tokenizer, "added_tokens_encoder", {}))
+    return sorted(
+        token[len(prefix) : len(token) - len(suffix)]
+        for token in specials
+        if token.startswith(prefix) and token.endswith(suffix) and len(token) > len(prefix) + len(suffix)
+        and token not in ("<s>", "</s>", "<pad>", "<unk>", "<mask>")
+    )  # fmt: skip
+
+
+def checkpoint_tokenizer(tokenizer: Any, languages: list[str]) -> LangSpecTokenizer:
+    """A `LangSpecTokenizer` over `tokenizer`'s vocabulary (an NLLB tokenizer; a LangSpecTokenizer is returned as it
+    is) for `languages`, codes as the checkpoint writes them without their marks (`eng_Latn`; `en` for M2M-100's
+    `__en__`). It encodes as the checkpoint's tokenizer does; a code the checkpoint does not know is refused with
+    the ones it knows."""
+    if isinstance(tokenizer, LangSpecTokenizer):
+        return tokenizer
+    name = type(tokenizer).__name__
+    if name not in CONVENTIONS:
+        raise ValueError(f"No language-code convention is known for {name}; pass a LangSpecTokenizer built over the "
+                         f"checkpoint's vocabulary (known: {sorted(CONVENTIONS)}).")  # fmt: skip
+    template, style = CONVENTIONS[name]
+    if getattr(tokenizer, "backend_tokenizer", None) is None:
+        raise ValueError(
+            f"{name} is a sentencepiece (Python) tokenizer, which transformers cannot convert to the `tokenizers` "
+            "backend LangSpecTokenizer builds on; build a LangSpecTokenizer over the same vocabulary "
+            f"(lang_tag_template={template!r}, lang_tag_style={style!r}) and pass it instead."
+        )
+    known = checkpoint_languages(tokenizer, template)
+    unknown = [code for code in languages if code not in known]
+    if unknown:
+        raise ValueError(f"The checkpoint's tokenizer does not know {unknown}; it knows {len(known)} codes: "
+                         f"{', '.join(known[:30])}{' ...' if len(known) > 30 else ''}.")  # fmt: skip
+    specials = {key: getattr(tokenizer, key) for key in ("bos_token", "eos_token", "unk_token", "pad_token")}
+    return LangSpecTokenizer(
+        tokenizer_object=tokenizer.backend_tokenizer, languages=list(languages), lang_tag_template=template,
+        lang_tag_style=style, **{k: v for k, v in specials.items() if v is not None},
+    )  # fmt: skip
+
+
+def load_pretrained(
+    path: str | os.PathLike, method: str = "baseline", languages: list[str] | None = None, **fields: Any
+) -> tuple[Any, LangSpecTokenizer]:
+    """`(model, tokenizer)`: the checkpoint at `path` as a `method` model (`"baseline"`, `"laa"`, `"cll"`, `"xlp"`,
+    `"clm"`, `"adapter"`, ...; `fields` are its config fields), starting equal to the checkpoint, and a
+    `LangSpecTokenizer` keeping its language codes (`languages`: the codes to train and translate, as the checkpoint
+    writes them)."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from .interop import adapt
+
+    if not languages:
+        raise ValueError("Name the languages to adapt (codes as the checkpoint writes them, e.g. eng_Latn).")
+    pretrained = AutoModelForSeq2SeqLM.from_pretrained(path)
+    tokenizer = checkpoint_tokenizer(AutoTokenizer.from_pretrained(path), languages)
+    config = pretrained.config
+    for field in ("pad_token_id", "eos_token_id"):
+        if getattr(tokenizer, field) != getattr(config, field):
+            raise ValueError(f"The tokenizer's {field} ({getattr(tokenizer, field)}) is not the model's "
+                             f"({getattr(config, field)}): they are not one checkpoint.")  # fmt: skip
+    if len(tokenizer) > config.vocab_size:
+        raise ValueError(f"The tokenizer has {len(tokenizer)} pieces, the model {config.vocab_size} rows.")
+    contract = tokenizer.model_config_kwargs()
+    contract = {
+        k: contract[k] for k in ("languages", "lang_tag_token_ids", "lang_tag_style", "vocabulary_fingerprint")
+    }
+    model = adapt(pretrained, method, **{**contract, **fields})
+    return model, tokenizer
+
+
+__all__ = ["CONVENTIONS", "checkpoint_languages", "checkpoint_tokenizer", "load_pretrained"]
