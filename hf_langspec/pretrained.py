@@ -106,4 +106,35 @@ def load_pretrained(
     return model, tokenizer
 
 
-__all__ = ["CONVENTIONS", "checkpoint_languages", "checkpoint_tokenizer", "load_pretrained"]
+def language_module_parameter(name: str) -> bool:
+    """Whether a parameter belongs to a language module (the modules a method inserts; `.insertions.` in its name)."""
+    return ".insertions." in f".{name}"
+
+
+def freeze_base(model: Any, trainable: tuple[str, ...] = ()) -> tuple[int, int]:
+    """Freeze the pretrained weights: every parameter but the language modules' and those whose name contains one of
+    `trainable` (e.g. `("layer_norm",)`). Returns `(trainable, total)` parameter counts.
+
+    With the base frozen, a direction none of whose language modules was trained computes exactly what the
+    checkpoint computes (zero-started modules stay zero under AdamW, weight decay included; tested), so adapting
+    one language never changes the others."""
+    total = kept = 0
+    for name, parameter in model.named_parameters():
+        train = language_module_parameter(name) or any(part in name for part in trainable)
+        parameter.requires_grad_(train)
+        total += parameter.numel()
+        kept += parameter.numel() if train else 0
+    if kept == 0:
+        raise ValueError("Nothing is left to train: the model has no language modules; pick a method that adds "
+                         "some, or name parameters to keep trainable.")  # fmt: skip
+    return kept, total
+
+
+__all__ = [
+    "CONVENTIONS",
+    "checkpoint_languages",
+    "checkpoint_tokenizer",
+    "freeze_base",
+    "language_module_parameter",
+    "load_pretrained",
+]

@@ -170,3 +170,51 @@ def test_a_code_the_checkpoint_does_not_know_is_refused_with_the_codes_it_knows(
 
     with pytest.raises(ValueError, match=r"does not know \['ita_Latn'\]; it knows 4 codes: deu_Latn, eng_Latn"):
         load_pretrained(nllb_folder, "laa", languages=["eng_Latn", "ita_Latn"])
+
+
+def test_with_the_base_frozen_untrained_directions_decode_exactly_as_the_checkpoint(nllb_folder, tmp_path):
+    """Item 4: train eng->deu only, base frozen (weight decay on): the base stays bit for bit, eng->deu changes,
+    and fra->spa, whose adapters were never trained, decodes exactly as before (greedy: as the checkpoint with
+    forced_bos_token_id; beam search: as the adapted model before training)."""
+    import copy
+
+    from datasets import Dataset
+    from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq
+
+    from hf_langspec.pretrained import freeze_base, load_pretrained
+    from hf_langspec.training import LangSpecSeq2SeqTrainer, LangSpecTrainingArguments
+
+    model, tokenizer = load_pretrained(nllb_folder, "adapter", languages=CODES, adapter_preset="monolingual",
+                                       adapter_dim=8)  # fmt: skip
+    before = copy.deepcopy(model).eval()
+    trainable, total = freeze_base(model)
+    assert trainable == sum(p.numel() for n, p in model.named_parameters() if ".insertions." in n) < total / 2
+    rows = tokenizer([TEXTS[0], TEXTS[2]] * 8, text_target=[TEXTS[1], TEXTS[3]] * 8, src_lang="eng_Latn",
+                     tgt_lang="deu_Latn")  # fmt: skip
+    args = LangSpecTrainingArguments(output_dir=str(tmp_path), max_steps=6, per_device_train_batch_size=4,
+                                     learning_rate=1e-2, weight_decay=0.01, warmup_steps=0, report_to="none",
+                                     use_cpu=True, save_strategy="no", disable_tqdm=True)  # fmt: skip
+    trainer = LangSpecSeq2SeqTrainer(model=model, args=args, train_dataset=Dataset.from_dict(dict(rows)),
+                                     data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))  # fmt: skip
+    trainer.train()
+    model.eval()
+    pretrained = AutoModelForSeq2SeqLM.from_pretrained(nllb_folder).eval()
+    for (name, p), (_, q) in zip(model.named_parameters(), before.named_parameters(), strict=True):
+        if ".insertions." not in name:
+            assert torch.equal(p, q), f"the frozen {name} moved"
+
+    def logits(m, src, tgt):
+        inputs = tokenizer(TEXTS[2], text_target=TEXTS[3], src_lang=src, tgt_lang=tgt, return_tensors="pt")
+        inputs["decoder_input_ids"] = m.prepare_decoder_input_ids_from_labels(labels=inputs.pop("labels"))
+        with torch.no_grad():
+            return m(**inputs).logits
+
+    assert not torch.allclose(logits(model, "eng_Latn", "deu_Latn"), logits(before, "eng_Latn", "deu_Latn"))
+    assert torch.equal(logits(model, "fra_Latn", "spa_Latn"), logits(before, "fra_Latn", "spa_Latn"))
+    inputs = tokenizer(TEXTS[2:4], src_lang="fra_Latn", tgt_lang="spa_Latn", padding=True, return_tensors="pt")
+    spa = tokenizer.convert_tokens_to_ids("spa_Latn")
+    reference = pretrained.generate(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                                    forced_bos_token_id=spa, max_new_tokens=7, num_beams=1)  # fmt: skip
+    assert model.generate(**inputs, max_new_tokens=6, num_beams=1).tolist() == reference.tolist()
+    beams = {"max_new_tokens": 6, "num_beams": 4}
+    assert model.generate(**inputs, **beams).tolist() == before.generate(**inputs, **beams).tolist()
