@@ -32,6 +32,9 @@ from .modeling import (
     LangSpecForConditionalGeneration,
     LangSpecModel,
     LangSpecPreTrainedModel,
+    LoRAConfig,
+    LoRAForConditionalGeneration,
+    LoRAModel,
     XLPConfig,
     XLPForConditionalGeneration,
     XLPForMaskedLM,
@@ -55,6 +58,7 @@ VARIANTS = [
     (HLTConfig, HLTModel, HLTForConditionalGeneration),
     (LAAConfig, LAAModel, LAAForConditionalGeneration),
     (AdapterConfig, AdapterModel, AdapterForConditionalGeneration),
+    (LoRAConfig, LoRAModel, LoRAForConditionalGeneration),
 ]
 
 
@@ -103,6 +107,9 @@ __all__ = [
     "LangSpecPreTrainedModel",
     "LangSpecTokenizer",
     "LangSpecTranslationPipeline",
+    "LoRAConfig",
+    "LoRAForConditionalGeneration",
+    "LoRAModel",
     "XLPConfig",
     "XLPForConditionalGeneration",
     "XLPForMaskedLM",

@@ -32,6 +32,7 @@ STARTS = {
     "matrix adapters": ("adapter", {"adapter_preset": "monolingual_matrix", "adapter_stacks": ["encoder"]}),
     "ls_mnmt with a pre-norm layer": ("adapter", {"adapter_preset": "ls_mnmt", "adapter_norm": "pre"}),
     "additive language embedding": ("baseline", {"language_embedding": "additive"}),
+    "language-specific lora": ("lora", {"lora_rank": 4}),
 }
 # fmt: on
 CANNOT = {
@@ -102,8 +103,8 @@ def test_a_method_that_renormalises_the_stream_says_it_cannot_start_as_the_check
 def test_adapt_refuses_what_it_cannot_load():
     from transformers import BartConfig, BartForConditionalGeneration
 
-    with pytest.raises(ValueError, match="Unknown method 'lora'"):
-        adapt(nllb_shaped(), "lora", **CONTRACT)
+    with pytest.raises(ValueError, match="Unknown method 'prompt_tuning'"):
+        adapt(nllb_shaped(), "prompt_tuning", **CONTRACT)
     bart = BartForConditionalGeneration(BartConfig(**{**SHAPE, "vocab_size": VOCAB}))
     with pytest.raises(ValueError, match="not a BartForConditionalGeneration"):
         adapt(bart, "laa", **CONTRACT)

@@ -15,6 +15,7 @@ OVERRIDES = {
     "cll": {"central_language": "en", "cll_inner_dim": 8, "cll_dropout": 0.0},
     "hlt": {"high_resource_languages": ["en", "de"], "hlt_hidden_dim": 48, "hlt_hard_probability": 1.0},
     "adapter": {"adapter_preset": "monolingual", "adapter_dim": 8},
+    "lora": {"lora_rank": 4, "lora_dropout": 0.1},
 }
 VARIANTS = {name: (*model_classes()[name], overrides) for name, overrides in OVERRIDES.items()}
 

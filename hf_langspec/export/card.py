@@ -43,6 +43,10 @@ BAPNA = (
     "Zero-Shot Neural Machine Translation. EMNLP 2020. https://aclanthology.org/2020.emnlp-main.361; Fan et al. "
     "(2021). Beyond English-Centric Multilingual Machine Translation. JMLR 22 (LS-MNMT)"
 )
+HU = (
+    "Hu, Shen, Wallis, Allen-Zhu, Li, Wang, Wang and Chen (2022). LoRA: Low-Rank Adaptation of Large Language "
+    "Models. ICLR 2022. https://openreview.net/forum?id=nZeVKeeFYf9"
+)
 # model_type -> (what the model is, the paper to cite)
 METHODS = {
     "langspec_base": (
@@ -80,6 +84,11 @@ METHODS = {
         "2019; monolingual adapters of Philip et al. 2020; LS-MNMT's language-specific layers of Fan et al.)",
         BAPNA,
     ),
+    "langspec_lora": (
+        "the multilingual Transformer with language-specific LoRA: a low-rank update (alpha / r) B A of the attention "
+        "projections for each language, the encoder's chosen by the source language and the decoder's by the target",
+        HU,
+    ),
 }
 CLM_VARIANT_NAMES = {"sclm": "sCLM (one gate per layer)", "mclm": "mCLM (a gate per layer and {key})",
                      "ls": "LS ablation (one map per {key}, no gate)", "none": "none"}  # fmt: skip
@@ -108,6 +117,12 @@ def method_settings(config: Any) -> str:
             + (" (one per key shared by all layers)" if config.adapter_share_layers else ""),
             f"- One adapter per {'direction' if config.adapter_key == 'pair' else 'language (source in the encoder, target in the decoder)'}",
             f"- Form: {form}, LayerNorm {config.adapter_norm}, {config.adapter_activation}",
+        ])  # fmt: skip
+    if config.model_type == "langspec_lora":
+        return "\n".join([
+            f"- LoRA in: {', '.join(config.lora_points)}; projections {', '.join(config.lora_projections)}",
+            f"- Rank {config.lora_rank}, alpha {config.lora_alpha:g}, dropout {config.lora_dropout:g}; the encoder's "
+            f"keyed by the {config.lora_encoder_language} language",
         ])  # fmt: skip
     if config.model_type == "langspec_cll":
         named = {"fcll": "every decoder layer (FCLL)", "sd": f"decoder layer {config.decoder_layers // 2} (SD)"}

@@ -6,6 +6,7 @@ from .configuration_clm import CLMConfig
 from .configuration_hlt import HLTConfig
 from .configuration_laa import LAAConfig
 from .configuration_langspec import LangSpecConfig
+from .configuration_lora import LoRAConfig
 from .configuration_xlp import XLPConfig
 from .configuration_xlp_mt import XLPMTConfig
 from .modeling_adapter import AdapterForConditionalGeneration, AdapterModel
@@ -14,6 +15,7 @@ from .modeling_clm import CLMForConditionalGeneration, CLMModel
 from .modeling_hlt import HLTForConditionalGeneration, HLTModel
 from .modeling_laa import LAAForConditionalGeneration, LAAModel
 from .modeling_langspec import LangSpecForConditionalGeneration, LangSpecModel, LangSpecPreTrainedModel
+from .modeling_lora import LoRAForConditionalGeneration, LoRAModel
 from .modeling_xlp import XLPForMaskedLM, XLPForSequenceClassification, XLPModel
 from .modeling_xlp_mt import XLPForConditionalGeneration, XLPMTModel
 
@@ -38,6 +40,9 @@ __all__ = [
     "LangSpecForConditionalGeneration",
     "LangSpecModel",
     "LangSpecPreTrainedModel",
+    "LoRAConfig",
+    "LoRAForConditionalGeneration",
+    "LoRAModel",
     "XLPConfig",
     "XLPForConditionalGeneration",
     "XLPForMaskedLM",

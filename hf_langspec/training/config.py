@@ -127,6 +127,8 @@ def model_classes() -> dict[str, tuple[type, type]]:
         LAAForConditionalGeneration,
         LangSpecConfig,
         LangSpecForConditionalGeneration,
+        LoRAConfig,
+        LoRAForConditionalGeneration,
         XLPForConditionalGeneration,
         XLPMTConfig,
     )
@@ -139,6 +141,7 @@ def model_classes() -> dict[str, tuple[type, type]]:
         "cll": (CLLConfig, CLLForConditionalGeneration),
         "hlt": (HLTConfig, HLTForConditionalGeneration),
         "adapter": (AdapterConfig, AdapterForConditionalGeneration),
+        "lora": (LoRAConfig, LoRAForConditionalGeneration),
     }
 
 

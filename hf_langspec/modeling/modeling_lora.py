@@ -1,0 +1,35 @@
+"""Language-specific LoRA in translation: the shared backbone with per-language low-rank attention deltas."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from .configuration_lora import LoRAConfig
+from .modeling_langspec import LangSpecForConditionalGeneration, LangSpecModel
+from .module_lora import LanguageLoRA
+
+
+class LoRAModel(LangSpecModel):
+    """[`LangSpecModel`] with a [`LanguageLoRA`] at each of `config.lora_points`."""
+
+    config_class = LoRAConfig
+
+    @staticmethod
+    def build_insertions(config: LoRAConfig) -> tuple[dict[str, nn.Module], dict[str, nn.Module]]:
+        encoder, decoder = LangSpecModel.build_insertions(config)
+        for point in config.lora_points:
+            side = "encoder" if point.startswith("enc") else "decoder"
+            layers = config.encoder_layers if side == "encoder" else config.decoder_layers
+            language = config.lora_encoder_language if side == "encoder" else "target"
+            (encoder if side == "encoder" else decoder)[point] = LanguageLoRA(config, layers, language)
+        return encoder, decoder
+
+
+class LoRAForConditionalGeneration(LangSpecForConditionalGeneration):
+    """Multilingual translation with language-specific LoRA; `forward`/`generate` need the language ids."""
+
+    config_class = LoRAConfig
+    model_class = LoRAModel
+
+
+__all__ = ["LoRAForConditionalGeneration", "LoRAModel"]
