@@ -219,3 +219,33 @@ def test_with_the_base_frozen_untrained_directions_decode_exactly_as_the_checkpo
     assert model.generate(**inputs, max_new_tokens=6, num_beams=1).tolist() == reference.tolist()
     beams = {"max_new_tokens": 6, "num_beams": 4}
     assert model.generate(**inputs, **beams).tolist() == before.generate(**inputs, **beams).tolist()
+
+
+@pytest.mark.parametrize("method", [("lora", {"lora_rank": 4}), ("laa", {"laa_points": ["dec_self_attn"]})])
+def test_an_adapted_direction_folds_into_a_plain_m2m100_that_the_original_tokenizer_drives(nllb_folder, method):
+    """Item 6: one direction of the adapted model (modules trained: here perturbed) folded into a plain
+    `M2M100ForConditionalGeneration`; driven by the checkpoint's own `NllbTokenizer` (src_lang set) and the folded
+    model's generation config (the target code forced first), it translates as the adapted model does."""
+    from transformers import AutoTokenizer
+
+    from hf_langspec.export import specialize
+    from hf_langspec.pretrained import load_pretrained
+
+    kind, fields = method
+    model, tokenizer = load_pretrained(nllb_folder, kind, languages=CODES, **fields)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".insertions." in name:
+                p.add_(torch.randn_like(p) * 0.2)
+    model.eval()
+    plain = specialize(model, "fra_Latn", "deu_Latn", tokenizer).model
+    assert type(plain) is M2M100ForConditionalGeneration
+    original = AutoTokenizer.from_pretrained(nllb_folder, src_lang="fra_Latn")
+    texts = [TEXTS[2], TEXTS[0]]
+    ours = tokenizer(texts, src_lang="fra_Latn", tgt_lang="deu_Latn", padding=True, return_tensors="pt")
+    theirs = original(texts, padding=True, return_tensors="pt")
+    assert torch.equal(ours["input_ids"], theirs["input_ids"])
+    adapted = model.generate(**ours, max_new_tokens=6, num_beams=1)
+    folded = plain.generate(**theirs, max_new_tokens=7, num_beams=1)
+    assert plain.generation_config.forced_bos_token_id == original.convert_tokens_to_ids("deu_Latn")
+    assert folded.tolist() == adapted.tolist()
