@@ -61,6 +61,21 @@ def test_the_compile_step_measures_compiled_against_eager_training(tmp_path, mon
 
 
 @pytest.mark.slow
+def test_the_profile_step_profiles_the_trainer_loop_and_counts_its_host_syncs(tmp_path):
+    """GPU plan step 1: the package's Trainer loop per setting, model and loop; on a CPU the census sees the
+    CPU path's reads (a CPU keeps them; tests/test_gpu_loop.py requires none on the accelerator's path)."""
+    result = plan("profile", tmp_path, "--systems", "baseline,fcll")
+    assert result["exit"] == 0
+    rows = json.loads((tmp_path / "profile-loop.json").read_text())
+    assert {(r["system"], r["loop"]) for r in rows} == {
+        (s, lp) for s in ("baseline", "fcll") for lp in ("as is", "loader")
+    }
+    for row in rows:
+        assert row["steps/s"] > 0 and row["host ops"] > 100 and row["host reads"] > 0 and row["sync sites"]
+    assert "| tiny | fcll | loader |" in (tmp_path / "profile.log").read_text()
+
+
+@pytest.mark.slow
 def test_the_routing_step_measures_each_strategy_of_a_routed_method(tmp_path):
     plan("routing", tmp_path)
     log = (tmp_path / "routing.log").read_text()
