@@ -46,11 +46,13 @@ def checkpoint_languages(tokenizer: Any, template: str) -> list[str]:
     )  # fmt: skip
 
 
-def checkpoint_tokenizer(tokenizer: Any, languages: list[str]) -> LangSpecTokenizer:
+def checkpoint_tokenizer(
+    tokenizer: Any, languages: list[str], model_vocab_size: int | None = None
+) -> LangSpecTokenizer:
     """A `LangSpecTokenizer` over `tokenizer`'s vocabulary (an NLLB tokenizer; a LangSpecTokenizer is returned as it
     is) for `languages`, codes as the checkpoint writes them without their marks (`eng_Latn`; `en` for M2M-100's
     `__en__`). It encodes as the checkpoint's tokenizer does; a code the checkpoint does not know is refused with
-    the ones it knows."""
+    the ones it knows. `model_vocab_size`: the checkpoint's embedding rows, when it has more than the vocabulary."""
     if isinstance(tokenizer, LangSpecTokenizer):
         return tokenizer
     name = type(tokenizer).__name__
@@ -72,7 +74,7 @@ def checkpoint_tokenizer(tokenizer: Any, languages: list[str]) -> LangSpecTokeni
     specials = {key: getattr(tokenizer, key) for key in ("bos_token", "eos_token", "unk_token", "pad_token")}
     return LangSpecTokenizer(
         tokenizer_object=tokenizer.backend_tokenizer, languages=list(languages), lang_tag_template=template,
-        lang_tag_style=style, **{k: v for k, v in specials.items() if v is not None},
+        lang_tag_style=style, model_vocab_size=model_vocab_size, **{k: v for k, v in specials.items() if v is not None},
     )  # fmt: skip
 
 
@@ -90,8 +92,8 @@ def load_pretrained(
     if not languages:
         raise ValueError("Name the languages to adapt (codes as the checkpoint writes them, e.g. eng_Latn).")
     pretrained = AutoModelForSeq2SeqLM.from_pretrained(path)
-    tokenizer = checkpoint_tokenizer(AutoTokenizer.from_pretrained(path), languages)
     config = pretrained.config
+    tokenizer = checkpoint_tokenizer(AutoTokenizer.from_pretrained(path), languages, config.vocab_size)
     for field in ("pad_token_id", "eos_token_id"):
         if getattr(tokenizer, field) != getattr(config, field):
             raise ValueError(f"The tokenizer's {field} ({getattr(tokenizer, field)}) is not the model's "

@@ -119,6 +119,9 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         lang_tag_style (`str`, defaults to `"source"`): `"source"`, `"target"`, `"both"` or `"none"`
             (`LangSpecConfig.lang_tag_style`).
         lang_tag_template (`str`, defaults to `"<2{}>"`): how a code becomes its tag token.
+        model_vocab_size (`int`, *optional*): the embedding rows of the model this vocabulary serves, when it has
+            more than the vocabulary (a pretrained checkpoint's spare rows: NLLB-200 has two); what
+            `model_config_kwargs` and `check_model` take as the vocabulary size.
     """
 
     model_input_names = ["input_ids", "attention_mask"]
@@ -129,6 +132,7 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         languages: Sequence[str] | None = None,
         lang_tag_style: str = "source",
         lang_tag_template: str = "<2{}>",
+        model_vocab_size: int | None = None,
         **kwargs,
     ):
         for name, token in SPECIAL_TOKENS.items():
@@ -137,8 +141,9 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         kwargs["split_special_tokens"] = True
         super().__init__(
             *args, languages=list(languages or []), lang_tag_style=lang_tag_style,
-            lang_tag_template=lang_tag_template, **kwargs,
+            lang_tag_template=lang_tag_template, model_vocab_size=model_vocab_size, **kwargs,
         )  # fmt: skip
+        self.model_vocab_size = model_vocab_size
         if lang_tag_style not in TAG_STYLES:
             raise ValueError(f"lang_tag_style={lang_tag_style!r} is not supported; use one of {list(TAG_STYLES)}.")
         for loading_option in ("is_local", "local_files_only"):  # how it was loaded, not what it is: not saved
@@ -193,7 +198,7 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
     def model_config_kwargs(self) -> dict[str, Any]:
         """The `LangSpecConfig` fields this tokenizer fixes: vocabulary, special ids and the language contract."""
         return {
-            "vocab_size": len(self),
+            "vocab_size": max(len(self), self.model_vocab_size or 0),
             "languages": list(self.languages),
             "lang_tag_token_ids": list(self.lang_tag_token_ids),
             "lang_tag_style": self.lang_tag_style,
@@ -229,9 +234,6 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         expected.pop("decoder_start_token_id")
         if getattr(config, "vocabulary_fingerprint", None) is None:  # a model saved before fingerprints existed
             expected.pop("vocabulary_fingerprint")
-        elif config.vocabulary_fingerprint == expected["vocabulary_fingerprint"] and len(self) <= config.vocab_size:
-            # this vocabulary, in a model with spare embedding rows (a pretrained checkpoint's: NLLB-200 has two)
-            expected.pop("vocab_size")
         mismatches = [
             f"{field}: model has {getattr(config, field, None)!r}, tokenizer has {value!r}"
             for field, value in expected.items()
