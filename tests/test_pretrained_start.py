@@ -249,3 +249,35 @@ def test_an_adapted_direction_folds_into_a_plain_m2m100_that_the_original_tokeni
     folded = plain.generate(**theirs, max_new_tokens=7, num_beams=1)
     assert plain.generation_config.forced_bos_token_id == original.convert_tokens_to_ids("deu_Latn")
     assert folded.tolist() == adapted.tolist()
+
+
+def test_the_budget_script_counts_what_a_built_model_holds():
+    """scripts/pretrained_budget.py builds each method on the meta device (NLLB-600M cannot be downloaded here):
+    its counts equal those of the same models built with real weights, at a tiny shape."""
+    import importlib.util
+    from pathlib import Path
+
+    from hf_langspec.pretrained import language_module_parameter
+    from hf_langspec.training.config import model_classes
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "pretrained_budget.py"
+    spec = importlib.util.spec_from_file_location("pretrained_budget", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    shape = script.SHAPES["tiny"]
+    rows = script.budget(shape)
+    assert [r["method"] for r in rows] == [m[0] for m in script.METHODS]
+    _, kind, method = script.METHODS[0]  # LoRA, built for real
+    fields = {k: v for k, v in shape.items() if k != "languages"}
+    codes = [f"l{i:03d}" for i in range(shape["languages"])]
+    tags = list(range(shape["vocab_size"] - len(codes), shape["vocab_size"]))
+    config_class, model_class = model_classes()[kind]
+    model = model_class(
+        config_class(
+            **fields, **method, languages=codes, lang_tag_token_ids=tags, lang_tag_style="both", normalize_before=True
+        )
+    )  # M2M-100 / NLLB: pre-norm
+    modules = sum(p.numel() for n, p in model.named_parameters() if language_module_parameter(n))
+    assert rows[0]["total"] == model.num_parameters() and rows[0]["language modules"] == modules
+    r, d, layers = method["lora_rank"], shape["d_model"], shape["encoder_layers"]
+    assert modules == len(codes) * 3 * layers * 4 * 2 * d * r  # three attentions x q k v o x (A, B)
