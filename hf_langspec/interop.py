@@ -203,6 +203,7 @@ def adapt(source: PreTrainedModel, kind: str, **fields: Any) -> PreTrainedModel:
     `fields` are the method's config fields and the language contract (`languages`, `lang_tag_token_ids`,
     `lang_tag_style`, ...). The result is checked: its logits on a probe batch of every language must equal the
     source's, else a ValueError (a module that does not start where it says it does)."""
+    from .pretrained import language_module_parameter
     from .training.config import model_classes
 
     if kind not in model_classes():
@@ -222,7 +223,7 @@ def adapt(source: PreTrainedModel, kind: str, **fields: Any) -> PreTrainedModel:
     backbone = {n: getattr(base.config, n) for n in names if hasattr(base.config, n)}
     model = model_class(config_class(**{**backbone, **fields}))
     missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
-    stray = [k for k in missing if ".insertions." not in f".{k}" and not k.endswith("lm_head.weight")]
+    stray = [k for k in missing if not language_module_parameter(k) and not k.endswith("lm_head.weight")]
     if unexpected or stray:
         raise ValueError(f"The {kind} model does not hold the source's weights: missing {stray[:5]}, "
                          f"unexpected {unexpected[:5]}.")  # fmt: skip
