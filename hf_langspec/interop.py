@@ -203,7 +203,7 @@ def adapt(source: PreTrainedModel, kind: str, **fields: Any) -> PreTrainedModel:
     `fields` are the method's config fields and the language contract (`languages`, `lang_tag_token_ids`,
     `lang_tag_style`, ...). The result is checked: its logits on a probe batch of every language must equal the
     source's, else a ValueError (a module that does not start where it says it does)."""
-    from .pretrained import language_module_parameter
+    from .modeling.modeling_langspec import language_module_parameter
     from .training.config import model_classes
 
     if kind not in model_classes():

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .modeling.modeling_langspec import language_module_parameter
 from .tokenization import LangSpecTokenizer
 
 # tokenizer class -> (how a code is written as its token, where the tags go)
@@ -106,11 +107,6 @@ def load_pretrained(
     }
     model = adapt(pretrained, method, **{**contract, **fields})
     return model, tokenizer
-
-
-def language_module_parameter(name: str) -> bool:
-    """Whether a parameter belongs to a language module (the modules a method inserts; `.insertions.` in its name)."""
-    return ".insertions." in f".{name}"
 
 
 def freeze_base(model: Any, trainable: tuple[str, ...] = ()) -> tuple[int, int]:

@@ -66,6 +66,11 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
+def language_module_parameter(name: str) -> bool:
+    """Whether a parameter belongs to a language module (the modules a method inserts; `.insertions.` in its name)."""
+    return ".insertions." in f".{name}"
+
+
 class LangSpecPreTrainedModel(PreTrainedModel):
     config: LangSpecConfig
     config_class = LangSpecConfig

@@ -375,7 +375,7 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
             f"{base_args.weight_decay} would still shrink them; set training.weight_decay: 0."
         )
     tokenizer.check_model(model)
-    from ..pretrained import language_module_parameter
+    from ..modeling.modeling_langspec import language_module_parameter
 
     added = sum(p.numel() for name, p in model.named_parameters() if language_module_parameter(name))
     say(f"model: {type(model).__name__}, {model.num_parameters():,} parameters ({added:,} in language modules)")
