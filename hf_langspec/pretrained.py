@@ -79,21 +79,57 @@ def checkpoint_tokenizer(
     )  # fmt: skip
 
 
-def load_pretrained(
-    path: str | os.PathLike, method: str = "baseline", languages: list[str] | None = None, **fields: Any
-) -> tuple[Any, LangSpecTokenizer]:
-    """`(model, tokenizer)`: the checkpoint at `path` as a `method` model (`"baseline"`, `"laa"`, `"cll"`, `"xlp"`,
-    `"clm"`, `"adapter"`, ...; `fields` are its config fields), starting equal to the checkpoint, and a
-    `LangSpecTokenizer` keeping its language codes (`languages`: the codes to train and translate, as the checkpoint
-    writes them)."""
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+# the checkpoints a method can start from: their config's model_type -> the backbone form (interop's targets)
+CHECKPOINT_TYPES = {"m2m_100": "m2m100", "marian": "marian"}
 
-    from .interop import adapt
+
+def pretrained_config(path: str | os.PathLike) -> Any:
+    """The config of the checkpoint at `path`, refused in one line unless it is an M2M-100 / NLLB-200 dense or a
+    Marian model."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"{path} is not a model checkpoint ({first}); give the folder of an M2M-100, NLLB-200 "
+                         "(dense) or Marian model.") from None  # fmt: skip
+    if config.model_type not in CHECKPOINT_TYPES:
+        raise ValueError(f"{path} holds a {config.model_type!r} model; a method starts from an M2M-100, NLLB-200 "
+                         "(dense) or Marian checkpoint.")  # fmt: skip
+    return config
+
+
+def check_start(path: str | os.PathLike, method: str, fields: dict[str, Any]) -> None:
+    """Refuse, before any weights or data are read, a `method` (with its config `fields`) that cannot start as the
+    checkpoint at `path`: the method is built on the meta device with the checkpoint's shape and stand-in
+    languages, and its modules asked to start as the identity (`start_as_identity` names the ones that cannot)."""
+    import torch
+
+    from .interop import _TARGETS, _backbone_kwargs
+    from .training.config import model_classes
+
+    config = pretrained_config(path)
+    backbone = _backbone_kwargs(config) | _TARGETS[CHECKPOINT_TYPES[config.model_type]]
+    if method not in model_classes():
+        raise ValueError(f"Unknown method {method!r}; choose one of {sorted(model_classes())}.")
+    config_class, model_class = model_classes()[method]
+    codes = ["aa", "bb"]
+    contract = {"languages": codes, "lang_tag_token_ids": [config.vocab_size - 2, config.vocab_size - 1],
+                "lang_tag_style": "source" if config.model_type == "marian" else "both"}  # fmt: skip
+    with torch.device("meta"):
+        model = model_class(config_class(**{**backbone, **contract, **fields}))
+        model.start_as_identity()
+
+
+def pretrained_tokenizer(path: str | os.PathLike, languages: list[str]) -> LangSpecTokenizer:
+    """A `LangSpecTokenizer` over the tokenizer saved with the checkpoint at `path`, for `languages` (codes as the
+    checkpoint writes them), checked against the checkpoint's config (one vocabulary, one pad and end)."""
+    from transformers import AutoTokenizer
 
     if not languages:
         raise ValueError("Name the languages to adapt (codes as the checkpoint writes them, e.g. eng_Latn).")
-    pretrained = AutoModelForSeq2SeqLM.from_pretrained(path)
-    config = pretrained.config
+    config = pretrained_config(path)
     tokenizer = checkpoint_tokenizer(AutoTokenizer.from_pretrained(path), languages, config.vocab_size)
     for field in ("pad_token_id", "eos_token_id"):
         if getattr(tokenizer, field) != getattr(config, field):
@@ -101,12 +137,36 @@ def load_pretrained(
                              f"({getattr(config, field)}): they are not one checkpoint.")  # fmt: skip
     if len(tokenizer) > config.vocab_size:
         raise ValueError(f"The tokenizer has {len(tokenizer)} pieces, the model {config.vocab_size} rows.")
+    return tokenizer
+
+
+def adapt_pretrained(path: str | os.PathLike, method: str, tokenizer: LangSpecTokenizer, **fields: Any) -> Any:
+    """The checkpoint at `path` as a `method` model for `tokenizer`'s languages (`pretrained_tokenizer`), its
+    language modules started as the identity (`interop.adapt`, logits checked equal to the checkpoint's)."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    from .interop import adapt
+
+    pretrained_config(path)  # one clear line for a folder that is not a checkpoint
+    pretrained = AutoModelForSeq2SeqLM.from_pretrained(path)
     contract = tokenizer.model_config_kwargs()
     contract = {
         k: contract[k] for k in ("languages", "lang_tag_token_ids", "lang_tag_style", "vocabulary_fingerprint")
     }
     model = adapt(pretrained, method, **{**contract, **fields})
-    return model, tokenizer
+    tokenizer.check_model(model)
+    return model
+
+
+def load_pretrained(
+    path: str | os.PathLike, method: str = "baseline", languages: list[str] | None = None, **fields: Any
+) -> tuple[Any, LangSpecTokenizer]:
+    """`(model, tokenizer)`: the checkpoint at `path` as a `method` model (`"baseline"`, `"laa"`, `"cll"`, `"xlp"`,
+    `"clm"`, `"adapter"`, `"lora"`, ...; `fields` are its config fields), starting equal to the checkpoint, and a
+    `LangSpecTokenizer` keeping its language codes (`languages`: the codes to train and translate, as the checkpoint
+    writes them). From a config: `model.init_from_pretrained: PATH` (`hf-langspec train`)."""
+    tokenizer = pretrained_tokenizer(path, languages or [])
+    return adapt_pretrained(path, method, tokenizer, **fields), tokenizer
 
 
 def freeze_base(model: Any, trainable: tuple[str, ...] = ()) -> tuple[int, int]:
@@ -130,9 +190,13 @@ def freeze_base(model: Any, trainable: tuple[str, ...] = ()) -> tuple[int, int]:
 
 __all__ = [
     "CONVENTIONS",
+    "adapt_pretrained",
+    "check_start",
     "checkpoint_languages",
     "checkpoint_tokenizer",
     "freeze_base",
     "language_module_parameter",
     "load_pretrained",
+    "pretrained_config",
+    "pretrained_tokenizer",
 ]

@@ -327,6 +327,21 @@ def test_held_out_sets_and_settings_are_checked_against_the_data_before_training
     assert "data.max_length removed 30 of 50 training examples (60%)" in warnings({"s": held_out}, report=long)[0]
     big = SimpleNamespace(per_device_train_batch_size=16, gradient_accumulation_steps=2, world_size=1)
     assert "a batch of 32 examples is larger than the 20 training examples" in warnings({"s": held_out}, args=big)[0]
+    renamed = {"corpus": corpus, "tests": {}, "valid": [], "language_codes": {"en": "en", "fr": "fra_Latn"}}
+    [unused] = setting_warnings(renamed, sizes, report, args)
+    assert "data.language_codes renames ['fr'], which the training data does not have (it has ['de', 'en'])" in unused
+
+
+def test_language_codes_rename_the_corpus_as_it_is_read_and_key_its_cache(tmp_path):
+    from hf_langspec.data.corpus_store import read_corpus
+
+    rows = [{"src_lang": "en", "tgt_lang": "de", "src": f"s {i}", "tgt": f"t {i}"} for i in range(5)]
+    path = write_lines(tmp_path / "train.jsonl", rows)
+    plain = read_corpus([path], cache_dir=tmp_path, show_progress=False)
+    renamed = read_corpus([path], cache_dir=tmp_path, show_progress=False, language_codes={"en": "eng_Latn"})
+    assert set(plain["src_lang"]) == {"en"} and set(renamed["src_lang"]) == {"eng_Latn"}
+    assert renamed["tgt_lang"] == plain["tgt_lang"] and renamed["src"] == plain["src"]
+    assert read_corpus([path], cache_dir=tmp_path, show_progress=False)["src_lang"] == plain["src_lang"]
 
 
 def test_an_eval_sets_languages_the_model_lacks_are_said_not_dropped(tmp_path, capsys):

@@ -281,3 +281,101 @@ def test_the_budget_script_counts_what_a_built_model_holds():
     assert rows[0]["total"] == model.num_parameters() and rows[0]["language modules"] == modules
     r, d, layers = method["lora_rank"], shape["d_model"], shape["encoder_layers"]
     assert modules == len(codes) * 3 * layers * 4 * 2 * d * r  # three attentions x q k v o x (A, B)
+
+
+# ---------------------------------------------------------------- from a config: `model.init_from_pretrained`
+def _rows(pairs, variant):
+    """Rows of the checkpoint's languages in the data's own codes (en, de, fr), each sentence's words turned by
+    `variant` so that training and test text differ."""
+    out = []
+    for (src, source), (tgt, target) in pairs:
+        for turn in variant:
+            s, t = source.split(), target.split()
+            out.append({"src_lang": src, "tgt_lang": tgt, "src": " ".join(s[turn % len(s) :] + s[: turn % len(s)]),
+                        "tgt": " ".join(t[turn % len(t) :] + t[: turn % len(t)])})  # fmt: skip
+    return out
+
+
+def _pretrained_config(folder, tmp_path, **model):
+    import json
+
+    en, de, fr = ("en", TEXTS[0]), ("de", TEXTS[1]), ("fr", TEXTS[2])
+    files = {}
+    for split, variant in (("train", range(0, 6)), ("test", [-1])):
+        rows = _rows([(en, de), (de, en), (fr, en)], variant if split == "train" else [])
+        if split == "test":
+            rows = [{**r, "src": " ".join(reversed(r["src"].split()))} for r in _rows([(en, de), (fr, en)], [0])]
+        path = tmp_path / f"{split}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in (rows * 4 if split == "train" else rows)))
+        files[split] = str(path)
+    return {
+        "output_dir": str(tmp_path / "run"),
+        "data": {"train_files": [files["train"]], "test_files": {"supervised": files["test"]},
+                 "language_codes": {"en": "eng_Latn", "de": "deu_Latn", "fr": "fra_Latn"}},
+        "model": {"init_from_pretrained": str(folder), **model},
+        "training": {"max_steps": 4, "per_device_train_batch_size": 8, "learning_rate": 0.01, "warmup_steps": 0,
+                     "report_to": "none", "use_cpu": True, "save_strategy": "no", "disable_tqdm": True},
+        "evaluation": {"num_beams": 1, "max_new_tokens": 5, "off_target": False},
+    }  # fmt: skip
+
+
+def test_train_adapts_a_pretrained_checkpoint_from_its_config(nllb_folder, tmp_path, capsys):
+    """`hf-langspec train` with `model.init_from_pretrained`: the data's codes renamed to the checkpoint's
+    (`data.language_codes`), the checkpoint's tokenizer, LoRA on top with the base frozen and the trainable count
+    printed; the saved model holds the checkpoint's weights unchanged and trained LoRA deltas, and reloads."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    from hf_langspec.training.experiment import run_experiment
+
+    outcome = run_experiment(_pretrained_config(nllb_folder, tmp_path, **{"class": "lora", "lora_rank": 4}))
+    out = capsys.readouterr().out
+    saved = AutoModelForSeq2SeqLM.from_pretrained(outcome["model_dir"], trust_remote_code=True)
+    assert saved.config.languages == ["deu_Latn", "eng_Latn", "fra_Latn"] and saved.config.lang_tag_style == "both"
+    lora = {n: p.detach() for n, p in saved.named_parameters() if ".insertions." in n}
+    trainable = sum(p.numel() for p in lora.values())
+    assert f"{trainable:,} trainable" in out and "tokenizer: the checkpoint's" in out
+    assert any(float(p.abs().sum()) > 0 for n, p in lora.items() if n.endswith(".b")), "nothing trained"
+    pretrained = AutoModelForSeq2SeqLM.from_pretrained(nllb_folder)
+    base = pretrained.state_dict()
+    for name, tensor in saved.state_dict().items():
+        if ".insertions." not in name and name in base:
+            assert torch.equal(tensor, base[name]), f"the frozen {name} moved"
+    assert set(outcome["results"]["directions"]) == {"eng_Latn-deu_Latn", "fra_Latn-eng_Latn"}
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"model": {"freeze_pretrained": True, "init_from_pretrained": None}}, "apply to a pretrained start"),
+        ({"tokenizer": {"vocab_size": 100}}, r"uses the checkpoint's own tokenizer; drop \['vocab_size'\]"),
+        ({"model": {"freeze_pretrained": True}}, "a baseline has no language modules"),
+        ({"model": {"class": "clm", "clm_num_features": 4}}, r"cannot start as its backbone: .*LN\(h \+ mix\)"),
+        ({"model": {"init_from_pretrained": "MISSING"}}, "is not a model checkpoint"),
+        ({"model": {"init_from": "somewhere"}}, r"init_from_pretrained and \['init_from'\] are two starts"),
+        ({"data": {"language_codes": {"en": "eng_Latn", "de": "eng_Latn"}}}, r"are all renamed to \['eng_Latn'\]"),
+        ({"data": {"language_codes": {"en": "de", "de": "deu_Latn"}}}, r"\['de'\] are both renamed and the new"),
+    ],
+)
+def test_a_pretrained_start_that_cannot_work_is_refused_before_any_data_is_read(
+    nllb_folder, tmp_path, change, message
+):
+    from hf_langspec.training.experiment import ConfigError, run_experiment
+
+    config = _pretrained_config(nllb_folder, tmp_path)
+    for section, values in change.items():
+        config[section] = {**config.get(section, {}), **values}
+        config[section] = {k: v for k, v in config[section].items() if v is not None}
+    config["model"] = {k: (str(tmp_path / v) if v == "MISSING" else v) for k, v in config["model"].items()}
+    with pytest.raises(ConfigError, match=message):
+        run_experiment(config)
+    assert not (tmp_path / "run" / "data").exists() and not any((tmp_path / "run").glob("**/*.arrow"))
+
+
+def test_flores_codes_count_as_their_language_for_off_target():
+    from hf_langspec.evaluation.language_id import detected_as
+
+    assert detected_as("eng_Latn") == ("eng_Latn", "en")
+    assert detected_as("arb_Arab") == ("arb_Arab", "ar")  # an individual language under its macrolanguage
+    assert detected_as("zho_Hant") == ("zho_Hant", "zh") and detected_as("pt-br") == ("pt",)
+    assert detected_as("qqq_Latn") == ("qqq_Latn",)

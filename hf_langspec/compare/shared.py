@@ -161,7 +161,7 @@ def _build_shared_data(
 ) -> tuple[dict[str, dict[str, list]], dict[str, Path]]:
     """Write the suite's training, validation and test files into `data_dir` from its corpus (the Bible, built
     or reused, or its JSONL files); returns the test sets by direction and their paths."""
-    from ..data.corpus_store import canonical_rows, direction_order, read_corpus, write_corpus
+    from ..data.corpus_store import canonical_rows, direction_order, read_corpus, renamed_languages, write_corpus
     from ..data.local import load_local
 
     base_data, evaluation = stamp["data"], suite.base.get("evaluation", {})
@@ -178,16 +178,17 @@ def _build_shared_data(
         valid_files = valid if isinstance(valid, list) else [valid]
     tests = named_test_files(base_data, corpus.files if "bible" in base_data else None)
     # streamed from the corpus on disk (capped in place), never held as rows
-    train = read_corpus(train_files)
+    codes = base_data.get("language_codes")  # renamed here: the runs read the shared files as they are
+    train = read_corpus(train_files, language_codes=codes)
     cap = base_data.get("max_train_examples_per_direction")
     try:
         view = train.select(direction_order(train, cap)) if cap else train
     except ValueError as error:
         raise ConfigError(str(error)) from None
     write_corpus(paths["train"], canonical_rows(view))
-    write_jsonl(paths["valid"], [row for path in valid_files for row in load_local(path)])
+    write_jsonl(paths["valid"], list(renamed_languages((r for path in valid_files for r in load_local(path)), codes)))
     sets = {
-        name: _first_per_direction(load_local(path).to_list(), sentence_limit(evaluation, name))
+        name: _first_per_direction(list(renamed_languages(load_local(path), codes)), sentence_limit(evaluation, name))
         for name, path in tests.items()
     }
     test_paths = {name: data_dir / f"test.{name}.jsonl" for name in sets}

@@ -43,6 +43,23 @@ def check_code(code: str, where: str) -> None:
         )
 
 
+def check_language_codes(codes: Mapping[str, str], where: str) -> None:
+    """A renaming of language codes (`data.language_codes`, e.g. `{en: eng_Latn}`): codes on both sides, no two
+    codes merged into one, no renamed code renamed again (which would make the result depend on the order)."""
+    for old, new in codes.items():
+        check_code(old, where)
+        check_code(new, where)
+    merged = sorted(new for new in set(codes.values()) if list(codes.values()).count(new) > 1)
+    if merged:
+        olds = sorted(old for old, new in codes.items() if new in merged)
+        raise ValueError(f"{where}: {olds} are all renamed to {merged}; one code per language, or merge the data "
+                         "before training.")  # fmt: skip
+    chained = sorted(new for old, new in codes.items() if new in codes and new != old)
+    if chained:
+        raise ValueError(f"{where}: {chained} are both renamed and the new name of another code; rename each "
+                         "language once.")  # fmt: skip
+
+
 def direction_counts(rows: Iterable[Mapping[str, str]]) -> Counter:
     return Counter(f"{r['src_lang']}-{r['tgt_lang']}" for r in rows)
 

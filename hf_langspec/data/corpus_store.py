@@ -34,7 +34,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -199,17 +199,34 @@ def write_corpus(path: str | os.PathLike, rows: Iterator[dict[str, str]]) -> int
     return count
 
 
+def renamed_languages(
+    rows: Iterable[dict[str, str]], language_codes: Mapping[str, str] | None
+) -> Iterator[dict[str, str]]:
+    """`rows` with their language codes renamed by `language_codes` (`{"en": "eng_Latn"}`; unnamed codes kept)."""
+    if not language_codes:
+        yield from rows
+        return
+    for row in rows:
+        yield {**row, "src_lang": language_codes.get(row["src_lang"], row["src_lang"]),
+               "tgt_lang": language_codes.get(row["tgt_lang"], row["tgt_lang"])}  # fmt: skip
+
+
 def read_corpus(
-    files: Sequence[str | os.PathLike], cache_dir: str | os.PathLike | None = None, show_progress: bool = True
+    files: Sequence[str | os.PathLike],
+    cache_dir: str | os.PathLike | None = None,
+    show_progress: bool = True,
+    language_codes: Mapping[str, str] | None = None,
 ) -> Dataset:
     """The training files as one memory-mapped Arrow dataset (canonical columns + `src_hash` / `tgt_hash`),
-    read once and reused while the files are unchanged."""
+    read once and reused while the files are unchanged. `language_codes` renames codes as the rows are read
+    (`data.language_codes`: a corpus labelled `en` for a checkpoint that writes `eng_Latn`)."""
     files = [Path(f) for f in files]
     for file in files:
         if not file.exists():
             raise FileNotFoundError(f"{file} does not exist.")
     root = cache_root(cache_dir)
-    key = _digest(["corpus", CORPUS_VERSION, files_fingerprint(files)])
+    renaming = sorted((language_codes or {}).items())
+    key = _digest(["corpus", CORPUS_VERSION, files_fingerprint(files), *([renaming] if renaming else [])])
     target = root / "corpora" / key
     if (target / "corpus.arrow").exists():
         logger.info("Reusing the corpus read into %s", target)
@@ -226,7 +243,7 @@ def read_corpus(
             pa.ipc.new_stream(sink, CORPUS_SCHEMA) as writer,
         ):
             for file in files:
-                for batch in _batches(corpus_rows(file)):
+                for batch in _batches(renamed_languages(corpus_rows(file), language_codes)):
                     writer.write_batch(batch)
                     progress.update(batch.num_rows)
         (work / "files.json").write_text(json.dumps(files_fingerprint(files), indent=1))

@@ -9,13 +9,15 @@ By default each target language is measured by the first of lingua, py3langid, l
 (lingua where it can, py3langid for the languages of OPUS-100 / TED-59 / WMT-10 lingua lacks); a language
 none covers is "not measured": `off_target_rate` returns None with a
 warning naming it, and no mean counts it as on- or off-target. Corpus codes that a detector reports
-differently are mapped (`DETECTED_AS`: TED's `pt-br` is `pt`, OPUS-100's `sh` is any of hr / bs / sr).
+differently are mapped (`DETECTED_AS`: TED's `pt-br` is `pt`, OPUS-100's `sh` is any of hr / bs / sr), and
+NLLB-200 / FLORES-200 codes (`eng_Latn`, `arb_Arab`) are read as the ISO 639-1 language of their ISO 639-3 part.
 The coverage of every language of the papers' corpora is in docs/DATA.md (`scripts/language_coverage.py`).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from collections.abc import Sequence
 from functools import cache, lru_cache
@@ -31,9 +33,37 @@ DETECTED_AS = {
 }  # fmt: skip
 
 
+# FLORES-200 codes name individual languages where ISO 639-1 has only their macrolanguage
+INDIVIDUAL_TO_MACRO = {
+    "arb": "ara", "azj": "aze", "ekk": "est", "gaz": "orm", "khk": "mon", "lvs": "lav", "npi": "nep", "ory": "ori",
+    "pes": "fas", "plt": "mlg", "swh": "swa", "uzn": "uzb", "ydd": "yid", "zsm": "msa", "als": "sqi", "quy": "que",
+}  # fmt: skip
+FLORES_CODE = re.compile(r"^([a-z]{3})_[A-Z][a-z]{3}$")
+
+
 def detected_as(code: str) -> tuple[str, ...]:
-    """The identifier codes that count as `code` (itself, or the mapping above)."""
-    return DETECTED_AS.get(code, (code,))
+    """The identifier codes that count as `code` (itself, the mapping above, or a FLORES-200 code's language)."""
+    if code in DETECTED_AS:
+        return DETECTED_AS[code]
+    match = FLORES_CODE.match(code)
+    if match:
+        iso1 = _iso_639_1(INDIVIDUAL_TO_MACRO.get(match.group(1), match.group(1)))
+        if iso1:
+            return (code, iso1)
+    return (code,)
+
+
+@cache
+def _iso_639_1(iso3: str) -> str | None:
+    """ISO 639-3 -> 639-1 through lingua's table (its languages are the ones a detector reports by 639-1 code)."""
+    try:
+        from lingua import IsoCode639_3, Language
+    except ImportError:
+        return None
+    try:
+        return Language.from_iso_code_639_3(IsoCode639_3.from_str(iso3)).iso_code_639_1.name.lower()
+    except ValueError:
+        return None
 
 
 class LanguageIdentifier(Protocol):

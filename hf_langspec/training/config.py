@@ -12,6 +12,7 @@ data:        # the Bible corpus, or canonical JSONL files
   # train_files: [...]; valid_files: [...]; test_files: {supervised: ..., zero-shot: ...}
   max_length: 100                     # the papers drop pairs longer than 100 subwords
   max_train_examples_per_direction: null   # or {en-fr: 1500, default: null}: subsample some directions
+  # language_codes: {en: eng_Latn, de: deu_Latn}   # rename the data's codes (to a checkpoint's, e.g. NLLB's)
   num_proc: 8                         # processes that tokenize the training set (once: it is cached on disk)
   cache_dir: /data/hf_langspec        # the tokenized corpora (default $HF_LANGSPEC_CACHE or ~/.cache/hf_langspec)
 tokenizer:   # a saved LangSpecTokenizer (path), or train_tokenizer arguments
@@ -21,6 +22,9 @@ model:       # `class` (baseline, xlp, clm, laa, cll, hlt, adapter) and its conf
   class: baseline
   # high_resource_languages: {min_examples: 100000}   # HLT-MT: split by data size (or a list of codes)
   # init_encoder_from: {path: runs/xlp/model, decoder_layers: true}   # start from a pretrained XLP/XLM encoder
+  # init_from_pretrained: path/to/nllb-200-distilled-600M   # the method on an M2M-100 / NLLB / Marian checkpoint,
+  # freeze_pretrained: true                 # its weights frozen (default: yes when the method adds modules)
+  # train_pretrained: [layer_norm]          # pretrained parameters trained beside the modules, by name part
   d_model: 256
 training:    # LangSpecTrainingArguments fields
   max_steps: 2000
@@ -53,6 +57,9 @@ SECTIONS = {
     "output_dir", "data", "tokenizer", "model", "training", "stages", "evaluation", "translate", "card", "expected"
 }  # fmt: skip
 STAGE_KEYS = {"name", "directions", "training"}
+# [model] keys that say where the model starts, beside its config class's fields
+MODEL_START_KEYS = {"class", "init_from", "init_encoder_from", "init_from_pretrained", "freeze_pretrained",
+                    "train_pretrained"}  # fmt: skip
 DATA_KEYS = {
     "bible",
     "train_files",
@@ -63,6 +70,7 @@ DATA_KEYS = {
     "valid_sentences_per_direction",
     "num_proc",
     "cache_dir",
+    "language_codes",
 }
 TOKENIZER_KEYS = {
     "path",
@@ -92,7 +100,7 @@ CARD_KEYS = {"model_name", "license", "datasets", "paper"}
 # what [data] does when a key is not given (the run reads them from here), and what an absence means
 DATA_DEFAULTS = {"max_length": 100, "valid_sentences_per_direction": 100}
 DATA_ABSENT = {"max_train_examples_per_direction": "every example", "num_proc": "one process",
-               "cache_dir": "$HF_LANGSPEC_CACHE, else ~/.cache/hf_langspec",
+               "cache_dir": "$HF_LANGSPEC_CACHE, else ~/.cache/hf_langspec", "language_codes": "the data's codes",
                "train_files": "(or bible)", "valid_files": "none", "test_files": "(with train_files, required)"}  # fmt: skip
 EVALUATION_DEFAULTS = {"num_beams": 4, "batch_size": 32, "max_new_tokens": 128, "off_target": "zero-shot"}
 # and of the keys whose absence means something rather than a value
@@ -227,6 +235,13 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
             raise ConfigError(f"{where} [data.bible]: {error}") from None
     elif "test_files" not in data:
         raise ConfigError(f"{where} [data]: with train_files, give test_files too (e.g. {{supervised: test.jsonl}}).")
+    if isinstance(data.get("language_codes"), dict):
+        from ..data.checks import check_language_codes
+
+        try:
+            check_language_codes(data["language_codes"], f"{where} [data] language_codes")
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
     tokenizer_section = config.get("tokenizer", {})
     check_keys(tokenizer_section, TOKENIZER_KEYS, f"{where} [tokenizer]")
     if "path" in tokenizer_section and set(tokenizer_section) - {"path", "lang_tag_style"}:
@@ -242,7 +257,7 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
     model_keys = {
         name for cls in (config_class, LangSpecConfig) for name in inspect.signature(cls.__init__).parameters
     } - {"self", "kwargs"}
-    check_keys(config.get("model", {}), model_keys | {"class", "init_from", "init_encoder_from"}, f"{where} [model]")
+    check_keys(config.get("model", {}), model_keys | MODEL_START_KEYS, f"{where} [model]")
     encoder_init = config.get("model", {}).get("init_encoder_from")
     if encoder_init is not None and not (
         isinstance(encoder_init, str)
@@ -256,6 +271,7 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
             f"{where} [model]: init_encoder_from must be a saved encoder's directory or {{path: DIR, decoder_layers: "
             f"true}}, got {encoder_init!r}."
         )
+    _check_pretrained_start(config, where)
     if "init_from" in config.get("model", {}):
         extra = sorted(set(config["model"]) - {"init_from", "class"})
         if extra:
@@ -374,9 +390,39 @@ EVALUATION_TYPES = {"max_sentences_per_direction": int | dict | None, "num_beams
                     "max_new_tokens": int, "off_target": bool | str, "language_identifier": str, "splits": list}  # fmt: skip
 # the element types too: a list of numbers or a test set given as a list reached Path() deep in the data loader
 DATA_TYPES = {"max_length": int | None, "valid_sentences_per_direction": int, "num_proc": int | None,
-              "cache_dir": str,
+              "cache_dir": str, "language_codes": dict[str, str],
               "max_train_examples_per_direction": int | dict[str, int | None] | None, "train_files": list[str] | str,
               "valid_files": list[str] | str, "test_files": dict[str, str] | str}  # fmt: skip
+
+
+def _check_pretrained_start(config: dict[str, Any], where: str) -> None:
+    """`model.init_from_pretrained` and its freezing keys: one start at a time, the checkpoint's own tokenizer, and
+    something left to train."""
+    model = config.get("model", {})
+    if "init_from_pretrained" not in model:
+        stray = sorted({"freeze_pretrained", "train_pretrained"} & set(model))
+        if stray:
+            raise ConfigError(f"{where} [model]: {stray} apply to a pretrained start; set model.init_from_pretrained "
+                              "or drop them.")  # fmt: skip
+        return
+    others = sorted({"init_from", "init_encoder_from"} & set(model))
+    if others:
+        raise ConfigError(f"{where} [model]: init_from_pretrained and {others} are two starts; keep one.")
+    tokenizer = set(config.get("tokenizer", {}))
+    if tokenizer - {"path"}:
+        raise ConfigError(
+            f"{where} [tokenizer]: a pretrained start uses the checkpoint's own tokenizer; drop {sorted(tokenizer)} "
+            "(or give `path`: a LangSpecTokenizer saved over the checkpoint's vocabulary)."
+        )
+    if (
+        model.get("class", "baseline") == "baseline"
+        and model.get("freeze_pretrained")
+        and not model.get("train_pretrained")
+    ):
+        raise ConfigError(
+            f"{where} [model]: a baseline has no language modules, so freeze_pretrained leaves nothing to train; "
+            "pick a method (class: lora, adapter, laa, ...), name parameters in train_pretrained, or unfreeze."
+        )
 
 
 def _check_types(config: dict[str, Any], config_class: type, where: str) -> None:
@@ -391,7 +437,8 @@ def _check_types(config: dict[str, Any], config_class: type, where: str) -> None
         check_section(stage.get("training", {}), training_hints, f"{where} [stages][{i}].training", ConfigError)
     model_hints = {**type_hints(LangSpecConfig), **type_hints(config_class)}
     # what the experiment resolves before the config class sees it: a data-size rule, saved models
-    model_hints |= {"high_resource_languages": list | dict | None, "init_from": str, "init_encoder_from": str | dict}
+    model_hints |= {"high_resource_languages": list | dict | None, "init_from": str, "init_encoder_from": str | dict,
+                    "init_from_pretrained": str, "freeze_pretrained": bool, "train_pretrained": list[str]}  # fmt: skip
     check_section(config.get("model", {}), model_hints, f"{where} [model]", ConfigError)
     check_section(config.get("tokenizer", {}), type_hints(train_tokenizer), f"{where} [tokenizer]", ConfigError)
     check_section(config.get("data", {}), DATA_TYPES, f"{where} [data]", ConfigError)
@@ -507,6 +554,9 @@ def schema_table() -> str:
             ("class", "str", "'baseline'"),
             ("init_from", "str", "none"),
             ("init_encoder_from", "str or dict", "none"),
+            ("init_from_pretrained", "str", "none"),
+            ("freeze_pretrained", "bool", "true if the method adds modules"),
+            ("train_pretrained", "list[str]", "[]"),
             *_signature_rows(LangSpecConfig, skip=fixed_by_tokenizer),
         ],
         "training": [

@@ -23,6 +23,7 @@ from ..evaluation.trainer_metrics import TranslationMetrics
 from .config import (
     DATA_DEFAULTS,
     EVALUATION_DEFAULTS,
+    MODEL_START_KEYS,
     ConfigError,
     apply_overrides,
     check_keys,
@@ -37,6 +38,8 @@ from .config import (
 
 logger = logging.getLogger(__name__)
 
+# [model] fields resolved from the data at run time (absent from the checks made before it is read)
+DATA_DEPENDENT_FIELDS = {"high_resource_languages", "language_pairs"}
 GENERATION_MAX_NEW_TOKENS = 256  # in a saved model's generation_config: what `hf-langspec translate` allows
 
 
@@ -57,9 +60,10 @@ def _load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> di
     the others map the same file), its capped view, and the validation and test rows (small, in memory)."""
     from ..data.bible import BibleCorpusConfig, build_bible_corpus
     from ..data.checks import check_stray_languages
-    from ..data.corpus_store import direction_order, read_corpus
+    from ..data.corpus_store import direction_order, read_corpus, renamed_languages
     from ..data.local import load_local
 
+    codes = data.get("language_codes")  # every file's codes renamed as it is read
     if "bible" in data:
         with main_process_first(desc="building the Bible corpus"):
             corpus = build_bible_corpus(output_dir / "data", BibleCorpusConfig(**data["bible"]))
@@ -70,18 +74,18 @@ def _load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> di
         valid_files = valid_files if isinstance(valid_files, list) else [valid_files]
     test_paths = named_test_files(data, corpus.files if "bible" in data else None)
     with main_process_first(desc="reading the training files"):
-        train = read_corpus(train_files, data.get("cache_dir"))
+        train = read_corpus(train_files, data.get("cache_dir"), language_codes=codes)
     if not len(train):
         raise ConfigError(f"[data] the training files {[str(p) for p in train_files]} hold no examples.")
     check_stray_languages(train, "[data] training files")
-    valid = [row for path in valid_files for row in load_local(path)]
-    tests = {name: load_local(path).to_list() for name, path in test_paths.items()}
+    valid = list(renamed_languages((row for path in valid_files for row in load_local(path)), codes))
+    tests = {name: list(renamed_languages(load_local(path).to_list(), codes)) for name, path in test_paths.items()}
     cap = data.get("max_train_examples_per_direction")
     try:
         view = train.select(direction_order(train, cap)) if cap else train
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    return {"corpus": train, "train": view, "valid": valid, "tests": tests}
+    return {"corpus": train, "train": view, "valid": valid, "tests": tests, "language_codes": codes or {}}
 
 
 def cap_directions(rows: list[dict], cap: int | dict[str, int]) -> list[dict]:
@@ -214,6 +218,14 @@ def _check_saved_models(model: dict[str, Any], tokenizer: dict[str, Any]) -> Non
         load_tokenizer(folder, "[tokenizer] path", **{k: v for k, v in tokenizer.items() if k == "lang_tag_style"})
     if "init_from" in model:
         load_model_folder(model["init_from"])
+    if "init_from_pretrained" in model:
+        from ..pretrained import check_start
+
+        fields = {k: v for k, v in model.items() if k not in MODEL_START_KEYS | DATA_DEPENDENT_FIELDS}
+        try:
+            check_start(model["init_from_pretrained"], model.get("class", "baseline"), fields)
+        except (ValueError, TypeError) as error:
+            raise ConfigError(f"[model] init_from_pretrained: {error}") from None
     encoder = model.get("init_encoder_from")
     if encoder is not None:
         load_model_folder(encoder if isinstance(encoder, str) else encoder["path"], translation=False)
@@ -233,8 +245,8 @@ def _check_against_data(config: dict[str, Any], sizes: dict[str, int]) -> None:
             f"languages {languages}; translate between two of them."
         )
     model = dict(config.get("model", {}))
-    if "init_from" in model or "path" in config.get("tokenizer", {}):  # its own config, or the tokenizer's languages
-        return
+    if {"init_from", "init_from_pretrained"} & set(model) or "path" in config.get("tokenizer", {}):
+        return  # its own config, the checkpoint's shape (checked before), or the tokenizer's languages
     config_class = model_classes()[model.pop("class", "baseline")][0]
     model.pop("init_encoder_from", None)
     # a data-size rule, here on the unfiltered data: its languages include those of the filtered data
@@ -282,6 +294,13 @@ def setting_warnings(data: dict[str, Any], sizes: dict[str, int], report: Any, a
                 f"{' ...' if len(untrained) > 6 else ''}): they are zero-shot, not {name}; give them as a test set "
                 "named zero-shot (data.test_files: {zero-shot: FILE})."
             )
+    present = {code for direction in sizes for code in direction.split("-")}
+    unused = sorted(old for old, new in data.get("language_codes", {}).items() if new not in present)
+    if unused:
+        messages.append(
+            f"data.language_codes renames {unused}, which the training data does not have (it has "
+            f"{sorted(present)}); check the codes."
+        )
     too_long = sum(n for reason, n in report.removed.items() if reason.startswith("longer than"))
     if report.total and too_long / report.total > LONG_WARNING_SHARE:
         messages.append(
@@ -314,7 +333,19 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     data = _load_data(data_section, output_dir, base_args.main_process_first)
     _check_against_data(config, direction_sizes(data["train"]))
     say = _announcer(base_args.process_index == 0)
-    tokenizer = _tokenizer(config.get("tokenizer", {}), data["train"], output_dir, base_args.main_process_first, say)
+    pretrained = config.get("model", {}).get("init_from_pretrained")
+    if pretrained and "path" not in config.get("tokenizer", {}):  # the checkpoint's own vocabulary and codes
+        from ..pretrained import pretrained_tokenizer
+
+        say(f"tokenizer: the checkpoint's, {pretrained}")
+        try:
+            tokenizer = pretrained_tokenizer(pretrained, sorted(language_counts(data["train"])))
+        except ValueError as error:
+            raise ConfigError(f"[model] init_from_pretrained: {error}") from None
+    else:
+        tokenizer = _tokenizer(
+            config.get("tokenizer", {}), data["train"], output_dir, base_args.main_process_first, say
+        )
     say(f"tokenizer: {len(tokenizer):,} pieces, {len(tokenizer.languages)} language tags "
         f"(vocabulary {tokenizer.vocabulary_fingerprint()})")  # fmt: skip
     for code in sorted(language_counts(data["train"])):
@@ -360,9 +391,13 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
         # the trained directions: mCLM keys its gates by them (and every checkpoint records them)
         model_section.setdefault("language_pairs", sorted(train_sizes))
         resolve_high_resource(model_section, train_sizes)
-        config_class, model_class = model_classes()[model_section.pop("class", "baseline")]
+        method = model_section.pop("class", "baseline")
+        config_class, model_class = model_classes()[method]
         encoder_init = model_section.pop("init_encoder_from", None)
-        model = model_class(config_class(**tokenizer.model_config_kwargs(), **model_section))
+        if pretrained:
+            model = _pretrained_model(pretrained, method, tokenizer, model_section, say)
+        else:
+            model = model_class(config_class(**tokenizer.model_config_kwargs(), **model_section))
         if encoder_init is not None:  # HLT-MT starts from XLM-R: here a saved XLP/XLM encoder (resuming overrides it)
             from .pretrained_encoder import init_encoder_from
 
@@ -378,7 +413,10 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     from ..modeling.modeling_langspec import language_module_parameter
 
     added = sum(p.numel() for name, p in model.named_parameters() if language_module_parameter(name))
-    say(f"model: {type(model).__name__}, {model.num_parameters():,} parameters ({added:,} in language modules)")
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    frozen = f", {trainable:,} trainable ({trainable / model.num_parameters():.1%})" if pretrained else ""
+    say(f"model: {type(model).__name__}, {model.num_parameters():,} parameters ({added:,} in language modules)"
+        f"{frozen}")  # fmt: skip
 
     def encode(batch):
         return tokenizer(
@@ -479,6 +517,31 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
         )[0]
         print(f"{example['src_lang']} -> {example['tgt_lang']}: {example['text']}\n  {outcome['example']}")
     return outcome
+
+
+def _pretrained_model(path: str, method: str, tokenizer: Any, fields: dict[str, Any], say) -> Any:
+    """`method` on the checkpoint at `path`, started as it (`pretrained.adapt_pretrained`), its weights frozen unless
+    `freeze_pretrained: false` (the default freezes them when the method adds language modules) but for the
+    parameters named in `train_pretrained`."""
+    from ..pretrained import adapt_pretrained, freeze_base
+
+    freeze = fields.pop("freeze_pretrained", method != "baseline")
+    also = tuple(fields.pop("train_pretrained", ()))
+    say(f"model: {method} on {path}, started as the checkpoint")
+    try:
+        model = adapt_pretrained(path, method, tokenizer, **fields)
+    except ValueError as error:
+        raise ConfigError(f"[model] init_from_pretrained: {error}") from None
+    if freeze:
+        unmatched = [part for part in also if not any(part in name for name, _ in model.named_parameters())]
+        if unmatched:
+            raise ConfigError(f"[model] train_pretrained: {unmatched} name no parameter of the model (names look "
+                              f"like {next(iter(model.state_dict()))}).")  # fmt: skip
+        try:
+            freeze_base(model, also)
+        except ValueError as error:
+            raise ConfigError(f"[model] {error}") from None
+    return model
 
 
 def _direction_sizes(train_set: Any, languages: list[str]) -> dict[str, int]:

@@ -41,7 +41,7 @@ FREE_KEYS = ("output_dir", "evaluation", "translate", "card", "expected", "data.
 # the keys whose values name files or folders: the same file spelled two ways (relative, absolute, through a
 # link) is one run, so they are compared and recorded resolved
 PATH_KEYS = ("output_dir", "data.train_files", "data.valid_files", "data.test_files", "data.cache_dir",
-             "tokenizer.path", "model.init_from", "model.init_encoder_from")  # fmt: skip
+             "tokenizer.path", "model.init_from", "model.init_encoder_from", "model.init_from_pretrained")  # fmt: skip
 
 
 def resolved_paths(config: dict[str, Any]) -> dict[str, Any]:
