@@ -20,6 +20,7 @@ backend this package builds on; for them, pass a `LangSpecTokenizer` built over 
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -169,6 +170,71 @@ def load_pretrained(
     return adapt_pretrained(path, method, tokenizer, **fields), tokenizer
 
 
+def save_as_checkpoint(
+    model: Any, tokenizer: LangSpecTokenizer, folder: str | os.PathLike, force: bool = False
+) -> Any:
+    """Save a multilingual model without language modules (a baseline) as a plain NLLB-convention checkpoint: an
+    `M2M100ForConditionalGeneration` and an `NllbTokenizerFast` over the same vocabulary, which plain transformers
+    drives (`src_lang` set, `forced_bos_token_id` the target code) and `load_pretrained` / `model.init_from_pretrained`
+    start from: the inverse of `load_pretrained`. The tokenizer must use NLLB's convention (`lang_tag_style="both"`,
+    `lang_tag_template="{}"`, codes like `eng_Latn`) and a BPE vocabulary, which transformers 5's NllbTokenizer
+    rebuilds from its pieces and merges without a normaliser: text that NFKC changes (ligatures, full-width forms)
+    is segmented as NLLB's class does, not as the package's NFKC tokenizer did. `hf-langspec export --multilingual`.
+    Returns the plain model."""
+    from pathlib import Path
+
+    from transformers import NllbTokenizerFast
+
+    from .export.ct2 import refuse_to_overwrite
+    from .interop import to_m2m100
+
+    tokenizer.check_model(model)
+    modules = sorted({name.split(".insertions.")[0] for name, _ in model.named_parameters()
+                      if language_module_parameter(name)})  # fmt: skip
+    if modules:
+        raise ValueError(f"The model has language modules ({', '.join(modules[:3])}); a plain checkpoint is one "
+                         "network for every language: export one direction (--src-lang/--tgt-lang), which folds "
+                         "them.")  # fmt: skip
+    convention = (tokenizer.lang_tag_style, tokenizer.lang_tag_template)
+    if convention != ("both", "{}"):
+        raise ValueError(f"The tokenizer writes tags as lang_tag_style={convention[0]!r}, lang_tag_template="
+                         f"{convention[1]!r}; an NLLB-convention checkpoint needs 'both' and '{{}}' (codes like "
+                         "eng_Latn: data.language_codes renames a corpus's).")  # fmt: skip
+    folder = Path(folder)
+    refuse_to_overwrite(folder, force)
+    vocabulary = json.loads(tokenizer.backend_tokenizer.to_str())["model"]
+    if vocabulary["type"] != "BPE":
+        raise ValueError(f"The tokenizer is a {vocabulary['type']} vocabulary; NllbTokenizer (transformers 5) holds a "
+                         "BPE one (vocabulary and merges): train the tokenizer with model_type: bpe.")  # fmt: skip
+    plain = to_m2m100(model).eval()  # a backbone M2M-100 cannot hold is refused here, with what it needs
+    codes = list(tokenizer.languages)
+    # built as from_pretrained rebuilds it (a BPE over the vocabulary and merges, Metaspace, no normaliser), so the
+    # check below is the check of the saved folder
+    merges = [tuple(m.split(" ") if isinstance(m, str) else m) for m in vocabulary["merges"]]  # either format
+    nllb = NllbTokenizerFast(
+        vocab=vocabulary["vocab"], merges=merges, src_lang=codes[0], tgt_lang=codes[-1], additional_special_tokens=codes,
+        bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
+        unk_token=tokenizer.unk_token, pad_token=tokenizer.pad_token,
+        mask_token=tokenizer.mask_token if "<mask>" in tokenizer.get_vocab() else None,
+    )  # fmt: skip
+    if len(nllb) != len(tokenizer):
+        raise ValueError(f"NllbTokenizer over this vocabulary has {len(nllb)} entries, the model's {len(tokenizer)}.")
+    probe = "A probe: 1, 2, 3."
+    for src, tgt in [(codes[0], codes[-1]), (codes[-1], codes[0])]:
+        nllb.src_lang, nllb.tgt_lang = src, tgt
+        theirs = nllb(probe, text_target=probe)
+        ours = tokenizer(probe, text_target=probe, src_lang=src, tgt_lang=tgt)
+        if theirs["input_ids"] != ours["input_ids"] or theirs["labels"] != ours["labels"]:
+            raise ValueError(f"NllbTokenizer does not encode as the model's tokenizer ({theirs['input_ids']} "
+                             f"against {ours['input_ids']}); the checkpoint would not be the model.")  # fmt: skip
+    nllb.src_lang = codes[0]
+    plain.generation_config.max_new_tokens = model.generation_config.max_new_tokens
+    folder.mkdir(parents=True, exist_ok=True)
+    plain.save_pretrained(folder)
+    nllb.save_pretrained(folder)
+    return plain
+
+
 def freeze_base(model: Any, trainable: tuple[str, ...] = ()) -> tuple[int, int]:
     """Freeze the pretrained weights: every parameter but the language modules' and those whose name contains one of
     `trainable` (e.g. `("layer_norm",)`). Returns `(trainable, total)` parameter counts.
@@ -199,4 +265,5 @@ __all__ = [
     "load_pretrained",
     "pretrained_config",
     "pretrained_tokenizer",
+    "save_as_checkpoint",
 ]

@@ -379,3 +379,51 @@ def test_flores_codes_count_as_their_language_for_off_target():
     assert detected_as("arb_Arab") == ("arb_Arab", "ar")  # an individual language under its macrolanguage
     assert detected_as("zho_Hant") == ("zho_Hant", "zh") and detected_as("pt-br") == ("pt",)
     assert detected_as("qqq_Latn") == ("qqq_Latn",)
+
+
+# ---------------------------------------------------------------- a trained baseline as a plain NLLB checkpoint
+def test_a_trained_baseline_saves_as_a_plain_nllb_checkpoint_that_starts_a_method(tmp_path):
+    """`hf-langspec export --multilingual` (`save_as_checkpoint`): a baseline with NLLB's tag convention becomes an
+    `M2M100ForConditionalGeneration` + `NllbTokenizerFast` that plain transformers drives exactly as the package's
+    model translates (beam search, every direction), and that `load_pretrained` starts a method from."""
+    from conftest import cli_exit_code
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, NllbTokenizerFast
+
+    from hf_langspec.modeling import LangSpecConfig, LangSpecForConditionalGeneration
+    from hf_langspec.pretrained import load_pretrained, save_as_checkpoint
+    from hf_langspec.tokenization import train_tokenizer
+
+    codes = CODES[:3]
+    tokenizer = train_tokenizer({code: TEXTS[i::4] for i, code in enumerate(codes)}, vocab_size=60, model_type="bpe",
+                                lang_tag_style="both", lang_tag_template="{}", show_progress=False)  # fmt: skip
+    torch.manual_seed(0)
+    model = LangSpecForConditionalGeneration(LangSpecConfig(
+        **tokenizer.model_config_kwargs(), d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, normalize_before=True,
+    )).eval()  # fmt: skip
+    folder = tmp_path / "standin"
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    assert cli_exit_code(["export", "--model", str(tmp_path / "model"), "--multilingual", "--output-dir",
+                          str(folder)]) == 0  # fmt: skip
+    plain = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    nllb = AutoTokenizer.from_pretrained(folder)
+    assert type(plain) is M2M100ForConditionalGeneration and isinstance(nllb, NllbTokenizerFast)
+    for src, tgt in [(codes[0], codes[1]), (codes[2], codes[0])]:
+        nllb.src_lang = src
+        theirs = nllb([TEXTS[0], TEXTS[2]], padding=True, return_tensors="pt")
+        ours = tokenizer([TEXTS[0], TEXTS[2]], src_lang=src, tgt_lang=tgt, padding=True, return_tensors="pt")
+        assert torch.equal(theirs["input_ids"], ours["input_ids"])
+        forced = nllb.convert_tokens_to_ids(tgt)
+        expected = model.generate(**ours, max_new_tokens=6, num_beams=1)
+        got = plain.generate(**theirs, forced_bos_token_id=forced, max_new_tokens=7, num_beams=1)
+        assert got.tolist() == expected.tolist()
+    adapted, adapted_tokenizer = load_pretrained(folder, "lora", languages=codes, lora_rank=2)
+    assert adapted_tokenizer.languages == codes
+    inputs = adapted_tokenizer(TEXTS[1], src_lang=codes[1], tgt_lang=codes[2], return_tensors="pt")
+    beams = {"max_new_tokens": 6, "num_beams": 3}
+    assert adapted.eval().generate(**inputs, **beams).tolist() == model.generate(**inputs, **beams).tolist()
+    with pytest.raises(ValueError, match="language modules"):
+        save_as_checkpoint(adapted, adapted_tokenizer, tmp_path / "other")
+    assert cli_exit_code(["export", "--model", str(tmp_path / "model"), "--multilingual", "--output-dir",
+                          str(folder)]) == 2  # fmt: skip  (nothing a user owns is overwritten)

@@ -37,6 +37,11 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--directions", type=directions, help="en-de,de-en,...: one CTranslate2 model per direction, for `serve`"
     )
+    p.add_argument(
+        "--multilingual", action="store_true",
+        help="the whole model (a baseline, NLLB's tag convention) as a plain M2M-100 checkpoint with an NLLB "
+        "tokenizer, written into --output-dir: a start for model.init_from_pretrained",
+    )  # fmt: skip
     p.add_argument("--output-dir", required=True, help="gets transformers/ and ctranslate2/ (or SRC-TGT/ each)")
     p.add_argument("--no-ctranslate2", action="store_true", help="write only the plain transformers model")
     p.add_argument("--quantization", type=quantization, help="CTranslate2 weight type, e.g. int8 or int8_float32")
@@ -53,11 +58,22 @@ def cmd_export(args: argparse.Namespace) -> None:
     from ..export.ct2 import export_direction, export_directions
 
     single = args.src_lang is not None or args.tgt_lang is not None
-    if single == (args.directions is not None) or (single and not (args.src_lang and args.tgt_lang)):
+    modes = [single, args.directions is not None, args.multilingual]
+    if sum(modes) != 1 or (single and not (args.src_lang and args.tgt_lang)):
         raise ValueError(
-            "give either --src-lang and --tgt-lang (one direction) or --directions en-de,de-en,... (one CTranslate2 "
-            "model each, for `hf-langspec serve`)"
+            "give one of --src-lang and --tgt-lang (one direction), --directions en-de,de-en,... (one CTranslate2 "
+            "model each, for `hf-langspec serve`) or --multilingual (the whole model as a plain checkpoint)"
         )
+    if args.multilingual:
+        from ..export.ct2 import refuse_to_overwrite
+        from ..pretrained import save_as_checkpoint
+
+        refuse_to_overwrite(Path(args.output_dir), args.force)  # before the model is loaded
+        model, tokenizer = load_model(args.model, "cpu")
+        save_as_checkpoint(model, tokenizer, args.output_dir, force=args.force)
+        print(f"an M2M100ForConditionalGeneration and its NllbTokenizerFast in {args.output_dir}: "
+              "model.init_from_pretrained starts from it")  # fmt: skip
+        return
     if args.directions is not None and args.no_ctranslate2:
         raise ValueError("--directions writes CTranslate2 models (for `serve`); drop --no-ctranslate2, or export one "
                          "direction with --src-lang/--tgt-lang")  # fmt: skip
