@@ -425,5 +425,7 @@ def test_a_trained_baseline_saves_as_a_plain_nllb_checkpoint_that_starts_a_metho
     assert adapted.eval().generate(**inputs, **beams).tolist() == model.generate(**inputs, **beams).tolist()
     with pytest.raises(ValueError, match="language modules"):
         save_as_checkpoint(adapted, adapted_tokenizer, tmp_path / "other")
-    assert cli_exit_code(["export", "--model", str(tmp_path / "model"), "--multilingual", "--output-dir",
-                          str(folder)]) == 2  # fmt: skip  (nothing a user owns is overwritten)
+    assert (
+        cli_exit_code(["export", "--model", str(tmp_path / "model"), "--multilingual", "--output-dir", str(folder)])
+        == 2
+    )  # fmt: skip  (nothing a user owns is overwritten)
