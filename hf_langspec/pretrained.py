@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from .modeling.modeling_langspec import language_module_parameter
@@ -49,12 +50,18 @@ def checkpoint_languages(tokenizer: Any, template: str) -> list[str]:
 
 
 def checkpoint_tokenizer(
-    tokenizer: Any, languages: list[str], model_vocab_size: int | None = None
+    tokenizer: Any, languages: list[str], model_vocab_size: int | None = None, new_languages: Sequence[str] = ()
 ) -> LangSpecTokenizer:
     """A `LangSpecTokenizer` over `tokenizer`'s vocabulary (an NLLB tokenizer; a LangSpecTokenizer is returned as it
     is) for `languages`, codes as the checkpoint writes them without their marks (`eng_Latn`; `en` for M2M-100's
     `__en__`). It encodes as the checkpoint's tokenizer does; a code the checkpoint does not know is refused with
-    the ones it knows. `model_vocab_size`: the checkpoint's embedding rows, when it has more than the vocabulary."""
+    the ones it knows, unless it is one of `new_languages`: those get a new code token after the vocabulary (item 5;
+    `adapt_pretrained` gives it an embedding row). `model_vocab_size`: the checkpoint's embedding rows, when it has
+    more than the vocabulary."""
+    import copy
+
+    from tokenizers import AddedToken
+
     if isinstance(tokenizer, LangSpecTokenizer):
         return tokenizer
     name = type(tokenizer).__name__
@@ -69,14 +76,26 @@ def checkpoint_tokenizer(
             f"(lang_tag_template={template!r}, lang_tag_style={style!r}) and pass it instead."
         )
     known = checkpoint_languages(tokenizer, template)
-    unknown = [code for code in languages if code not in known]
+    unknown = [code for code in languages if code not in known and code not in new_languages]
     if unknown:
         raise ValueError(f"The checkpoint's tokenizer does not know {unknown}; it knows {len(known)} codes: "
-                         f"{', '.join(known[:30])}{' ...' if len(known) > 30 else ''}.")  # fmt: skip
+                         f"{', '.join(known[:30])}{' ...' if len(known) > 30 else ''} (a language it lacks is "
+                         "added with model.add_languages).")  # fmt: skip
+    already = [code for code in new_languages if code in known]
+    if already:
+        raise ValueError(f"The checkpoint already knows {already}; adapt them, do not add them again.")
+    stray = [code for code in new_languages if code not in languages]
+    if stray:
+        raise ValueError(f"add_languages names {stray}, which the data does not have ({languages}).")
+    backend = tokenizer.backend_tokenizer
+    if new_languages:  # the new codes after every existing id, so no id of the checkpoint moves
+        backend = copy.deepcopy(backend)
+        backend.add_special_tokens([AddedToken(template.format(code), special=True, normalized=False)
+                                    for code in new_languages])  # fmt: skip
     specials = {key: getattr(tokenizer, key) for key in ("bos_token", "eos_token", "unk_token", "pad_token")}
     return LangSpecTokenizer(
-        tokenizer_object=tokenizer.backend_tokenizer, languages=list(languages), lang_tag_template=template,
-        lang_tag_style=style, model_vocab_size=model_vocab_size, **{k: v for k, v in specials.items() if v is not None},
+        tokenizer_object=backend, languages=list(languages), lang_tag_template=template, lang_tag_style=style,
+        model_vocab_size=model_vocab_size, **{k: v for k, v in specials.items() if v is not None},
     )  # fmt: skip
 
 
@@ -123,33 +142,58 @@ def check_start(path: str | os.PathLike, method: str, fields: dict[str, Any]) ->
         model.start_as_identity()
 
 
-def pretrained_tokenizer(path: str | os.PathLike, languages: list[str]) -> LangSpecTokenizer:
+def pretrained_tokenizer(
+    path: str | os.PathLike, languages: list[str], new_languages: Sequence[str] = ()
+) -> LangSpecTokenizer:
     """A `LangSpecTokenizer` over the tokenizer saved with the checkpoint at `path`, for `languages` (codes as the
-    checkpoint writes them), checked against the checkpoint's config (one vocabulary, one pad and end)."""
+    checkpoint writes them; `new_languages` among them get new code tokens), checked against the checkpoint's config
+    (one vocabulary, one pad and end)."""
     from transformers import AutoTokenizer
 
     if not languages:
         raise ValueError("Name the languages to adapt (codes as the checkpoint writes them, e.g. eng_Latn).")
     config = pretrained_config(path)
-    tokenizer = checkpoint_tokenizer(AutoTokenizer.from_pretrained(path), languages, config.vocab_size)
+    original = AutoTokenizer.from_pretrained(path)
+    if len(original) > config.vocab_size:
+        raise ValueError(f"The tokenizer has {len(original)} pieces, the model {config.vocab_size} rows.")
+    tokenizer = checkpoint_tokenizer(original, languages, config.vocab_size, new_languages)
     for field in ("pad_token_id", "eos_token_id"):
         if getattr(tokenizer, field) != getattr(config, field):
             raise ValueError(f"The tokenizer's {field} ({getattr(tokenizer, field)}) is not the model's "
                              f"({getattr(config, field)}): they are not one checkpoint.")  # fmt: skip
-    if len(tokenizer) > config.vocab_size:
-        raise ValueError(f"The tokenizer has {len(tokenizer)} pieces, the model {config.vocab_size} rows.")
     return tokenizer
 
 
-def adapt_pretrained(path: str | os.PathLike, method: str, tokenizer: LangSpecTokenizer, **fields: Any) -> Any:
+def adapt_pretrained(
+    path: str | os.PathLike,
+    method: str,
+    tokenizer: LangSpecTokenizer,
+    new_languages: Sequence[str] = (),
+    **fields: Any,
+) -> Any:
     """The checkpoint at `path` as a `method` model for `tokenizer`'s languages (`pretrained_tokenizer`), its
-    language modules started as the identity (`interop.adapt`, logits checked equal to the checkpoint's)."""
+    language modules started as the identity (`interop.adapt`, logits checked equal to the checkpoint's).
+
+    `new_languages` (item 5): codes the checkpoint lacks, whose code tokens `pretrained_tokenizer` added. Each gets
+    an embedding row (the embedding matrix grows where the checkpoint has no spare row) set to the mean of the
+    checkpoint's rows, as fairseq and Qu & Watanabe (2022) start a new language's embeddings; `freeze_base(...,
+    rows=...)` then trains those rows alone. The old tokens' logits are unchanged; the softmax has one more entry."""
+    import torch
     from transformers import AutoModelForSeq2SeqLM
 
     from .interop import adapt
 
     pretrained_config(path)  # one clear line for a folder that is not a checkpoint
     pretrained = AutoModelForSeq2SeqLM.from_pretrained(path)
+    rows = new_language_rows(tokenizer, new_languages)
+    if rows:
+        old = pretrained.get_input_embeddings().weight.shape[0]
+        if len(tokenizer) > old:
+            pretrained.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+        with torch.no_grad():
+            embeddings = pretrained.get_input_embeddings().weight
+            embeddings[rows] = embeddings[: min(rows)].mean(0)  # the mean of the real tokens' rows
+        pretrained.tie_weights()
     contract = tokenizer.model_config_kwargs()
     contract = {
         k: contract[k] for k in ("languages", "lang_tag_token_ids", "lang_tag_style", "vocabulary_fingerprint")
@@ -157,6 +201,11 @@ def adapt_pretrained(path: str | os.PathLike, method: str, tokenizer: LangSpecTo
     model = adapt(pretrained, method, **{**contract, **fields})
     tokenizer.check_model(model)
     return model
+
+
+def new_language_rows(tokenizer: LangSpecTokenizer, new_languages: Sequence[str]) -> list[int]:
+    """The embedding rows of the code tokens of `new_languages`."""
+    return [tokenizer.lang_tag_token_ids[tokenizer.language_id(code)] for code in new_languages]
 
 
 def load_pretrained(
@@ -235,19 +284,33 @@ def save_as_checkpoint(
     return plain
 
 
-def freeze_base(model: Any, trainable: tuple[str, ...] = ()) -> tuple[int, int]:
+def freeze_base(model: Any, trainable: tuple[str, ...] = (), rows: Sequence[int] = ()) -> tuple[int, int]:
     """Freeze the pretrained weights: every parameter but the language modules' and those whose name contains one of
-    `trainable` (e.g. `("layer_norm",)`). Returns `(trainable, total)` parameter counts.
+    `trainable` (e.g. `("layer_norm",)`), and of the embedding matrix all but `rows` (a new language's code rows,
+    `new_language_rows`: their gradient alone is kept and the matrix is left out of weight decay, so AdamW leaves
+    the other rows exactly where they were; with another trainer, exclude it from decay yourself). Returns `(trainable, total)` parameter counts.
 
     With the base frozen, a direction none of whose language modules was trained computes exactly what the
     checkpoint computes (zero-started modules stay zero under AdamW, weight decay included; tested), so adapting
     one language never changes the others."""
+    import torch
+
+    from .training.trainer import ROWS_ONLY
+
+    embedding = model.get_input_embeddings().weight
     total = kept = 0
     for name, parameter in model.named_parameters():
         train = language_module_parameter(name) or any(part in name for part in trainable)
         parameter.requires_grad_(train)
         total += parameter.numel()
         kept += parameter.numel() if train else 0
+    if rows and not embedding.requires_grad:
+        mask = torch.zeros(embedding.shape[0], 1, dtype=embedding.dtype, device=embedding.device)
+        mask[list(rows)] = 1
+        embedding.requires_grad_(True)
+        embedding.register_hook(lambda grad: grad * mask)  # the rows of the old tokens get no gradient
+        setattr(embedding, ROWS_ONLY, True)  # and no weight decay (the package's Trainer leaves it out)
+        kept += len(rows) * embedding.shape[1]
     if kept == 0:
         raise ValueError("Nothing is left to train: the model has no language modules; pick a method that adds "
                          "some, or name parameters to keep trainable.")  # fmt: skip
@@ -263,6 +326,7 @@ __all__ = [
     "freeze_base",
     "language_module_parameter",
     "load_pretrained",
+    "new_language_rows",
     "pretrained_config",
     "pretrained_tokenizer",
     "save_as_checkpoint",

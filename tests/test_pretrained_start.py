@@ -429,3 +429,46 @@ def test_a_trained_baseline_saves_as_a_plain_nllb_checkpoint_that_starts_a_metho
         cli_exit_code(["export", "--model", str(tmp_path / "model"), "--multilingual", "--output-dir", str(folder)])
         == 2
     )  # fmt: skip  (nothing a user owns is overwritten)
+
+
+def test_a_language_the_checkpoint_lacks_is_added_with_its_code_row_and_modules_the_rest_frozen(
+    nllb_folder, tmp_path, capsys
+):
+    """Item 5: `model.add_languages: [ita_Latn]`: a new code token after the checkpoint's vocabulary, its embedding
+    row started at the mean of the real rows and trained alone (weight decay on: the other rows stay exact), its
+    adapters trained; the checkpoint's weights and every other row unchanged."""
+    import json
+
+    from transformers import AutoModelForSeq2SeqLM
+
+    from hf_langspec.tokenization import LangSpecTokenizer
+    from hf_langspec.training.experiment import run_experiment
+
+    config = _pretrained_config(nllb_folder, tmp_path, **{"class": "adapter", "adapter_preset": "monolingual",
+                                                           "adapter_dim": 8, "add_languages": ["ita_Latn"]})  # fmt: skip
+    train = config["data"]["train_files"][0]
+    extra = _rows([(("it", TEXTS[2]), ("en", TEXTS[0])), (("en", TEXTS[0]), ("it", TEXTS[2]))], range(6)) * 4
+    with open(train, "a") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in extra))
+    config["data"]["language_codes"]["it"] = "ita_Latn"
+    config["training"]["weight_decay"] = 0.1
+    outcome = run_experiment(config)
+    assert "['ita_Latn'] added" in capsys.readouterr().out
+    tokenizer = LangSpecTokenizer.from_pretrained(outcome["model_dir"])
+    pretrained = AutoModelForSeq2SeqLM.from_pretrained(nllb_folder)
+    old_rows = pretrained.get_input_embeddings().weight.detach()
+    row = tokenizer.convert_tokens_to_ids("ita_Latn")
+    assert tokenizer.languages == ["deu_Latn", "eng_Latn", "fra_Latn", "ita_Latn"] and row >= len(tokenizer) - 1
+    saved = AutoModelForSeq2SeqLM.from_pretrained(outcome["model_dir"], trust_remote_code=True)
+    embeddings = saved.get_input_embeddings().weight.detach()
+    others = [i for i in range(old_rows.shape[0]) if i != row]
+    assert torch.equal(embeddings[others], old_rows[others]), "a row of the checkpoint moved"
+    mean = old_rows[:row].mean(0)
+    assert not torch.allclose(embeddings[row], mean), "the new code's row was not trained"
+    base = pretrained.state_dict()
+    tied = ("embed_tokens", "shared", "lm_head")  # the embedding matrix, checked row by row above
+    for name, tensor in saved.state_dict().items():
+        if ".insertions." not in name and name in base and not any(part in name for part in tied):
+            assert torch.equal(tensor, base[name]), f"the frozen {name} moved"
+    ita = tokenizer.language_id("ita_Latn")
+    assert saved.model.encoder.insertions["ffn_out"].adapters.fc2[:, ita].abs().sum() > 0, "its adapter is untrained"

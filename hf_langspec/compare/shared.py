@@ -213,6 +213,20 @@ def _shared_tokenizer(suite: Suite, tokenizer_dir: Path, train: Any) -> Path:
         recorded = folder / "hf_langspec_training.json"
         return read_json(recorded) if (folder / "tokenizer.json").exists() and recorded.exists() else None
 
+    model = suite.base.get("model", {})
+    if "init_from_pretrained" in model:  # the checkpoint's own vocabulary and codes (not copied beside the results)
+        from ..data.columns import language_counts
+        from ..pretrained import pretrained_tokenizer
+
+        path, added = model["init_from_pretrained"], model.get("add_languages", [])
+        settings = {"init_from_pretrained": os.path.realpath(path), "languages": sorted(language_counts(train)),
+                    "add_languages": added}  # fmt: skip
+        if trained_with(tokenizer_dir) != settings:
+            print(f"[{suite.name}] tokenizer: the checkpoint's ({path})")
+            pretrained_tokenizer(path, settings["languages"], added).save_pretrained(tokenizer_dir)
+            write_atomic(tokenizer_dir / "hf_langspec_training.json", json.dumps(settings, sort_keys=True).encode())
+        return tokenizer_dir
+
     if trained_with(tokenizer_dir) != settings:
         if trained_with(kept) == settings:
             print(f"[{suite.name}] tokenizer: the suite's vocabulary from {kept}")

@@ -327,6 +327,16 @@ def _check_model(config: dict[str, Any], where: str) -> None:
     model.pop("init_encoder_from", None)
     if "init_from" in model:
         return
+    if "init_from_pretrained" in model:  # the checkpoint's shape, built on the meta device
+        from ..pretrained import check_start
+        from ..training.config import MODEL_START_KEYS
+
+        fields = {k: v for k, v in model.items() if k not in MODEL_START_KEYS | {"high_resource_languages"}}
+        try:
+            check_start(model["init_from_pretrained"], model.get("class", "baseline"), fields)
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"{where}: model.init_from_pretrained: {err}") from None
+        return
     if isinstance(model.get("high_resource_languages"), dict):  # resolved from data sizes at run time
         model["high_resource_languages"] = languages[:1]
     model.setdefault("language_pairs", [f"{a}-{b}" for a in languages for b in languages if a != b])

@@ -25,6 +25,7 @@ model:       # `class` (baseline, xlp, clm, laa, cll, hlt, adapter) and its conf
   # init_from_pretrained: path/to/nllb-200-distilled-600M   # the method on an M2M-100 / NLLB / Marian checkpoint,
   # freeze_pretrained: true                 # its weights frozen (default: yes when the method adds modules)
   # train_pretrained: [layer_norm]          # pretrained parameters trained beside the modules, by name part
+  # add_languages: [tgl_Latn]               # languages the checkpoint lacks: a new code token, row and modules
   d_model: 256
 training:    # LangSpecTrainingArguments fields
   max_steps: 2000
@@ -59,7 +60,7 @@ SECTIONS = {
 STAGE_KEYS = {"name", "directions", "training"}
 # [model] keys that say where the model starts, beside its config class's fields
 MODEL_START_KEYS = {"class", "init_from", "init_encoder_from", "init_from_pretrained", "freeze_pretrained",
-                    "train_pretrained"}  # fmt: skip
+                    "train_pretrained", "add_languages"}  # fmt: skip
 DATA_KEYS = {
     "bible",
     "train_files",
@@ -400,7 +401,7 @@ def _check_pretrained_start(config: dict[str, Any], where: str) -> None:
     something left to train."""
     model = config.get("model", {})
     if "init_from_pretrained" not in model:
-        stray = sorted({"freeze_pretrained", "train_pretrained"} & set(model))
+        stray = sorted({"freeze_pretrained", "train_pretrained", "add_languages"} & set(model))
         if stray:
             raise ConfigError(f"{where} [model]: {stray} apply to a pretrained start; set model.init_from_pretrained "
                               "or drop them.")  # fmt: skip
@@ -418,6 +419,7 @@ def _check_pretrained_start(config: dict[str, Any], where: str) -> None:
         model.get("class", "baseline") == "baseline"
         and model.get("freeze_pretrained")
         and not model.get("train_pretrained")
+        and not model.get("add_languages")
     ):
         raise ConfigError(
             f"{where} [model]: a baseline has no language modules, so freeze_pretrained leaves nothing to train; "
@@ -438,7 +440,8 @@ def _check_types(config: dict[str, Any], config_class: type, where: str) -> None
     model_hints = {**type_hints(LangSpecConfig), **type_hints(config_class)}
     # what the experiment resolves before the config class sees it: a data-size rule, saved models
     model_hints |= {"high_resource_languages": list | dict | None, "init_from": str, "init_encoder_from": str | dict,
-                    "init_from_pretrained": str, "freeze_pretrained": bool, "train_pretrained": list[str]}  # fmt: skip
+                    "init_from_pretrained": str, "freeze_pretrained": bool, "train_pretrained": list[str],
+                    "add_languages": list[str]}  # fmt: skip
     check_section(config.get("model", {}), model_hints, f"{where} [model]", ConfigError)
     check_section(config.get("tokenizer", {}), type_hints(train_tokenizer), f"{where} [tokenizer]", ConfigError)
     check_section(config.get("data", {}), DATA_TYPES, f"{where} [data]", ConfigError)
@@ -557,6 +560,7 @@ def schema_table() -> str:
             ("init_from_pretrained", "str", "none"),
             ("freeze_pretrained", "bool", "true if the method adds modules"),
             ("train_pretrained", "list[str]", "[]"),
+            ("add_languages", "list[str]", "[] (codes the checkpoint lacks, given a code token)"),
             *_signature_rows(LangSpecConfig, skip=fixed_by_tokenizer),
         ],
         "training": [

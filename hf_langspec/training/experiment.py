@@ -339,7 +339,8 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
 
         say(f"tokenizer: the checkpoint's, {pretrained}")
         try:
-            tokenizer = pretrained_tokenizer(pretrained, sorted(language_counts(data["train"])))
+            added = config["model"].get("add_languages", [])
+            tokenizer = pretrained_tokenizer(pretrained, sorted(language_counts(data["train"])), added)
         except ValueError as error:
             raise ConfigError(f"[model] init_from_pretrained: {error}") from None
     else:
@@ -522,14 +523,15 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
 def _pretrained_model(path: str, method: str, tokenizer: Any, fields: dict[str, Any], say) -> Any:
     """`method` on the checkpoint at `path`, started as it (`pretrained.adapt_pretrained`), its weights frozen unless
     `freeze_pretrained: false` (the default freezes them when the method adds language modules) but for the
-    parameters named in `train_pretrained`."""
-    from ..pretrained import adapt_pretrained, freeze_base
+    parameters named in `train_pretrained` and the code rows of `add_languages`."""
+    from ..pretrained import adapt_pretrained, freeze_base, new_language_rows
 
     freeze = fields.pop("freeze_pretrained", method != "baseline")
     also = tuple(fields.pop("train_pretrained", ()))
-    say(f"model: {method} on {path}, started as the checkpoint")
+    added = fields.pop("add_languages", [])
+    say(f"model: {method} on {path}, started as the checkpoint" + (f", {added} added" if added else ""))
     try:
-        model = adapt_pretrained(path, method, tokenizer, **fields)
+        model = adapt_pretrained(path, method, tokenizer, new_languages=added, **fields)
     except ValueError as error:
         raise ConfigError(f"[model] init_from_pretrained: {error}") from None
     if freeze:
@@ -538,7 +540,7 @@ def _pretrained_model(path: str, method: str, tokenizer: Any, fields: dict[str, 
             raise ConfigError(f"[model] train_pretrained: {unmatched} name no parameter of the model (names look "
                               f"like {next(iter(model.state_dict()))}).")  # fmt: skip
         try:
-            freeze_base(model, also)
+            freeze_base(model, also, rows=new_language_rows(tokenizer, added))
         except ValueError as error:
             raise ConfigError(f"[model] {error}") from None
     return model

@@ -128,6 +128,10 @@ def warn_if_fsdp_not_applied(accelerator: Any) -> None:
         logger.warning(message)
 
 
+# the attribute that marks a parameter trained in some rows only (its other rows' gradient masked)
+ROWS_ONLY = "_hf_langspec_rows_only"
+
+
 class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
     """`Seq2SeqTrainer` with temperature sampling, auxiliary losses under label smoothing, safe resuming."""
 
@@ -143,6 +147,12 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
         self._tokens_pending: torch.Tensor | None = None
         self._flops_per_token: int | None = None
         self.callback_handler.callbacks.insert(0, _TokensAtEpochEnd(self))  # before any callback reads the count
+
+    def get_decay_parameter_names(self, model: Any) -> list[str]:
+        """transformers' choice, less the parameters trained in some rows only (`pretrained.freeze_base(rows=...)`:
+        a new language's embedding rows): decoupled weight decay would move their frozen rows."""
+        names = super().get_decay_parameter_names(model)
+        return [name for name in names if not getattr(model.get_parameter(name), ROWS_ONLY, False)]
 
     def _track_num_input_tokens(self, inputs) -> None:
         """`include_num_input_tokens_seen` as transformers counts it, without reading the count back every step
