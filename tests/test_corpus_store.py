@@ -218,9 +218,10 @@ def test_capped_directions_keep_the_first_examples_of_each_in_first_seen_order(t
         for i, (s, t) in enumerate(rng.choices([("en", "de"), ("de", "en"), ("fr", "en")], k=200))
     ]
     corpus = read_corpus([write_jsonl(tmp_path / "t.jsonl", rows)], cache_dir=tmp_path, show_progress=False)
-    for cap in (7, {"de-en": 3, "default": None}, {"fr-en": 1, "default": 10}):
+    for cap in (7, {"de-en": 3, "default": None}, {"fr-en": 1, "default": 10}, {"fr-en": 0, "default": None}):
         order = direction_order(corpus, cap).tolist()
         assert [corpus[i]["src"] for i in order] == [r["src"] for r in reference_cap(rows, cap)]
+    assert all(corpus[i]["src_lang"] != "fr" for i in direction_order(corpus, {"fr-en": 0, "default": None}))
     with pytest.raises(ValueError, match=r"names \['es-en'\], which have no training data"):
         direction_order(corpus, {"es-en": 3})
     # the tokenizer's sample reads its sentences from the files, also through a capped view's indices

@@ -329,7 +329,7 @@ def test_held_out_sets_and_settings_are_checked_against_the_data_before_training
     assert "a batch of 32 examples is larger than the 20 training examples" in warnings({"s": held_out}, args=big)[0]
     renamed = {"corpus": corpus, "tests": {}, "valid": [], "language_codes": {"en": "en", "fr": "fra_Latn"}}
     [unused] = setting_warnings(renamed, sizes, report, args)
-    assert "data.language_codes renames ['fr'], which the training data does not have (it has ['de', 'en'])" in unused
+    assert "data.language_codes renames ['fr'], which the data does not have (it has ['de', 'en'])" in unused
 
 
 def test_language_codes_rename_the_corpus_as_it_is_read_and_key_its_cache(tmp_path):

@@ -300,18 +300,22 @@ def _pretrained_config(folder, tmp_path, **model):
     import json
 
     en, de, fr = ("en", TEXTS[0]), ("de", TEXTS[1]), ("fr", TEXTS[2])
+    es = ("es", TEXTS[3])
     files = {}
-    for split, variant in (("train", range(0, 6)), ("test", [-1])):
-        rows = _rows([(en, de), (de, en), (fr, en)], variant if split == "train" else [])
-        if split == "test":
-            rows = [{**r, "src": " ".join(reversed(r["src"].split()))} for r in _rows([(en, de), (fr, en)], [0])]
+    reverse = {"train": None, "test": [(en, de), (fr, en)], "zero-shot": [(es, fr)]}  # held out: words reversed
+    for split, pairs in reverse.items():
+        if pairs is None:
+            rows = _rows([(en, de), (de, en), (fr, en)], range(6)) * 4
+        else:
+            rows = [{**r, "src": " ".join(reversed(r["src"].split()))} for r in _rows(pairs, [0])]
         path = tmp_path / f"{split}.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in (rows * 4 if split == "train" else rows)))
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
         files[split] = str(path)
     return {
         "output_dir": str(tmp_path / "run"),
-        "data": {"train_files": [files["train"]], "test_files": {"supervised": files["test"]},
-                 "language_codes": {"en": "eng_Latn", "de": "deu_Latn", "fr": "fra_Latn"}},
+        "data": {"train_files": [files["train"]],
+                 "test_files": {"supervised": files["test"], "zero-shot": files["zero-shot"]},
+                 "language_codes": {"en": "eng_Latn", "de": "deu_Latn", "fr": "fra_Latn", "es": "spa_Latn"}},
         "model": {"init_from_pretrained": str(folder), **model},
         "training": {"max_steps": 4, "per_device_train_batch_size": 8, "learning_rate": 0.01, "warmup_steps": 0,
                      "report_to": "none", "use_cpu": True, "save_strategy": "no", "disable_tqdm": True},
@@ -325,12 +329,13 @@ def test_train_adapts_a_pretrained_checkpoint_from_its_config(nllb_folder, tmp_p
     printed; the saved model holds the checkpoint's weights unchanged and trained LoRA deltas, and reloads."""
     from transformers import AutoModelForSeq2SeqLM
 
+    from hf_langspec.tokenization import LangSpecTokenizer
     from hf_langspec.training.experiment import run_experiment
 
     outcome = run_experiment(_pretrained_config(nllb_folder, tmp_path, **{"class": "lora", "lora_rank": 4}))
     out = capsys.readouterr().out
     saved = AutoModelForSeq2SeqLM.from_pretrained(outcome["model_dir"], trust_remote_code=True)
-    assert saved.config.languages == ["deu_Latn", "eng_Latn", "fra_Latn"] and saved.config.lang_tag_style == "both"
+    assert saved.config.lang_tag_style == "both"
     lora = {n: p.detach() for n, p in saved.named_parameters() if ".insertions." in n}
     trainable = sum(p.numel() for p in lora.values())
     assert f"{trainable:,} trainable" in out and "tokenizer: the checkpoint's" in out
@@ -340,7 +345,18 @@ def test_train_adapts_a_pretrained_checkpoint_from_its_config(nllb_folder, tmp_p
     for name, tensor in saved.state_dict().items():
         if ".insertions." not in name and name in base:
             assert torch.equal(tensor, base[name]), f"the frozen {name} moved"
-    assert set(outcome["results"]["directions"]) == {"eng_Latn-deu_Latn", "fra_Latn-eng_Latn"}
+    assert set(outcome["results"]["directions"]) == {"eng_Latn-deu_Latn", "fra_Latn-eng_Latn", "spa_Latn-fra_Latn"}
+    # a language of the test sets alone (spa_Latn) is in the model; spa -> fra, whose modules were never trained
+    # (fra only as a source, spa not at all), translates exactly as the checkpoint
+    assert saved.config.languages == ["deu_Latn", "eng_Latn", "fra_Latn", "spa_Latn"]
+    tokenizer = LangSpecTokenizer.from_pretrained(outcome["model_dir"])
+    inputs = tokenizer(
+        [TEXTS[3], TEXTS[1]], src_lang="spa_Latn", tgt_lang="fra_Latn", padding=True, return_tensors="pt"
+    )
+    fra = tokenizer.convert_tokens_to_ids("fra_Latn")
+    reference = pretrained.eval().generate(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                                           forced_bos_token_id=fra, max_new_tokens=7, num_beams=1)  # fmt: skip
+    assert saved.eval().generate(**inputs, max_new_tokens=6, num_beams=1).tolist() == reference.tolist()
 
 
 @pytest.mark.reliability
@@ -458,7 +474,8 @@ def test_a_language_the_checkpoint_lacks_is_added_with_its_code_row_and_modules_
     pretrained = AutoModelForSeq2SeqLM.from_pretrained(nllb_folder)
     old_rows = pretrained.get_input_embeddings().weight.detach()
     row = tokenizer.convert_tokens_to_ids("ita_Latn")
-    assert tokenizer.languages == ["deu_Latn", "eng_Latn", "fra_Latn", "ita_Latn"] and row >= len(tokenizer) - 1
+    assert tokenizer.languages == ["deu_Latn", "eng_Latn", "fra_Latn", "ita_Latn", "spa_Latn"]
+    assert row == len(tokenizer) - 1  # after every id of the checkpoint
     saved = AutoModelForSeq2SeqLM.from_pretrained(outcome["model_dir"], trust_remote_code=True)
     embeddings = saved.get_input_embeddings().weight.detach()
     others = [i for i in range(old_rows.shape[0]) if i != row]

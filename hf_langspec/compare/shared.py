@@ -130,7 +130,10 @@ def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, An
         sets, test_paths = _build_shared_data(suite, data_dir, paths, stamp)
     train = read_corpus([paths["train"]])  # memory-mapped; every run of the suite reuses it and its tokenized form
     train_sizes = direction_sizes(train)
-    tokenizer_dir = _shared_tokenizer(suite, shared / "tokenizer", train)
+    tested = {row[k] for by_direction in sets.values() for rows in by_direction.values() for row in rows
+              for k in ("src_lang", "tgt_lang")}  # fmt: skip
+    languages = sorted({code for direction in train_sizes for code in direction.split("-")} | tested)
+    tokenizer_dir = _shared_tokenizer(suite, shared / "tokenizer", train, languages)
     tokenizer = LangSpecTokenizer.from_pretrained(tokenizer_dir)
 
     corpus_fingerprint = file_digest([paths["train"], paths["valid"], *test_paths.values()])
@@ -199,9 +202,10 @@ def _build_shared_data(
     return sets, test_paths
 
 
-def _shared_tokenizer(suite: Suite, tokenizer_dir: Path, train: Any) -> Path:
+def _shared_tokenizer(suite: Suite, tokenizer_dir: Path, train: Any, languages: list[str]) -> Path:
     """The suite's joint vocabulary: trained once, and kept beside the results as well, so that a suite can be
-    continued elsewhere (another machine, a later version of the trainer) with exactly the same ids."""
+    continued elsewhere (another machine, a later version of the trainer) with exactly the same ids. From a
+    pretrained checkpoint: its own vocabulary for `languages` (those of the training and test sets)."""
     import shutil
 
     from ..tokenization import train_tokenizer
@@ -215,12 +219,10 @@ def _shared_tokenizer(suite: Suite, tokenizer_dir: Path, train: Any) -> Path:
 
     model = suite.base.get("model", {})
     if "init_from_pretrained" in model:  # the checkpoint's own vocabulary and codes (not copied beside the results)
-        from ..data.columns import language_counts
         from ..pretrained import pretrained_tokenizer
 
         path, added = model["init_from_pretrained"], model.get("add_languages", [])
-        settings = {"init_from_pretrained": os.path.realpath(path), "languages": sorted(language_counts(train)),
-                    "add_languages": added}  # fmt: skip
+        settings = {"init_from_pretrained": os.path.realpath(path), "languages": languages, "add_languages": added}
         if trained_with(tokenizer_dir) != settings:
             print(f"[{suite.name}] tokenizer: the checkpoint's ({path})")
             pretrained_tokenizer(path, settings["languages"], added).save_pretrained(tokenizer_dir)

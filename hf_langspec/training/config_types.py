@@ -28,6 +28,9 @@ MINIMUM = {
     # a negative seed failed in numpy once the corpus was built; a negative max_grad_norm switched clipping off
     "seed": 0, "data_seed": 0, "max_grad_norm": 0, "max_train_examples_per_direction": 1, "pad_to_multiple_of": 1,
 }  # fmt: skip
+# a mapping's values where their range differs from the key's: 0 examples of one direction keeps its languages and
+# test sets but trains none of it (a zero-shot direction, or a pretrained start's untouched languages)
+MAPPING_MINIMUM = {"max_train_examples_per_direction": 0}
 # save_steps: 0 trained to the end without a checkpoint (an interruption lost the run); logging/eval 0 failed late
 POSITIVE = {"temperature", "save_steps", "eval_steps", "logging_steps", "num_train_epochs"}
 # probabilities: a dropout of 1 drops everything, and 2.0 trained without a word
@@ -105,9 +108,10 @@ def check_section(section: Mapping[str, Any], hints: Mapping[str, Any], where: s
                 + (f" (write {key}: {value.strip()} without quotes)." if _numeric_string(value) else ".")
             )
         # a mapping's numbers have their key's range too (`max_train_examples_per_direction: {en-de: -1}`)
+        least = MAPPING_MINIMUM.get(key, MINIMUM.get(key))
         for inner in value.values() if isinstance(value, dict) and key in MINIMUM else ():
-            if isinstance(inner, (int, float)) and not isinstance(inner, bool) and inner < MINIMUM[key]:
-                raise error(f"{where}: {key} = {value!r}: each value must be at least {MINIMUM[key]}.")
+            if isinstance(inner, (int, float)) and not isinstance(inner, bool) and inner < least:
+                raise error(f"{where}: {key} = {value!r}: each value must be at least {least}.")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if isinstance(value, float) and not math.isfinite(value):
                 raise error(f"{where}: {key} = {value} must be a finite number.")

@@ -294,12 +294,14 @@ def setting_warnings(data: dict[str, Any], sizes: dict[str, int], report: Any, a
                 f"{' ...' if len(untrained) > 6 else ''}): they are zero-shot, not {name}; give them as a test set "
                 "named zero-shot (data.test_files: {zero-shot: FILE})."
             )
+    held_out = [row for rows in [data["valid"], *data["tests"].values()] for row in rows]
     present = {code for direction in sizes for code in direction.split("-")}
+    present |= {row[side] for row in held_out for side in ("src_lang", "tgt_lang")}
     unused = sorted(old for old, new in data.get("language_codes", {}).items() if new not in present)
     if unused:
         messages.append(
-            f"data.language_codes renames {unused}, which the training data does not have (it has "
-            f"{sorted(present)}); check the codes."
+            f"data.language_codes renames {unused}, which the data does not have (it has {sorted(present)}); check "
+            "the codes."
         )
     too_long = sum(n for reason, n in report.removed.items() if reason.startswith("longer than"))
     if report.total and too_long / report.total > LONG_WARNING_SHARE:
@@ -340,7 +342,13 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
         say(f"tokenizer: the checkpoint's, {pretrained}")
         try:
             added = config["model"].get("add_languages", [])
-            tokenizer = pretrained_tokenizer(pretrained, sorted(language_counts(data["train"])), added)
+            # every language of the data, trained or only tested: a direction among untrained languages is the
+            # checkpoint's own (the frozen base), and is evaluated as such
+            held_out = [row for rows in [data["valid"], *data["tests"].values()] for row in rows]
+            languages = set(language_counts(data["train"])) | {
+                r[k] for r in held_out for k in ("src_lang", "tgt_lang")
+            }
+            tokenizer = pretrained_tokenizer(pretrained, sorted(languages), added)
         except ValueError as error:
             raise ConfigError(f"[model] init_from_pretrained: {error}") from None
     else:
