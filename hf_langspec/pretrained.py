@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from .modeling.modeling_langspec import language_module_parameter
@@ -111,6 +112,9 @@ def pretrained_config(path: str | os.PathLike) -> Any:
     try:
         config = AutoConfig.from_pretrained(path)
     except (OSError, ValueError) as error:
+        if not Path(path).exists():
+            raise ValueError(f"{path} does not exist here, and is not a model on a reachable Hub; give the folder of "
+                             "an M2M-100, NLLB-200 (dense) or Marian model.") from None  # fmt: skip
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ValueError(f"{path} is not a model checkpoint ({first}); give the folder of an M2M-100, NLLB-200 "
                          "(dense) or Marian model.") from None  # fmt: skip
@@ -230,8 +234,6 @@ def save_as_checkpoint(
     rebuilds from its pieces and merges without a normaliser: text that NFKC changes (ligatures, full-width forms)
     is segmented as NLLB's class does, not as the package's NFKC tokenizer did. `hf-langspec export --multilingual`.
     Returns the plain model."""
-    from pathlib import Path
-
     from transformers import NllbTokenizerFast
 
     from .export.ct2 import refuse_to_overwrite
