@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -17,6 +18,51 @@ LANGUAGES = ["en", "de", "fr", "es"]
 TAG_IDS = [4, 5, 6, 7]
 VOCAB = 120
 PAD = 1
+
+
+# ---------------------------------------------------------------- a tiny NLLB-convention checkpoint (issue 45)
+SHAPE = dict(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+             decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+             pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2, activation_function="relu",
+             scale_embedding=True, dropout=0.1)  # fmt: skip
+
+
+def nllb_shaped() -> Any:
+    """A tiny random M2M100 with NLLB-200 dense's config fields (no LayerDrop, tied, relu, scaled embeddings)."""
+    from transformers import M2M100Config, M2M100ForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = M2M100Config(**SHAPE, encoder_layerdrop=0.0, decoder_layerdrop=0.0, tie_word_embeddings=True)
+    return M2M100ForConditionalGeneration(config).eval()
+
+
+CODES = ["eng_Latn", "deu_Latn", "fra_Latn", "spa_Latn"]
+TEXTS = ["the cat sat on the mat", "die Katze sass auf der Matte", "le chat etait sur le tapis", "el gato"] * 40
+
+
+def nllb_tokenizer(codes=CODES):
+    """NLLB-200's tokenizer class over a small BPE vocabulary (what transformers 5's NllbTokenizer holds), built
+    without the Hub."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import NllbTokenizerFast
+
+    backend = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True))
+    backend.pre_tokenizer = pre_tokenizers.Metaspace()
+    backend.decoder = decoders.Metaspace()
+    specials = ["<s>", "<pad>", "</s>", "<unk>", *codes]
+    backend.train_from_iterator(TEXTS, trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=specials))
+    return NllbTokenizerFast(tokenizer_object=backend, src_lang=codes[0], tgt_lang=codes[1],
+                             additional_special_tokens=list(codes))  # fmt: skip
+
+
+def nllb_checkpoint(folder: Path, codes=CODES) -> Path:
+    """`folder` holding `nllb_shaped()` and `nllb_tokenizer(codes)`: an NLLB-200 checkpoint in miniature."""
+    tokenizer = nllb_tokenizer(codes)
+    model = nllb_shaped()
+    assert len(tokenizer) <= model.config.vocab_size
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
 
 
 def tiny_config(config_class: type[LangSpecConfig] = LangSpecConfig, **overrides) -> LangSpecConfig:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import tiny_suite
+from conftest import nllb_checkpoint, tiny_suite
 
 from hf_langspec.compare import compare, load_suite
 from hf_langspec.compare.report import build_report, markdown
@@ -468,7 +468,12 @@ def test_a_bad_system_is_refused_before_anything_runs(tmp_path, system, message)
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "examples/suites").rglob("*.yaml")), ids=lambda p: p.name)
-def test_every_shipped_suite_loads_and_each_system_builds_its_model(path):
+def test_every_shipped_suite_loads_and_each_system_builds_its_model(path, tmp_path, monkeypatch):
+    start = (yaml.safe_load(path.read_text())["base"].get("model") or {}).get("init_from_pretrained")
+    if start:  # a pretrained start is checked against its checkpoint: here a tiny one with NLLB's fields
+        monkeypatch.chdir(tmp_path)
+        Path(start).mkdir(parents=True)
+        nllb_checkpoint(Path(start))
     suite = load_suite(path)  # checks every system's overrides, budget and model (built on the meta device)
     assert suite.baseline in suite.systems and len(suite.seeds) >= 2
     assert {claim["system"] for claim in suite.report.get("claims", [])} <= set(suite.systems)

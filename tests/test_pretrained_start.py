@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import LANGUAGES, TAG_IDS, VOCAB
+from conftest import CODES, LANGUAGES, SHAPE, TAG_IDS, TEXTS, VOCAB, nllb_checkpoint, nllb_shaped
 from transformers import M2M100Config, M2M100ForConditionalGeneration, MarianConfig, MarianMTModel
 
 from hf_langspec.interop import adapt
@@ -44,17 +44,6 @@ CANNOT = {
     "lee tag": (("laa", {"laa_points": [], "lee_points": [2]}), "tag mode"),
     "ls_mnmt": (("adapter", {"adapter_preset": "ls_mnmt"}), "post-norm adapters"),
 }
-SHAPE = dict(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-             decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
-             pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2, activation_function="relu",
-             scale_embedding=True, dropout=0.1)  # fmt: skip
-
-
-def nllb_shaped() -> M2M100ForConditionalGeneration:
-    """A tiny random M2M100 with NLLB-200 dense's config fields (no LayerDrop, tied, relu, scaled embeddings)."""
-    torch.manual_seed(0)
-    config = M2M100Config(**SHAPE, encoder_layerdrop=0.0, decoder_layerdrop=0.0, tie_word_embeddings=True)
-    return M2M100ForConditionalGeneration(config).eval()
 
 
 def marian() -> MarianMTModel:
@@ -113,35 +102,9 @@ def test_adapt_refuses_what_it_cannot_load():
 
 
 # ---------------------------------------------------------------- a local NLLB-convention checkpoint
-CODES = ["eng_Latn", "deu_Latn", "fra_Latn", "spa_Latn"]
-TEXTS = ["the cat sat on the mat", "die Katze sass auf der Matte", "le chat etait sur le tapis", "el gato"] * 40
-
-
-def nllb_tokenizer():
-    """NLLB-200's tokenizer class over a small Unigram vocabulary, built without the Hub."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-    from transformers import NllbTokenizerFast
-
-    backend = Tokenizer(models.Unigram())
-    backend.normalizer = normalizers.NFKC()
-    backend.pre_tokenizer = pre_tokenizers.Metaspace()
-    backend.decoder = decoders.Metaspace()
-    specials = ["<s>", "<pad>", "</s>", "<unk>", *CODES]
-    backend.train_from_iterator(TEXTS, trainers.UnigramTrainer(vocab_size=VOCAB, special_tokens=specials,
-                                                               unk_token="<unk>"))  # fmt: skip
-    return NllbTokenizerFast(tokenizer_object=backend, src_lang="eng_Latn", tgt_lang="deu_Latn",
-                             additional_special_tokens=CODES)  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def nllb_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("nllb")
-    tokenizer = nllb_tokenizer()
-    model = nllb_shaped()
-    assert len(tokenizer) <= model.config.vocab_size
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return nllb_checkpoint(tmp_path_factory.mktemp("nllb"))
 
 
 def test_a_local_nllb_checkpoint_loads_with_its_codes_and_starts_as_it_translates(nllb_folder):
@@ -490,3 +453,23 @@ def test_a_language_the_checkpoint_lacks_is_added_with_its_code_row_and_modules_
             assert torch.equal(tensor, base[name]), f"the frozen {name} moved"
     ita = tokenizer.language_id("ita_Latn")
     assert saved.model.encoder.insertions["ffn_out"].adapters.fc2[:, ita].abs().sum() > 0, "its adapter is untrained"
+
+
+def test_the_nllb200_example_runs_on_a_tiny_checkpoint_with_nllbs_fields(nllb_folder, tmp_path):
+    """examples/configs/nllb200_lora.yaml, as shipped but for what needs the Hub and a GPU: the checkpoint (a tiny
+    random M2M-100 with NLLB's config fields and codes), the data (the same rows as above) and the budget."""
+    from pathlib import Path
+
+    from hf_langspec.training.experiment import load_config, run_experiment
+
+    config = load_config(Path(__file__).parents[1] / "examples" / "configs" / "nllb200_lora.yaml")
+    assert config["model"]["init_from_pretrained"] == "facebook/nllb-200-distilled-600M"
+    small = _pretrained_config(nllb_folder, tmp_path)
+    config["output_dir"], config["data"] = small["output_dir"], small["data"]
+    config["model"]["init_from_pretrained"] = str(nllb_folder)
+    config["training"] |= {"max_steps": 2, "per_device_train_batch_size": 8, "bf16": False, "use_cpu": True,
+                           "save_strategy": "no", "disable_tqdm": True}  # fmt: skip
+    config["evaluation"] |= {"num_beams": 1, "max_new_tokens": 5, "max_sentences_per_direction": 2}
+    config["translate"] |= {"tgt_lang": "deu_Latn"}
+    outcome = run_experiment(config)
+    assert outcome["example"] and (Path(outcome["model_dir"]) / "config.json").exists()

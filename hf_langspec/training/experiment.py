@@ -476,7 +476,9 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
             logger.info("End of stage %s: %s", stage["name"], model.end_of_stage())
     model_dir = output_dir / "model"
     # transformers' default stops generation at 20 tokens; a shared model should translate whole sentences
-    model.generation_config.max_new_tokens = GENERATION_MAX_NEW_TOKENS
+    # (within the positions the decoder has: its start token and a target tag come before the new tokens)
+    positions = getattr(model.config, "max_position_embeddings", None) or GENERATION_MAX_NEW_TOKENS + 2
+    model.generation_config.max_new_tokens = min(GENERATION_MAX_NEW_TOKENS, positions - 2)
     trainer.save_loadable_model(model_dir)  # every process: under FSDP the weights are gathered from all
     if not trainer.is_world_process_zero():
         return {"model_dir": model_dir}
@@ -522,8 +524,9 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     example = config.get("translate")
     if example:
         outcome["example"] = translate(
-            model, tokenizer, [example["text"]], example["src_lang"], example["tgt_lang"], show_progress=False
-        )[0]
+            model, tokenizer, [example["text"]], example["src_lang"], example["tgt_lang"], show_progress=False,
+            max_new_tokens=model.generation_config.max_new_tokens,
+        )[0]  # fmt: skip
         print(f"{example['src_lang']} -> {example['tgt_lang']}: {example['text']}\n  {outcome['example']}")
     return outcome
 
