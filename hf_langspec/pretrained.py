@@ -311,7 +311,7 @@ def freeze_base(model: Any, trainable: tuple[str, ...] = (), rows: Sequence[int]
         mask[list(rows)] = 1
         embedding.requires_grad_(True)
         embedding.register_hook(lambda grad: grad * mask)  # the rows of the old tokens get no gradient
-        setattr(embedding, ROWS_ONLY, True)  # and no weight decay (the package's Trainer leaves it out)
+        setattr(embedding, ROWS_ONLY, len(rows))  # and no weight decay (the package's Trainer leaves it out)
         kept += len(rows) * embedding.shape[1]
     if kept == 0:
         raise ValueError("Nothing is left to train: the model has no language modules; pick a method that adds "

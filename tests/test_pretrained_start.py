@@ -418,6 +418,7 @@ def test_a_language_the_checkpoint_lacks_is_added_with_its_code_row_and_modules_
     row started at the mean of the real rows and trained alone (weight decay on: the other rows stay exact), its
     adapters trained; the checkpoint's weights and every other row unchanged."""
     import json
+    from pathlib import Path
 
     from transformers import AutoModelForSeq2SeqLM
 
@@ -451,6 +452,9 @@ def test_a_language_the_checkpoint_lacks_is_added_with_its_code_row_and_modules_
     for name, tensor in saved.state_dict().items():
         if ".insertions." not in name and name in base and not any(part in name for part in tied):
             assert torch.equal(tensor, base[name]), f"the frozen {name} moved"
+    info = json.loads((Path(outcome["model_dir"]).parent / "run_info.json").read_text())
+    adapters = sum(p.numel() for n, p in saved.named_parameters() if ".insertions." in n)
+    assert info["parameters"]["trainable"] == adapters + saved.config.d_model  # the modules and one code row
     ita = tokenizer.language_id("ita_Latn")
     assert saved.model.encoder.insertions["ffn_out"].adapters.fc2[:, ita].abs().sum() > 0, "its adapter is untrained"
 

@@ -141,6 +141,8 @@ def run(spec: dict[str, Any]) -> None:
         pending = previous.get("off_target_pending", []) + meta.get("off_target_pending", [])
         meta = {**{k: previous[k] for k in kept}, **meta, **({"off_target_pending": pending} if pending else {})}
     trained = run_info["trained"]
+    if "parameters" in meta and "trainable" in run_info.get("parameters", {}):  # a pretrained start freezes some
+        meta["parameters"] = {**meta["parameters"], "trainable": run_info["parameters"]["trainable"]}
     result = {
         "format": RESULTS_FORMAT,
         "suite": spec["suite"],

@@ -422,7 +422,11 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     from ..modeling.modeling_langspec import language_module_parameter
 
     added = sum(p.numel() for name, p in model.named_parameters() if language_module_parameter(name))
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    from .trainer import ROWS_ONLY
+
+    # a matrix trained in some rows only (a new language's code rows) counts those rows
+    trainable = sum(getattr(p, ROWS_ONLY, 0) * p.shape[-1] or p.numel() for p in model.parameters() if p.requires_grad)
+    parameters = {"total": model.num_parameters(), "trainable": trainable}
     frozen = f", {trainable:,} trainable ({trainable / model.num_parameters():.1%})" if pretrained else ""
     say(f"model: {type(model).__name__}, {model.num_parameters():,} parameters ({added:,} in language modules)"
         f"{frozen}")  # fmt: skip
@@ -484,7 +488,7 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
         return {"model_dir": model_dir}
     (model_dir / "training_args.bin").unlink(missing_ok=True)  # a pickle; the run's config is in run_info.json
     tokenizer.save_pretrained(model_dir)
-    _write_run_info(output_dir, config, stage_args, report, trained)
+    _write_run_info(output_dir, config, stage_args, report, trained, parameters)
 
     evaluation = config.get("evaluation", {})
     outcome: dict[str, Any] = {"model_dir": model_dir, "filter_report": report}
@@ -660,7 +664,9 @@ class _TrainingTime(TrainerCallback):
         }
 
 
-def _write_run_info(output_dir: Path, config: dict[str, Any], args: Any, report: Any, trained: list) -> None:
+def _write_run_info(
+    output_dir: Path, config: dict[str, Any], args: Any, report: Any, trained: list, parameters: dict[str, int]
+) -> None:
     import torch
     import transformers
 
@@ -674,6 +680,7 @@ def _write_run_info(output_dir: Path, config: dict[str, Any], args: Any, report:
         "versions": {"hf_langspec": __version__, "torch": torch.__version__, "transformers": transformers.__version__},
         "train_filter_report": {"kept": report.kept, "removed": report.removed},
         "trained": trained,  # per stage: the steps reached, and what this process trained (steps, seconds, tokens)
+        "parameters": parameters,  # total, and trainable (a pretrained start's frozen weights are not)
         "config": config,
     }
     write_atomic(output_dir / "run_info.json", json.dumps(info, indent=2, default=str))

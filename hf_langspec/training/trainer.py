@@ -128,7 +128,7 @@ def warn_if_fsdp_not_applied(accelerator: Any) -> None:
         logger.warning(message)
 
 
-# the attribute that marks a parameter trained in some rows only (its other rows' gradient masked)
+# the attribute that marks a parameter trained in some rows only (its other rows' gradient masked): how many rows
 ROWS_ONLY = "_hf_langspec_rows_only"
 
 
