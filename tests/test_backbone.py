@@ -85,6 +85,8 @@ class _Recorder(nn.Module):
         # extra: the projection (q k v o) at attention points, the sublayer at sublayer_out
         projection = None if self.point.endswith("sublayer_out") else extra
         self.calls.append((self.point, layer_idx, extra, tuple(hidden.shape)))
+        if self.point.endswith("_ffn_proj"):  # additive, onto fc1 (ffn wide) or fc2 (d wide): a broadcast zero
+            return hidden.new_zeros(())
         if self.point.endswith("dec_ffn") or projection is not None:  # additive terms
             return torch.zeros_like(hidden)
         return hidden
@@ -117,6 +119,10 @@ def test_every_insertion_point_is_called_where_documented():
         assert count(f"decoder:{point}") == d
     for point, n in (("encoder:enc_self_attn", e), ("decoder:dec_self_attn", d), ("decoder:dec_cross_attn", d)):
         assert sorted(c[2] for c in calls if c[0] == point) == sorted(["q", "k", "v", "o"] * n)
+    for side, point, n, ffn in (("encoder", "enc_ffn_proj", e, config.encoder_ffn_dim),
+                                ("decoder", "dec_ffn_proj", d, config.decoder_ffn_dim)):  # fmt: skip
+        told = [(c[1], c[2], c[3][-1]) for c in calls if c[0] == f"{side}:{point}"]
+        assert told == [(i, p, width) for i in range(n) for p, width in (("fc1", config.d_model), ("fc2", ffn))]
     # cross-attention keys/values are projected from the encoder output (source length 5)
     assert {c[3][1] for c in calls if c[0] == "decoder:dec_cross_attn" and c[2] in "kv"} == {5}
 

@@ -1,6 +1,7 @@
 """Language-specific LoRA (issue 45, item 3): per-example routing, identity start, folding, reload.
 
-The method: `h = W x + (alpha / r) B_l A_l x` on the attention projections (Hu et al. 2022, eq. 3), `l` each
+The method: `h = W x + (alpha / r) B_l A_l x` on the attention projections and, where asked, the FFN's fc1 and fc2
+(Hu et al. 2022, eq. 3), `l` each
 example's language (the encoder's source, the decoder's target). Checked against that formula written out per
 example, and through the package's own paths: `adapt` (starts as the checkpoint), `specialize` (folds into one
 direction's plain weights), `save_pretrained` / `from_pretrained`.
@@ -66,7 +67,47 @@ def test_a_new_lora_model_computes_what_its_backbone_computes():
     assert model.model.encoder.insertions["enc_self_attn"].a.abs().sum() > 0  # A is not zero: training moves B
 
 
-@pytest.mark.parametrize("points", [None, ["dec_cross_attn"]])
+FFN_POINTS = ["enc_self_attn", "enc_ffn_proj", "dec_ffn_proj"]
+
+
+def test_the_ffn_lora_adds_its_languages_delta_to_fc1_and_fc2():
+    """At an FFN point: `fc2(act(fc1 x + s x A1 B1)) + s h A2 B2`, `h` the activation, written out per example."""
+    from hf_langspec.modeling.routing import LanguageContext
+
+    model = lora_model(lora_points=FFN_POINTS, lora_alpha=6.0)
+    layer = model.model.decoder.layers[1]
+    module = model.model.decoder.insertions["dec_ffn_proj"]
+    x = torch.randn(3, 4, 32)
+    tgt = torch.tensor([2, 0, 2])
+    lang = LanguageContext(torch.tensor([0, 1, 3]), tgt, num_languages=4, batch_size=3)
+    got = layer.feed_forward(x, module, lang)
+    for b in range(3):
+        inner = layer.fc1(x[b]) + x[b] @ module.a1[1, tgt[b]] @ module.b1[1, tgt[b]] * 2.0
+        inner = layer.activation_fn(inner)
+        expected = layer.fc2(inner) + inner @ module.a2[1, tgt[b]] @ module.b2[1, tgt[b]] * 2.0
+        torch.testing.assert_close(got[b], expected, atol=1e-5, rtol=1e-5)
+    ffn = model.config.decoder_ffn_dim
+    assert module.a1.shape == (3, 4, 32, 3) and module.b1.shape == (3, 4, 3, ffn) and module.a2.shape == (3, 4, ffn, 3)
+
+
+def test_an_ffn_lora_starts_as_its_checkpoint_and_reloads_with_the_same_outputs(tmp_path):
+    from transformers import AutoModelForSeq2SeqLM
+
+    from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration
+    from hf_langspec.interop import adapt
+
+    torch.manual_seed(0)
+    base = with_diverse_outputs(LangSpecForConditionalGeneration(tiny_config(LangSpecConfig))).eval()
+    adapt(base, "lora", lora_rank=2, lora_points=FFN_POINTS)  # checks its logits against the base's itself
+    model = lora_model(lora_points=FFN_POINTS)
+    model.save_pretrained(tmp_path)
+    again = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    batch = random_batch(batch=2, seed=9)
+    batch["src_lang_ids"], batch["tgt_lang_ids"] = torch.tensor([1, 3]), torch.tensor([0, 2])
+    torch.testing.assert_close(again(**batch).logits, model(**batch).logits)
+
+
+@pytest.mark.parametrize("points", [None, ["dec_cross_attn"], FFN_POINTS])
 def test_one_direction_folds_into_a_plain_model(points):
     from hf_langspec.export import specialize
 

@@ -12,7 +12,8 @@ What folds where (exact in float arithmetic up to rounding; checked by tests on 
 * LEE at any other switching point: the constant `e` joins the bias of what wrote the residual stream last:
   the previous sublayer's LayerNorm (post-norm) or output projection (pre-norm); at the encoder output the
   last LayerNorm.
-* LAA: `x (W_p^T + M_p)` for p in q, k, v, o, so `W_p <- W_p + M_p^T` in every layer with LAA.
+* LAA: `x (W_p^T + M_p)` for p in q, k, v, o, so `W_p <- W_p + M_p^T` in every layer with LAA; language-specific
+  LoRA likewise (`M_p = (alpha / r) A B` of the language), also on the FFN's fc1 and fc2.
 * CLL: `FFN(h) + t LSL(h)` is one wider ReLU FFN: the LSL's units appended to fc1 and `t W2` to fc2
   (`t b2` into fc2's bias); layers without a CLL get the same number of zero units, so all layers keep
   one width.
@@ -57,6 +58,7 @@ from ..modeling.routing import LanguageContext
 _INPUT_POINTS = {"enc_self_in": "self", "enc_ffn_in": "ffn", "dec_self_in": "self", "dec_cross_in": "cross",
                  "dec_ffn_in": "ffn"}  # fmt: skip
 _ATTENTION_POINTS = {"enc_self_attn": "self_attn", "dec_self_attn": "self_attn", "dec_cross_attn": "encoder_attn"}
+_FFN_PROJECTION_POINTS = ("enc_ffn_proj", "dec_ffn_proj")
 # the sublayer before each one in a layer, and the parameters that write its output to the residual stream
 _PREVIOUS = {("encoder", "ffn"): "self", ("decoder", "cross"): "self", ("decoder", "ffn"): "cross"}
 _WRITERS = {
@@ -124,6 +126,8 @@ def fold(model: Any, src_lang: str, tgt_lang: str) -> Folded:
                     _fold_constants(module, lang, side, point, state, config, embeddings)
                 elif point in _ATTENTION_POINTS:
                     _fold_attention(module, lang, side, point, state, config)
+                elif point in _FFN_PROJECTION_POINTS:
+                    _fold_ffn_projections(module, lang, side, point, state, config)
                 elif point == "dec_ffn":
                     widths = _fold_parallel_ffn(module, tgt, state, config)
                 else:
@@ -266,6 +270,17 @@ def _fold_attention(module, lang, side, point, state, config) -> None:
             if c.abs().max() > 0:
                 raise ValueError(f"The {point} module adds a constant to {p}; only linear terms fold into weights.")
             name = f"{side}.layers.{layer}.{attention}.{linear}.weight"
+            state[name] = state[name] + a.T
+
+
+def _fold_ffn_projections(module, lang, side, point, state, config) -> None:
+    """LoRA on the FFN: fc1 and fc2 gain `M^T`, as LAA's attention projections do."""
+    for layer in _layers(point, config):
+        for p in ("fc1", "fc2"):
+            name = f"{side}.layers.{layer}.{p}.weight"
+            a, c = _probe(lambda h, p=p, layer=layer: module(h, lang, layer, p), state[name].shape[1])
+            if c.abs().max() > 0:
+                raise ValueError(f"The {point} module adds a constant to {p}; only linear terms fold into weights.")
             state[name] = state[name] + a.T
 
 

@@ -17,6 +17,8 @@ point                                              call and meaning
 ``dec_cross_in`` ``dec_ffn_in``                    so the change stays in the residual stream (LEE)
 ``enc_self_attn`` ``dec_self_attn``                ``delta = m(x, lang, i, p)`` added to projection ``p`` in
 ``dec_cross_attn``                                 ``q k v o`` (for ``o``, ``x`` is the attention output) (LAA)
+``enc_ffn_proj`` ``dec_ffn_proj``                  ``delta = m(x, lang, i, p)`` added to ``fc1`` (``x``: the FFN input)
+                                                   and ``fc2`` (``x``: the activation) (LoRA on the FFN)
 ``sublayer_out``                                   ``h = m(h, lang, i, s)`` after every sublayer ``s`` in
                                                    ``self_attn`` ``cross_attn`` ``ffn`` (CLM)
 ``ffn_out``                                        ``h = m(h, lang, i)`` after FFN sublayers only (CLM-top, adapters)
@@ -74,7 +76,16 @@ def cache_of(outputs) -> Cache | None:
 
 
 INSERTION_POINTS: dict[str, tuple[str, ...]] = {
-    "encoder": ("embed", "enc_self_in", "enc_self_attn", "enc_ffn_in", "sublayer_out", "ffn_out", "enc_out"),
+    "encoder": (
+        "embed",
+        "enc_self_in",
+        "enc_self_attn",
+        "enc_ffn_in",
+        "enc_ffn_proj",
+        "sublayer_out",
+        "ffn_out",
+        "enc_out",
+    ),
     "decoder": (
         "embed",
         "dec_self_in",
@@ -82,6 +93,7 @@ INSERTION_POINTS: dict[str, tuple[str, ...]] = {
         "dec_cross_in",
         "dec_cross_attn",
         "dec_ffn_in",
+        "dec_ffn_proj",
         "dec_ffn",
         "sublayer_out",
         "ffn_out",
@@ -281,10 +293,15 @@ class _Sublayers(GradientCheckpointingLayer):
         self.activation_dropout = config.activation_dropout
         self.final_layer_norm = nn.LayerNorm(config.d_model)
 
-    def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
-        """fc1 -> activation -> dropout -> fc2: the FFN sublayer body."""
-        x = F.dropout(self.activation_fn(self.fc1(x)), p=self.activation_dropout, training=self.training)
-        return self.fc2(x)
+    def feed_forward(self, x: torch.Tensor, hook: nn.Module | None = None, lang=None) -> torch.Tensor:
+        """fc1 -> activation -> dropout -> fc2: the FFN sublayer body; a projection hook (`*_ffn_proj`) adds its
+        term to fc1's and fc2's outputs."""
+        if hook is None:
+            x = F.dropout(self.activation_fn(self.fc1(x)), p=self.activation_dropout, training=self.training)
+            return self.fc2(x)
+        inner = self.fc1(x) + hook(x, lang, self.layer_idx, "fc1")
+        inner = F.dropout(self.activation_fn(inner), p=self.activation_dropout, training=self.training)
+        return self.fc2(inner) + hook(inner, lang, self.layer_idx, "fc2")
 
     def _residual_block(self, hidden, norm: nn.LayerNorm, body, parallel=None, sublayer: str = "ffn"):
         residual = hidden
@@ -308,13 +325,16 @@ class _Sublayers(GradientCheckpointingLayer):
         )
         return _insert(slots, "sublayer_out", hidden, lang, self.layer_idx, sublayer)
 
-    def _ffn_block(self, hidden, slots: Slots, lang, in_point: str, parallel_point: str | None = None):
+    def _ffn_block(
+        self, hidden, slots: Slots, lang, in_point: str, proj_point: str, parallel_point: str | None = None
+    ):
         hidden = _insert(slots, in_point, hidden, lang, self.layer_idx)
         module = slots.get(parallel_point) if parallel_point else None
-        body, parallel = self.feed_forward, None
+        hook = slots.get(proj_point)
+        body, parallel = (self.feed_forward if hook is None else lambda x: self.feed_forward(x, hook, lang)), None
         if module is not None:
             # a parallel branch may fold itself into a wider FFN (CLL at inference, one language in the batch)
-            fold = getattr(module, "folded_ffn", None)
+            fold = getattr(module, "folded_ffn", None) if hook is None else None  # a hook needs fc1, fc2 apart
             weights = fold(self, lang, self.layer_idx) if fold is not None else None
             if weights is not None:
                 fc1_weight, fc1_bias, fc2_weight, fc2_bias = weights
@@ -342,7 +362,7 @@ class LangSpecEncoderLayer(_Sublayers):
             self.self_attn,
             attention_mask=attention_mask,
         )
-        return self._ffn_block(hidden_states, slots, lang, "enc_ffn_in")
+        return self._ffn_block(hidden_states, slots, lang, "enc_ffn_in", "enc_ffn_proj")
 
 
 class LangSpecDecoderLayer(_Sublayers):
@@ -384,7 +404,7 @@ class LangSpecDecoderLayer(_Sublayers):
             attention_mask=encoder_attention_mask,
             past_key_values=past_key_values,
         )
-        return self._ffn_block(hidden_states, slots, lang, "dec_ffn_in", parallel_point="dec_ffn")
+        return self._ffn_block(hidden_states, slots, lang, "dec_ffn_in", "dec_ffn_proj", parallel_point="dec_ffn")
 
 
 # ---------------------------------------------------------------------------- stacks

@@ -1,10 +1,11 @@
-"""Configuration of language-specific LoRA: low-rank per-language deltas on the attention projections."""
+"""Configuration of language-specific LoRA: low-rank per-language deltas on the attention and FFN projections."""
 
 from __future__ import annotations
 
 from .configuration_langspec import LangSpecConfig
 
-LORA_POINTS = ("enc_self_attn", "dec_self_attn", "dec_cross_attn")
+LORA_POINTS = ("enc_self_attn", "dec_self_attn", "dec_cross_attn", "enc_ffn_proj", "dec_ffn_proj")
+ATTENTION_POINTS = LORA_POINTS[:3]  # the default: the attention projections, as Hu et al. adapt
 LORA_PROJECTIONS = ("q", "k", "v", "o")
 
 
@@ -21,9 +22,10 @@ class LoRAConfig(LangSpecConfig):
         lora_rank (`int`, *optional*, defaults to 8): r.
         lora_alpha (`float`, *optional*, defaults to 16.0): the update is scaled by `alpha / r` (Hu et al.).
         lora_dropout (`float`, *optional*, defaults to 0.0): dropout on the input of `A`.
-        lora_points (`list[str]`, *optional*, defaults to all three attentions): of `enc_self_attn`,
-            `dec_self_attn`, `dec_cross_attn`.
-        lora_projections (`list[str]`, *optional*, defaults to `["q", "k", "v", "o"]`).
+        lora_points (`list[str]`, *optional*, defaults to the three attentions): of `enc_self_attn`,
+            `dec_self_attn`, `dec_cross_attn` and the FFNs, `enc_ffn_proj`, `dec_ffn_proj` (both FFN matrices, fc1 and
+            fc2: `r (d + ffn)` parameters each per language and layer).
+        lora_projections (`list[str]`, *optional*, defaults to `["q", "k", "v", "o"]`): at the attention points.
         lora_encoder_language (`str`, *optional*, defaults to `"source"`): the language the encoder's LoRA is keyed by.
         kwargs: every [`LangSpecConfig`] argument; `languages` must be given.
     """
@@ -43,7 +45,7 @@ class LoRAConfig(LangSpecConfig):
         self.lora_rank = lora_rank
         self.lora_alpha = lora_alpha
         self.lora_dropout = lora_dropout
-        self.lora_points = list(LORA_POINTS if lora_points is None else lora_points)
+        self.lora_points = list(ATTENTION_POINTS if lora_points is None else lora_points)
         self.lora_projections = list(LORA_PROJECTIONS if lora_projections is None else lora_projections)
         self.lora_encoder_language = lora_encoder_language
         super().__init__(**kwargs)
@@ -62,4 +64,4 @@ class LoRAConfig(LangSpecConfig):
             raise ValueError("Language-specific LoRA needs `languages`: one (A, B) pair per language.")
 
 
-__all__ = ["LORA_POINTS", "LORA_PROJECTIONS", "LoRAConfig"]
+__all__ = ["ATTENTION_POINTS", "LORA_POINTS", "LORA_PROJECTIONS", "LoRAConfig"]

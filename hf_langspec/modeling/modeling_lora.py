@@ -1,4 +1,4 @@
-"""Language-specific LoRA in translation: the shared backbone with per-language low-rank attention deltas."""
+"""Language-specific LoRA in translation: the shared backbone with per-language low-rank attention / FFN deltas."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ from torch import nn
 
 from .configuration_lora import LoRAConfig
 from .modeling_langspec import LangSpecForConditionalGeneration, LangSpecModel
-from .module_lora import LanguageLoRA
+from .module_lora import LanguageFFNLoRA, LanguageLoRA
 
 
 class LoRAModel(LangSpecModel):
-    """[`LangSpecModel`] with a [`LanguageLoRA`] at each of `config.lora_points`."""
+    """[`LangSpecModel`] with a [`LanguageLoRA`] (attention) or [`LanguageFFNLoRA`] (FFN) at each of
+    `config.lora_points`."""
 
     config_class = LoRAConfig
 
@@ -21,7 +22,12 @@ class LoRAModel(LangSpecModel):
             side = "encoder" if point.startswith("enc") else "decoder"
             layers = config.encoder_layers if side == "encoder" else config.decoder_layers
             language = config.lora_encoder_language if side == "encoder" else "target"
-            (encoder if side == "encoder" else decoder)[point] = LanguageLoRA(config, layers, language)
+            if point.endswith("_ffn_proj"):
+                inner = config.encoder_ffn_dim if side == "encoder" else config.decoder_ffn_dim
+                module = LanguageFFNLoRA(config, layers, language, inner)
+            else:
+                module = LanguageLoRA(config, layers, language)
+            (encoder if side == "encoder" else decoder)[point] = module
         return encoder, decoder
 
 
