@@ -477,3 +477,36 @@ def test_the_nllb200_example_runs_on_a_tiny_checkpoint_with_nllbs_fields(nllb_fo
     config["translate"] |= {"tgt_lang": "deu_Latn"}
     outcome = run_experiment(config)
     assert outcome["example"] and (Path(outcome["model_dir"]) / "config.json").exists()
+
+
+def test_the_pretrained_table_sets_each_system_against_the_checkpoint():
+    """scripts/pretrained_table.py's row: means over seeds on the trained directions only, the checkpoint's on the
+    same directions, and the share of untouched directions' outputs (no language trained) equal to the
+    checkpoint's, counted against an independent count."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "pretrained_table.py"
+    spec = importlib.util.spec_from_file_location("pretrained_table", path)
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    train_sizes = {"en-ru": 10, "ru-en": 10}
+
+    def run(bleu_en_ru, bleu_ru_en, trainable):
+        sets = {"supervised": {"en-ru": {"bleu": bleu_en_ru, "chrf": 30.0, "off_target": 0.1},
+                               "ru-en": {"bleu": bleu_ru_en, "chrf": 40.0, "off_target": 0.0},
+                               "en-de": {"bleu": 99.0, "chrf": 99.0}},  # untrained: not in the means
+                "zero-shot": {"de-fr": {"bleu": 5.0, "chrf": 20.0}, "ru-de": {"bleu": 1.0, "chrf": 9.0}}}  # fmt: skip
+        return {"train_sizes": train_sizes, "sets": sets, "parameters": {"total": 100, "trainable": trainable},
+                "training": {"seconds": 10.0}}  # fmt: skip
+
+    checkpoint = {"sets": {"supervised": {"en-ru": {"bleu": 2.0, "chrf": 1.0}, "ru-en": {"bleu": 3.0, "chrf": 1.0}}}}
+    base_outputs = {"zero-shot": {"de-fr": ["a", "b", "c", "d"], "ru-de": ["x", "y"]}}
+    outputs = [{"zero-shot": {"de-fr": ["a", "b", "c", "d"], "ru-de": ["q", "q"]}},
+               {"zero-shot": {"de-fr": ["a", "B", "c", "d"], "ru-de": ["x", "y"]}}]  # fmt: skip
+    row = table.summarize([run(4.0, 6.0, 10), run(6.0, 8.0, 10)], outputs, checkpoint, base_outputs, "en")
+    assert row["en-xx bleu"] == 5.0 and row["xx-en bleu"] == 7.0 and row["en-xx bleu checkpoint"] == 2.0
+    assert row["en-xx off_target"] == pytest.approx(0.1) and row["trainable"] == 10 and row["seeds"] == 2
+    # de-fr is untouched (neither language trained; ru-de is not): 7 of its 8 outputs equal the checkpoint's
+    assert row["untouched identical"] == 7 / 8 and row["untouched sentences"] == 4
+    assert table.untouched("de-fr", train_sizes) and not table.untouched("ru-de", train_sizes)
