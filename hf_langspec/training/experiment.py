@@ -263,6 +263,12 @@ def _check_against_data(config: dict[str, Any], sizes: dict[str, int]) -> None:
 LONG_WARNING_SHARE = 0.1  # max_length removing more of the corpus than this is said
 
 
+def held_out_languages(data: dict[str, Any]) -> set[str]:
+    """The languages of the validation and test rows of `_load_data`'s result."""
+    rows = [row for part in [data["valid"], *data["tests"].values()] for row in part]
+    return {row[side] for row in rows for side in ("src_lang", "tgt_lang")}
+
+
 def setting_warnings(data: dict[str, Any], sizes: dict[str, int], report: Any, args: Any) -> list[str]:
     """What the settings mean for this data that each setting alone does not show, said before training:
     held-out sets that overlap the training data (one that is wholly inside it is refused), supervised test
@@ -294,9 +300,7 @@ def setting_warnings(data: dict[str, Any], sizes: dict[str, int], report: Any, a
                 f"{' ...' if len(untrained) > 6 else ''}): they are zero-shot, not {name}; give them as a test set "
                 "named zero-shot (data.test_files: {zero-shot: FILE})."
             )
-    held_out = [row for rows in [data["valid"], *data["tests"].values()] for row in rows]
-    present = {code for direction in sizes for code in direction.split("-")}
-    present |= {row[side] for row in held_out for side in ("src_lang", "tgt_lang")}
+    present = {code for direction in sizes for code in direction.split("-")} | held_out_languages(data)
     unused = sorted(old for old, new in data.get("language_codes", {}).items() if new not in present)
     if unused:
         messages.append(
@@ -344,10 +348,7 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
             added = config["model"].get("add_languages", [])
             # every language of the data, trained or only tested: a direction among untrained languages is the
             # checkpoint's own (the frozen base), and is evaluated as such
-            held_out = [row for rows in [data["valid"], *data["tests"].values()] for row in rows]
-            languages = set(language_counts(data["train"])) | {
-                r[k] for r in held_out for k in ("src_lang", "tgt_lang")
-            }
+            languages = set(language_counts(data["train"])) | held_out_languages(data)
             tokenizer = pretrained_tokenizer(pretrained, sorted(languages), added)
         except ValueError as error:
             raise ConfigError(f"[model] init_from_pretrained: {error}") from None
