@@ -329,11 +329,10 @@ def _check_model(config: dict[str, Any], where: str) -> None:
         return
     if "init_from_pretrained" in model:  # the checkpoint's shape, built on the meta device
         from ..pretrained import check_start
-        from ..training.config import MODEL_START_KEYS
+        from ..training.config import pretrained_start_fields
 
-        fields = {k: v for k, v in model.items() if k not in MODEL_START_KEYS | {"high_resource_languages"}}
         try:
-            check_start(model["init_from_pretrained"], model.get("class", "baseline"), fields)
+            check_start(model["init_from_pretrained"], model.get("class", "baseline"), pretrained_start_fields(model))
         except (ValueError, TypeError) as err:
             raise ConfigError(f"{where}: model.init_from_pretrained: {err}") from None
         return

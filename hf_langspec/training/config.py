@@ -61,6 +61,15 @@ STAGE_KEYS = {"name", "directions", "training"}
 # [model] keys that say where the model starts, beside its config class's fields
 MODEL_START_KEYS = {"class", "init_from", "init_encoder_from", "init_from_pretrained", "freeze_pretrained",
                     "train_pretrained", "add_languages"}  # fmt: skip
+# [model] fields resolved from the data at run time (absent from the checks made before it is read)
+DATA_DEPENDENT_FIELDS = {"high_resource_languages", "language_pairs"}
+
+
+def pretrained_start_fields(model: dict[str, Any]) -> dict[str, Any]:
+    """The method's config fields of a [model] section, for `pretrained.check_start` before the data is read."""
+    return {k: v for k, v in model.items() if k not in MODEL_START_KEYS | DATA_DEPENDENT_FIELDS}
+
+
 DATA_KEYS = {
     "bible",
     "train_files",

@@ -23,7 +23,6 @@ from ..evaluation.trainer_metrics import TranslationMetrics
 from .config import (
     DATA_DEFAULTS,
     EVALUATION_DEFAULTS,
-    MODEL_START_KEYS,
     ConfigError,
     apply_overrides,
     check_keys,
@@ -31,6 +30,7 @@ from .config import (
     load_config,
     model_classes,
     named_test_files,
+    pretrained_start_fields,
     sentence_limit,
     set_keys,
     validate_config,
@@ -38,8 +38,6 @@ from .config import (
 
 logger = logging.getLogger(__name__)
 
-# [model] fields resolved from the data at run time (absent from the checks made before it is read)
-DATA_DEPENDENT_FIELDS = {"high_resource_languages", "language_pairs"}
 GENERATION_MAX_NEW_TOKENS = 256  # in a saved model's generation_config: what `hf-langspec translate` allows
 
 
@@ -221,9 +219,8 @@ def _check_saved_models(model: dict[str, Any], tokenizer: dict[str, Any]) -> Non
     if "init_from_pretrained" in model:
         from ..pretrained import check_start
 
-        fields = {k: v for k, v in model.items() if k not in MODEL_START_KEYS | DATA_DEPENDENT_FIELDS}
         try:
-            check_start(model["init_from_pretrained"], model.get("class", "baseline"), fields)
+            check_start(model["init_from_pretrained"], model.get("class", "baseline"), pretrained_start_fields(model))
         except (ValueError, TypeError) as error:
             raise ConfigError(f"[model] init_from_pretrained: {error}") from None
     encoder = model.get("init_encoder_from")
