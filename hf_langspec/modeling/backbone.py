@@ -429,7 +429,9 @@ def _decoder_self_mask(
     padded = mask is not None and not bool(mask.all())
     if not padded:
         if past_length == 0:
-            return None, query_length > 1
+            # a branch, not `query_length > 1`: compiled over several batch lengths the length is symbolic, SDPA
+            # takes no SymBool, and the graph break in every decoder layer made a compiled step 30x slower (H100)
+            return (None, True) if query_length > 1 else (None, False)
         if query_length == 1:
             return None, False
     total = past_length + query_length
