@@ -510,3 +510,17 @@ def test_the_pretrained_table_sets_each_system_against_the_checkpoint():
     # de-fr is untouched (neither language trained; ru-de is not): 7 of its 8 outputs equal the checkpoint's
     assert row["untouched identical"] == 7 / 8 and row["untouched sentences"] == 4
     assert table.untouched("de-fr", train_sizes) and not table.untouched("ru-de", train_sizes)
+
+
+def test_a_reports_budget_line_names_the_checkpoints_shape(nllb_folder, tmp_path):
+    """A suite's model section that starts from a checkpoint has no d_model of its own: the report's budget line
+    reads the checkpoint's config (it said `d None, None+None layers`)."""
+    import json
+
+    from hf_langspec.compare.report import _shape
+
+    config = json.loads((nllb_folder / "config.json").read_text())
+    shape = f"d {config['d_model']}, {config['encoder_layers']}+{config['decoder_layers']} layers"
+    assert _shape({"init_from_pretrained": str(nllb_folder)}) == f"{shape}, started from {nllb_folder}"
+    assert _shape({"init_from_pretrained": str(tmp_path)}) == f"started from {tmp_path}"  # not there (yet)
+    assert _shape({"d_model": 128, "encoder_layers": 2, "decoder_layers": 3}) == "d 128, 2+3 layers"

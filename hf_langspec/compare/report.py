@@ -244,6 +244,18 @@ def _significance(
             groups[group]["off_target"]["p_value"] = paired_bootstrap_rate(other, own)
 
 
+def _shape(model: dict[str, Any]) -> str:
+    """`d 128, 2+2 layers`; for a pretrained start, the checkpoint's shape (its config.json) and its path."""
+    start = model.get("init_from_pretrained")
+    if start:
+        config_file = Path(start) / "config.json"
+        model = json.loads(config_file.read_text()) if config_file.is_file() else {}
+        if not model:
+            return f"started from {start}"
+    shape = f"d {model.get('d_model')}, {model.get('encoder_layers')}+{model.get('decoder_layers')} layers"
+    return f"{shape}, started from {start}" if start else shape
+
+
 def _setting(suite: Suite, runs: dict) -> dict[str, Any]:
     base = suite.base
     first = next(iter(runs.values()), None)
@@ -252,7 +264,7 @@ def _setting(suite: Suite, runs: dict) -> dict[str, Any]:
     return {
         "steps": training.get("max_steps"),
         "batch": training.get("per_device_train_batch_size"),
-        "shape": f"d {model.get('d_model')}, {model.get('encoder_layers')}+{model.get('decoder_layers')} layers",
+        "shape": _shape(model),
         "evaluation": base.get("evaluation", {}),
         "signatures": first["signatures"] if first else {},
         "language_identifier": first["language_identifier"] if first else None,
