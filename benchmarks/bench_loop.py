@@ -29,7 +29,13 @@ profiler over `--profile-steps` steps: top-level host ops, kernel launches and s
 share of the step); from `hf_langspec.training.host_syncs` over `--census-steps` steps: host reads and
 data-dependent-shape ops inside the step, and on CUDA the device's own count (`set_sync_debug_mode("warn")`).
 
+With `--processes 1,2,4` it answers another question instead: do several runs on one device add up? For each
+count N, N processes train the first system with the first loop side by side (each its own seed, so its own data
+order and dropout, as `hf-langspec compare --workers N` runs the seeds of a suite), their timed windows started
+together, and the table gives each one's steps/s and their sum against one process alone.
+
     python benchmarks/bench_loop.py --device cuda --json loop.json --label after   # gpu_plan.py profile
+    python benchmarks/bench_loop.py --device cuda --systems baseline --loops loader --processes 1,2,4,8
     python benchmarks/bench_loop.py --settings tiny --steps 3 --no-write # the code path on a CPU
 """
 
@@ -37,6 +43,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
+import queue
 import tempfile
 import time
 from pathlib import Path
@@ -117,9 +126,10 @@ class LoopProbe(TrainerCallback):
     """Times steps `warmup .. warmup + steps`, then profiles the next `profile_steps` (device work awaited at
     each edge, so the window holds exactly its steps' work)."""
 
-    def __init__(self, warmup: int, steps: int, profile_steps: int, device: torch.device):
+    def __init__(self, warmup: int, steps: int, profile_steps: int, device: torch.device, barrier=None):
         self.edges = (warmup, warmup + steps, warmup + steps + profile_steps)
         self.device, self.seconds, self.profiler = device, None, None
+        self.barrier = barrier  # processes side by side start their timed windows together
 
     def _sync(self) -> float:
         if self.device.type == "cuda":
@@ -129,6 +139,9 @@ class LoopProbe(TrainerCallback):
     def on_step_begin(self, args, state, control, **kwargs):
         step = state.global_step
         if step == self.edges[0]:
+            if self.barrier is not None:
+                self._sync()
+                self.barrier.wait()
             self._start = self._sync()
         elif step == self.edges[1]:
             self.seconds = self._sync() - self._start
@@ -163,7 +176,7 @@ def event_counts(profiler, steps: int) -> dict[str, float]:
     return {"host ops": host_ops / steps, "kernel launches": launches / steps, "device ms": device_us / 1e3 / steps}
 
 
-def measure(setting: str, system: str, loop: str, parts, args) -> dict:
+def measure(setting: str, system: str, loop: str, parts, args, seed: int = 1, barrier=None) -> dict:
     from transformers import DataCollatorForSeq2Seq
 
     from hf_langspec.training.config import model_classes
@@ -175,7 +188,7 @@ def measure(setting: str, system: str, loop: str, parts, args) -> dict:
     training = config["training"]
     fields = {**config["model"], **SETTINGS[setting]["model"]}
     config_class, model_class = model_classes()[fields.pop("class", "baseline")]
-    torch.manual_seed(0)
+    torch.manual_seed(seed - 1)
     kwargs = tokenizer.model_config_kwargs() | {"vocab_size": SETTINGS[setting]["vocab"]}
     kwargs["lang_tag_style"] = config.get("tokenizer", {}).get("lang_tag_style", kwargs["lang_tag_style"])
     model = model_class(config_class(**kwargs, **fields))
@@ -185,7 +198,7 @@ def measure(setting: str, system: str, loop: str, parts, args) -> dict:
     settings = {
         **{k: v for k, v in training.items() if k not in ("max_steps", "save_steps", "save_total_limit")},
         "per_device_train_batch_size": args.batch_size or training["per_device_train_batch_size"],
-        "max_steps": total, "save_strategy": "no", "logging_steps": 10**6, "seed": 1,
+        "max_steps": total, "save_strategy": "no", "logging_steps": 10**6, "seed": seed,
         "include_num_input_tokens_seen": "non_padding",  # as the compare runner sets it
         "bf16": cuda and training.get("bf16", False), "use_cpu": not cuda, **LOOPS[loop],
     }  # fmt: skip
@@ -199,7 +212,7 @@ def measure(setting: str, system: str, loop: str, parts, args) -> dict:
             ),
             processing_class=tokenizer,
         )
-        probe = LoopProbe(args.warmup, args.steps, args.profile_steps, args.device)
+        probe = LoopProbe(args.warmup, args.steps, args.profile_steps, args.device, barrier)
         census = StepCensus(census_start, args.census_steps, sync_debug=cuda)
         trainer.add_callback(probe)
         trainer.add_callback(census)
@@ -254,6 +267,78 @@ def table(results: list[dict], args) -> str:
     return "\n".join(rows)
 
 
+def _one_side_by_side(index: int, count: int, setting: str, system: str, loop: str, options: dict, barrier, results):
+    """Process `index` of `count` side by side (spawned): its own seed, data order and share of the CPU cores."""
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // count))
+    args = argparse.Namespace(**options)
+    parts = suite_configs([system])
+    tokenizer = tokenizer_for(parts[0])
+    args.data = (tokenizer, *random_dataset(tokenizer, SETTINGS[setting]["vocab"], args.examples, (16, 48), index))
+    measure(setting, system, loop, parts, args, seed=1 + index)  # thrown away, as in main: a fresh process
+    results.put(measure(setting, system, loop, parts, args, seed=1 + index, barrier=barrier))
+
+
+def side_by_side(setting: str, system: str, loop: str, counts: list[int], args) -> list[dict]:
+    """For each count N: N processes training side by side on the one device, each one's steps/s and their sum."""
+    context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
+    options = {key: getattr(args, key) for key in
+               ("device", "examples", "warmup", "steps", "profile_steps", "census_steps", "batch_size")}  # fmt: skip
+    rows = []
+    for count in counts:
+        barrier, results = context.Barrier(count), context.Queue()
+        processes = [
+            context.Process(
+                target=_one_side_by_side, args=(i, count, setting, system, loop, options, barrier, results)
+            )
+            for i in range(count)
+        ]
+        for process in processes:
+            process.start()
+        measured = []
+        while len(measured) < count:
+            try:
+                measured.append(results.get(timeout=5))
+            except queue.Empty:
+                if any(process.exitcode not in (None, 0) for process in processes):
+                    for process in processes:
+                        process.terminate()
+                    raise SystemExit(f"a process of {count} side by side failed (its traceback is above)") from None
+        for process in processes:
+            process.join()
+        each = [row["steps/s"] for row in measured]
+        rows.append({
+            "setting": setting, "system": system, "loop": loop, "processes": count, "steps/s each": each,
+            "steps/s together": sum(each), "target tokens/s together": sum(r["target tokens/s"] for r in measured),
+        })  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)
+    alone = next((row["steps/s together"] for row in rows if row["processes"] == 1), None)
+    for row in rows:
+        row["x one alone"] = row["steps/s together"] / alone if alone else None
+    return rows
+
+
+def side_by_side_table(rows: list[dict], args) -> str:
+    device = torch.cuda.get_device_name(0) if args.device.type == "cuda" else f"CPU ({os.cpu_count()} cores, split)"
+    lines = [
+        f"Several training processes on one {device}, side by side, as `compare --workers N` runs a suite's seeds: "
+        f"the package's Trainer loop with bible11_gpu's training settings, batch {args.batch_size or 128} of random "
+        f"tokens, each process its own seed and data order, {args.steps} timed steps after {args.warmup}, the "
+        "timed windows started together.",
+        "",
+        "| setting | model | loop | processes | steps/s of each | steps/s together | x one alone "
+        "| target tokens/s together |",
+        "|---|---|---|---:|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        each = ", ".join(f"{v:.1f}" for v in r["steps/s each"])
+        ratio = f"{r['x one alone']:.2f}x" if r["x one alone"] else "-"
+        lines.append(
+            f"| {r['setting']} | {r['system']} | {r['loop']} | {r['processes']} | {each} "
+            f"| {r['steps/s together']:.1f} | {ratio} | {r['target tokens/s together']:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu")
@@ -270,12 +355,24 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write every figure (and the sync sites) here")
     parser.add_argument("--label", help="BENCHMARKS.md section loop[-DEVICE]-LABEL (keeps an earlier profile's)")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--processes", help="counts, e.g. 1,2,4: that many processes side by side (first setting, system and loop)"
+    )
     args = parser.parse_args()
     args.device = torch.device(args.device)
     settings, systems, loops = (v.split(",") for v in (args.settings, args.systems, args.loops))
     for name, chosen, known in (("settings", settings, SETTINGS), ("loops", loops, LOOPS)):
         if set(chosen) - set(known):
             parser.error(f"unknown --{name} {sorted(set(chosen) - set(known))}; choose from {list(known)}")
+    suffix = (f"-{args.device.type}" if args.device.type != "cpu" else "") + (f"-{args.label}" * bool(args.label))
+    if args.processes:
+        counts = [int(count) for count in args.processes.split(",")]
+        rows = side_by_side(settings[0], systems[0], loops[0], counts, args)
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1) + "\n")
+        publish("loop-processes" + suffix, "Several training runs on one device, side by side",
+                side_by_side_table(rows, args), write=not args.no_write)  # fmt: skip
+        return
     parts = suite_configs(systems)
     tokenizer = tokenizer_for(parts[0])
     results = []
@@ -290,10 +387,7 @@ def main() -> None:
                 results.append(measure(setting, system, loop, parts, args))
                 if args.json:  # after each: a run stopped by the machine's limit keeps what it measured
                     args.json.write_text(json.dumps(results, indent=1) + "\n")
-    section = (
-        "loop" + (f"-{args.device.type}" if args.device.type != "cpu" else "") + (f"-{args.label}" * bool(args.label))
-    )
-    publish(section, "The training loop as runs use it (Trainer, collator, sampler)", table(results, args),
+    publish("loop" + suffix, "The training loop as runs use it (Trainer, collator, sampler)", table(results, args),
             write=not args.no_write)  # fmt: skip
 
 

@@ -5,6 +5,7 @@
     python3 scripts/gpu_plan.py tests   --out $OUT      # step 1: the device-aware tests on cuda
     python3 scripts/gpu_plan.py fsdp    --out $OUT      # step 2: accelerate's FSDP plugin applies, trains, saves
     python3 scripts/gpu_plan.py profile --out $OUT      # the training loop as runs use it (bench_loop), per step
+    python3 scripts/gpu_plan.py processes --out $OUT    # 1, 2, 4, 8 runs side by side on the GPU: do they add up?
     python3 scripts/gpu_plan.py speed   --out $OUT      # step 3: bench_methods at Transformer-base in bf16
     python3 scripts/gpu_plan.py compile --out $OUT      # step 3b: torch.compile against eager (bench_compile)
     python3 scripts/gpu_plan.py routing --out $OUT      # step 3c: each language-routing strategy, 50 languages
@@ -243,6 +244,24 @@ def profile(args: argparse.Namespace) -> int:
     return benchmark(args, "profile", "bench_loop.py", [*arguments, "--json", str(args.out / "profile-loop.json")])
 
 
+def processes(args: argparse.Namespace) -> int:
+    """Several runs on one GPU (issue 47, item 4): 1, 2, 4 and 8 processes of the Trainer loop side by side, as
+    `compare --workers N` runs a suite's seeds; each one's steps/s and their sum against one alone."""
+    if args.tiny:
+        arguments = ["--settings", "tiny", "--processes", "1,2", "--batch-size", "8", "--examples", "300",
+                     "--warmup", "1", "--steps", "2", "--profile-steps", "1", "--census-steps", "1", "--no-write"]  # fmt: skip
+    else:
+        arguments = ["--settings", "bible11_gpu", "--processes", args.counts,
+                     *(["--label", args.label] if args.label else [])]  # fmt: skip
+    arguments += [
+        "--systems",
+        (args.systems or "baseline").split(",")[0],
+        "--loops",
+        (args.loops or "loader").split(",")[0],
+    ]
+    return benchmark(args, "processes", "bench_loop.py", [*arguments, "--json", str(args.out / "processes-loop.json")])
+
+
 def compile_speed(args: argparse.Namespace) -> int:
     """Step 3b: torch.compile against eager mode, training step of every model (benchmarks/bench_compile.py)."""
     if args.tiny:
@@ -365,6 +384,7 @@ STEPS = {
     "fsdp": fsdp,
     "speed": speed,
     "profile": profile,
+    "processes": processes,
     "compile": compile_speed,
     "routing": routing,
     "curve": curve,
@@ -381,7 +401,8 @@ def main() -> int:
     parser.add_argument("--ct2", action="store_true", help="bundle: CTranslate2 too (43 MB; no plan step needs it)")
     parser.add_argument("--kinds", help="compile: the models to time (bench_compile's --kinds; default: all 11)")
     parser.add_argument("--loops", help="profile: bench_loop's loops (default: as is,loader)")
-    parser.add_argument("--label", help="profile: the BENCHMARKS.md section's label (e.g. before, after)")
+    parser.add_argument("--label", help="profile, processes: the BENCHMARKS.md section's label (e.g. before, after)")
+    parser.add_argument("--counts", default="1,2,4,8", help="processes: how many side by side, each count in turn")
     parser.add_argument("--suite", help="compare: the suite to run")
     parser.add_argument(
         "--systems", help="compare, profile: comma-separated systems (default: all; profile: baseline,fcll,laa)"

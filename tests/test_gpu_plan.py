@@ -76,6 +76,22 @@ def test_the_profile_step_profiles_the_trainer_loop_and_counts_its_host_syncs(tm
 
 
 @pytest.mark.slow
+def test_the_processes_step_trains_runs_side_by_side_and_sums_them(tmp_path):
+    """Issue 47, item 4: N processes of the Trainer loop at once (their own seeds), each one's rate and the sum,
+    set against one process alone."""
+    result = plan("processes", tmp_path)
+    assert result["exit"] == 0
+    rows = json.loads((tmp_path / "processes-loop.json").read_text())
+    assert [row["processes"] for row in rows] == [1, 2]
+    for row in rows:
+        assert len(row["steps/s each"]) == row["processes"] and all(rate > 0 for rate in row["steps/s each"])
+        assert row["steps/s together"] == pytest.approx(sum(row["steps/s each"]))
+    assert rows[0]["x one alone"] == 1.0
+    assert rows[1]["x one alone"] == pytest.approx(rows[1]["steps/s together"] / rows[0]["steps/s together"])
+    assert "| tiny | baseline | loader | 2 |" in (tmp_path / "processes.log").read_text()
+
+
+@pytest.mark.slow
 def test_the_routing_step_measures_each_strategy_of_a_routed_method(tmp_path):
     plan("routing", tmp_path)
     log = (tmp_path / "routing.log").read_text()
