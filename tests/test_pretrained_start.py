@@ -524,3 +524,45 @@ def test_a_reports_budget_line_names_the_checkpoints_shape(nllb_folder, tmp_path
     assert _shape({"init_from_pretrained": str(nllb_folder)}) == f"{shape}, started from {nllb_folder}"
     assert _shape({"init_from_pretrained": str(tmp_path)}) == f"started from {tmp_path}"  # not there (yet)
     assert _shape({"d_model": 128, "encoder_layers": 2, "decoder_layers": 3}) == "d 128, 2+3 layers"
+
+
+@pytest.mark.slow
+def test_serve_translates_an_adapted_models_directions_with_the_checkpoints_codes(nllb_folder, tmp_path):
+    """Item 6: `hf-langspec serve --model` over a model adapted from an NLLB-convention checkpoint (LoRA, base
+    frozen): one mixed request of a trained direction and an untouched one (spa_Latn -> fra_Latn) answers what
+    `translate()` gives, through the checkpoint's own tokenizer and codes."""
+    import json
+    import subprocess
+    import sys
+    import urllib.request
+
+    from hf_langspec.cli.arguments import load_model
+    from hf_langspec.evaluation.translate import translate
+    from hf_langspec.export.ct2 import generation_budget
+    from hf_langspec.training.experiment import run_experiment
+
+    model_dir = run_experiment(_pretrained_config(nllb_folder, tmp_path, **{"class": "lora", "lora_rank": 4}))[
+        "model_dir"
+    ]
+    items = [{"text": TEXTS[0], "src_lang": "eng_Latn", "tgt_lang": "deu_Latn"},
+             {"text": TEXTS[3], "src_lang": "spa_Latn", "tgt_lang": "fra_Latn"},
+             {"text": TEXTS[1], "src_lang": "eng_Latn", "tgt_lang": "deu_Latn"}]  # fmt: skip
+    model, tokenizer = load_model(str(model_dir), None)
+    want = [translate(model, tokenizer, [i["text"]], i["src_lang"], i["tgt_lang"], show_progress=False,
+                      **generation_budget(model))[0] for i in items]  # fmt: skip
+    command = [sys.executable, "-m", "hf_langspec.cli", "serve", "--model", str(model_dir), "--port", "0"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        assert "directions (transformers) at http://" in line, line
+        url = line.split(" at ")[1].split(": GET")[0]
+        with urllib.request.urlopen(f"{url}/health", timeout=60) as response:
+            assert {"eng_Latn-deu_Latn", "spa_Latn-fra_Latn"} <= set(json.loads(response.read())["directions"])
+        request = urllib.request.Request(f"{url}/translate", data=json.dumps(items).encode(),
+                                         headers={"Content-Type": "application/json"})  # fmt: skip
+        with urllib.request.urlopen(request, timeout=120) as response:
+            answers = json.loads(response.read())
+        assert [a["translation"] for a in answers] == want and all(want), want
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
