@@ -104,6 +104,31 @@ def test_compiled_decoding_decodes_as_eager_without_graph_breaks(name):
     assert not counters["graph_break"], dict(counters["graph_break"])
 
 
+@pytest.mark.slow  # two compilations per class
+@pytest.mark.parametrize("name", STAGES)
+def test_compiled_decoding_with_a_static_cache_is_two_graphs_reused_by_the_next_call(name):
+    """With `cache_implementation="static"` every decoding step after the first has the same shapes (the cache's
+    slots fixed, its length on the device), so a compiled forward is two graphs (the step that fills the
+    cross-attention cache and every later one), no graph break, and a second `generate` compiles nothing:
+    what `mode="reduce-overhead"` needs to replay a CUDA graph per step. It decodes as eager decoding does."""
+    from torch._dynamo.utils import counters
+
+    torch_dynamo.reset()
+    counters.clear()
+    model = build(name).eval()
+    batch = generation_inputs(random_batch(batch=4, seed=11))
+    batch["src_lang_ids"] = torch.tensor([0, 1, 2, 3])
+    batch["tgt_lang_ids"] = torch.tensor([1, 2, 3, 0])
+    kwargs = dict(num_beams=2, max_new_tokens=6, min_new_tokens=6, cache_implementation="static")
+    eager = model.generate(**batch, **{k: v for k, v in kwargs.items() if k != "cache_implementation"})
+    model.forward = torch.compile(model.forward, backend="aot_eager", fullgraph=True)
+    assert torch.equal(model.generate(**batch, **kwargs), eager)
+    assert counters["stats"]["unique_graphs"] == 2
+    with torch_dynamo.config.patch(error_on_recompile=True):
+        assert torch.equal(model.generate(**batch, **kwargs), eager)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+
+
 @pytest.mark.slow
 def test_the_trainers_torch_compile_trains_the_baseline_as_eager_does(tmp_path):
     """`training.torch_compile: true` (inductor, the Trainer's default backend): the same losses as eager."""

@@ -51,6 +51,37 @@ def test_cached_decoding_equals_uncached_decoding(name, num_beams):
         torch.testing.assert_close(with_cache, without, atol=1e-4, rtol=1e-4, msg=f"step {step}")
 
 
+STATIC_CASES = [*((name, {}) for name in CLASSES),
+                *(("baseline", {"position_embedding_type": kind}) for kind in ("sinusoidal_marian", "learned")),
+                ("baseline", {"normalize_before": False, "layernorm_embedding": True})]  # fmt: skip
+
+
+@pytest.mark.device
+@pytest.mark.parametrize("num_beams", [1, 4])
+@pytest.mark.parametrize(("name", "fields"), STATIC_CASES)
+def test_a_static_cache_decodes_as_the_growing_cache(name, fields, num_beams):
+    """`generate(cache_implementation="static")`: transformers' StaticCache (fixed slots, its length on the
+    device, the shape CUDA graphs need) gives the growing cache's tokens and every step's scores, for every class
+    in a mixed-direction batch, with each kind of position embedding (their offsets come from a device tensor)."""
+    config_class, model_class, overrides = CLASSES[name]
+    torch.manual_seed(0)
+    model = with_diverse_outputs(model_class(tiny_config(config_class, **overrides, **fields)).eval()).to(DEVICE)
+    batch = generation_inputs(random_batch(batch=4, seed=11))
+    batch["src_lang_ids"] = torch.tensor([0, 1, 2, 3])
+    batch["tgt_lang_ids"] = torch.tensor([1, 2, 3, 0])
+    batch = {k: v.to(DEVICE) for k, v in batch.items()}
+    kwargs = dict(
+        num_beams=num_beams, max_new_tokens=10, min_new_tokens=10, output_scores=True, return_dict_in_generate=True
+    )
+    growing = model.generate(**batch, **kwargs)
+    static = model.generate(**batch, cache_implementation="static", **kwargs)
+    cache = getattr(static, "past_key_values", None) or getattr(static, "cache", None)  # renamed in 5.24's outputs
+    assert type(cache.self_attention_cache).__name__ == "StaticCache"
+    assert torch.equal(static.sequences, growing.sequences)
+    for step, (fixed, grown) in enumerate(zip(static.scores, growing.scores, strict=True)):
+        torch.testing.assert_close(fixed, grown, atol=1e-4, rtol=1e-4, msg=f"step {step}")
+
+
 def trained_inputs(expected: dict) -> dict[str, torch.Tensor]:
     test = expected["test"]
     width = max(len(e["src"]) for e in test)

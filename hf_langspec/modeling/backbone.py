@@ -167,17 +167,24 @@ class LangSpecPositionalEmbedding(nn.Module):
             return marian_sinusoidal_table(self.num_rows, self.dim)
         return fairseq_sinusoidal_table(self.num_rows, self.dim, self.padding_idx)
 
-    def forward(self, input_ids: torch.Tensor | None, shape: torch.Size, past_length: int = 0) -> torch.Tensor:
-        """Position vectors for tokens `[B, T]` following `past_length` cached ones: `[B or 1, T, d]`."""
+    def forward(
+        self, input_ids: torch.Tensor | None, shape: torch.Size, past_length: int | torch.Tensor = 0
+    ) -> torch.Tensor:
+        """Position vectors for tokens `[B, T]` following `past_length` cached ones: `[B or 1, T, d]`.
+
+        `past_length` is a 0-dim tensor with a static cache (its length lives on the device, so that a decoding
+        step reads nothing back); the static cache's size, checked when it was made, bounds the positions then."""
         length = shape[1]
-        if past_length + length > self.max_positions:
+        if isinstance(past_length, int) and past_length + length > self.max_positions:
             raise ValueError(
                 f"Sequence of {past_length + length} tokens exceeds max_position_embeddings="
                 f"{self.max_positions}; truncate the input (tokenizer `max_length`) or build the model "
                 "with a larger max_position_embeddings."
             )
         if self.kind == "sinusoidal_marian":
-            return self.weight[past_length : past_length + length].unsqueeze(0)
+            if isinstance(past_length, int):
+                return self.weight[past_length : past_length + length].unsqueeze(0)
+            return self.weight[past_length + torch.arange(length, device=self.weight.device)].unsqueeze(0)
         if input_ids is not None:
             mask = input_ids.ne(self.padding_idx).int()
             positions = (torch.cumsum(mask, dim=1) + past_length) * mask + self.padding_idx
@@ -419,13 +426,31 @@ def _padding_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor
 
 
 def _decoder_self_mask(
-    mask: torch.Tensor | None, query_length: int, past_length: int, dtype: torch.dtype, device: torch.device
+    mask: torch.Tensor | None,
+    query_length: int,
+    past_length: int | torch.Tensor,
+    dtype: torch.dtype,
+    device: torch.device,
+    static_length: int | None = None,
 ) -> tuple[torch.Tensor | None, bool]:
     """Self-attention mask of the decoder: `(additive mask, is_causal)`.
 
     Fast paths: no padding and no cache -> SDPA's own causal kernel; one new token with a cache and
-    no padding -> no mask at all. Otherwise an explicit `[B, 1, T, past + T]` additive mask.
+    no padding -> no mask at all. Otherwise an explicit `[B, 1, T, past + T]` additive mask. With a static
+    cache of `static_length` slots (past_length a device tensor) always `[1 or B, 1, T, static_length]`: the
+    keys are every slot, those past the queries' positions masked, and nothing is read back.
     """
+    if static_length is not None:
+        keys = torch.arange(static_length, device=device)
+        queries = past_length + torch.arange(query_length, device=device)
+        allowed = (keys[None, :] <= queries[:, None])[None, None]
+        if mask is not None and mask.dim() == 4:  # `generate` gives a static cache `[B, 1, T, slots]`, True: attend
+            allowed = allowed & mask.bool()
+        elif mask is not None:  # `[B, past + T]` 1/0 over the tokens so far; the slots after them are masked
+            allowed = allowed & F.pad(mask, (0, static_length - mask.shape[1]), value=1)[:, None, None, :].bool()
+        return torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(
+            ~allowed, torch.finfo(dtype).min
+        ), False
     padded = mask is not None and not bool(mask.all())
     if not padded:
         if past_length == 0:
@@ -441,6 +466,21 @@ def _decoder_self_mask(
     if padded:
         allowed = allowed & mask[:, None, None, -total:].bool()
     return torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min), False
+
+
+def _static_length(cache: Cache | None) -> int | None:
+    """The number of slots of a static self-attention cache (transformers' `StaticCache`, made by
+    `generate(..., cache_implementation="static")`), or None for a growing one."""
+    if cache is None:
+        return None
+    self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
+    if isinstance(self_cache, DynamicCache):  # a growing cache (its layers appear as it grows)
+        return None
+    if hasattr(self_cache, "get_max_cache_shape"):  # before transformers 5.2x
+        length = self_cache.get_max_cache_shape()
+    else:  # per layer; -1 where a layer has no maximum
+        length = self_cache.get_max_length(0)
+    return length if isinstance(length, int) and length > 0 else None
 
 
 def _check_no_attentions(output_attentions: bool | None) -> None:
@@ -602,13 +642,18 @@ class LangSpecDecoder(_Stack):
         if not use_cache:
             past_key_values = None
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        static_length = _static_length(past_key_values)
+        if static_length is not None and isinstance(past_length, int):
+            past_length = torch.tensor(past_length, device=encoder_hidden_states.device)  # the first step
         reference = input_ids if input_ids is not None else inputs_embeds
         batch, length = reference.shape[:2]
         lang = self.language_context(batch, src_lang_ids, tgt_lang_ids)
         slots = dict(self.insertions.items())
         hidden = self._embed(input_ids, inputs_embeds, lang, slots, past_length)
         self.prepare_modules(lang, hidden)
-        self_mask, is_causal = _decoder_self_mask(attention_mask, length, past_length, hidden.dtype, hidden.device)
+        self_mask, is_causal = _decoder_self_mask(
+            attention_mask, length, past_length, hidden.dtype, hidden.device, static_length
+        )
         cross_mask = _padding_mask(encoder_attention_mask, hidden.dtype)
         states = [hidden] if output_hidden_states else None
         for layer in self.layers:
