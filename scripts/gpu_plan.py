@@ -6,6 +6,7 @@
     python3 scripts/gpu_plan.py fsdp    --out $OUT      # step 2: accelerate's FSDP plugin applies, trains, saves
     python3 scripts/gpu_plan.py profile --out $OUT      # the training loop as runs use it (bench_loop), per step
     python3 scripts/gpu_plan.py processes --out $OUT    # 1, 2, 4, 8 runs side by side on the GPU: do they add up?
+    python3 scripts/gpu_plan.py decoding --out $OUT     # beam search: static cache, eager and CUDA graphs
     python3 scripts/gpu_plan.py speed   --out $OUT      # step 3: bench_methods at Transformer-base in bf16
     python3 scripts/gpu_plan.py compile --out $OUT      # step 3b: torch.compile against eager (bench_compile)
     python3 scripts/gpu_plan.py routing --out $OUT      # step 3c: each language-routing strategy, 50 languages
@@ -262,6 +263,17 @@ def processes(args: argparse.Namespace) -> int:
     return benchmark(args, "processes", "bench_loop.py", [*arguments, "--json", str(args.out / "processes-loop.json")])
 
 
+def decoding(args: argparse.Namespace) -> int:
+    """Beam search with a static cache, eager and compiled (CUDA graphs), against the growing cache, every model
+    beside the backbone and MarianMTModel (benchmarks/bench_static_decoding.py)."""
+    if args.tiny:
+        arguments = ["--shape", "tiny", "--kinds", args.kinds or "baseline,marian", "--batch-size", "4",
+                     "--new-tokens", "4", "--repeats", "1", "--no-write"]  # fmt: skip
+    else:
+        arguments = ["--shape", "base", "--bf16", "--vocab", "32000", *(["--kinds", args.kinds] if args.kinds else [])]
+    return benchmark(args, "decoding", "bench_static_decoding.py", arguments)
+
+
 def compile_speed(args: argparse.Namespace) -> int:
     """Step 3b: torch.compile against eager mode, training step of every model (benchmarks/bench_compile.py)."""
     if args.tiny:
@@ -385,6 +397,7 @@ STEPS = {
     "speed": speed,
     "profile": profile,
     "processes": processes,
+    "decoding": decoding,
     "compile": compile_speed,
     "routing": routing,
     "curve": curve,
@@ -399,7 +412,7 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: the same path, tiny budget")
     parser.add_argument("--python-version", default="3.12", help="bundle: the GPU image's Python")
     parser.add_argument("--ct2", action="store_true", help="bundle: CTranslate2 too (43 MB; no plan step needs it)")
-    parser.add_argument("--kinds", help="compile: the models to time (bench_compile's --kinds; default: all 11)")
+    parser.add_argument("--kinds", help="compile, decoding: the models to time (default: compile all 11, decoding 5)")
     parser.add_argument("--loops", help="profile: bench_loop's loops (default: as is,loader)")
     parser.add_argument("--label", help="profile, processes: the BENCHMARKS.md section's label (e.g. before, after)")
     parser.add_argument("--counts", default="1,2,4,8", help="processes: how many side by side, each count in turn")

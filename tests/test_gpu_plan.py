@@ -92,6 +92,18 @@ def test_the_processes_step_trains_runs_side_by_side_and_sums_them(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_decoding_step_times_static_cache_decoding_eager_and_compiled(tmp_path):
+    """Issue 47, item 3's decoding half: beam search with the growing cache, the static cache, and the static cache
+    under torch.compile, for the backbone beside MarianMTModel."""
+    result = plan("decoding", tmp_path)
+    assert result["exit"] == 0
+    log = (tmp_path / "decoding.log").read_text()
+    for name in ("baseline backbone", "MarianMTModel"):
+        row = next(line for line in log.splitlines() if line.startswith(f"| {name} |"))
+        assert len(row.split("|")) == 7 and "x)" in row, row
+
+
+@pytest.mark.slow
 def test_the_routing_step_measures_each_strategy_of_a_routed_method(tmp_path):
     plan("routing", tmp_path)
     log = (tmp_path / "routing.log").read_text()
