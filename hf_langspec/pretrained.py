@@ -181,7 +181,8 @@ def adapt_pretrained(
     `new_languages` (item 5): codes the checkpoint lacks, whose code tokens `pretrained_tokenizer` added. Each gets
     an embedding row (the embedding matrix grows where the checkpoint has no spare row) set to the mean of the
     checkpoint's rows, as fairseq and Qu & Watanabe (2022) start a new language's embeddings; `freeze_base(...,
-    rows=...)` then trains those rows alone. The old tokens' logits are unchanged; the softmax has one more entry."""
+    rows=...)` then trains those rows alone. The old tokens' logits are unchanged, and the new codes are suppressed
+    in generation (`generation_config.suppress_tokens`), so untouched directions decode as the checkpoint does."""
     import torch
     from transformers import AutoModelForSeq2SeqLM
 
@@ -203,6 +204,14 @@ def adapt_pretrained(
         k: contract[k] for k in ("languages", "lang_tag_token_ids", "lang_tag_style", "vocabulary_fingerprint")
     }
     model = adapt(pretrained, method, **{**contract, **fields})
+    if rows:
+        # a code is never generated (the decoder starts with it), and its row, now a typical token's, would take a
+        # share of every step's softmax: suppressed, directions without the new language decode as the checkpoint
+        # (with the entry, 0.2% of the stand-in's beam outputs changed). A row appended to the matrix is exact; a
+        # spare row of the checkpoint's (NLLB-200 has two) loses the share its old logit had, trained down there
+        model.generation_config.suppress_tokens = sorted(
+            set(model.generation_config.suppress_tokens or []) | set(rows)
+        )
     tokenizer.check_model(model)
     return model
 

@@ -457,6 +457,30 @@ def test_a_language_the_checkpoint_lacks_is_added_with_its_code_row_and_modules_
     assert info["parameters"]["trainable"] == adapters + saved.config.d_model  # the modules and one code row
     ita = tokenizer.language_id("ita_Latn")
     assert saved.model.encoder.insertions["ffn_out"].adapters.fc2[:, ita].abs().sum() > 0, "its adapter is untrained"
+    # a direction without Italian decodes as the checkpoint, step by step: the new code is suppressed (a code is
+    # never generated). Its row is a spare row of this checkpoint (as NLLB-200 has two), so the checkpoint is
+    # asked to suppress that row too; where the matrix grew, the checkpoint had no such entry at all
+    assert saved.generation_config.suppress_tokens == [row]
+    inputs = tokenizer(
+        [TEXTS[3], TEXTS[1]], src_lang="spa_Latn", tgt_lang="fra_Latn", padding=True, return_tensors="pt"
+    )
+    fra = tokenizer.convert_tokens_to_ids("fra_Latn")
+    kwargs = dict(max_new_tokens=6, num_beams=3, return_dict_in_generate=True)
+    reference = pretrained.eval().generate(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                                           forced_bos_token_id=fra, suppress_tokens=[row],
+                                           **{**kwargs, "max_new_tokens": 7})  # fmt: skip
+    ours = saved.eval().generate(**inputs, **kwargs)
+    assert ours.sequences.tolist() == reference.sequences.tolist()
+    # along that output, every old token's logit is the checkpoint's (the suppressed row aside)
+    with torch.no_grad():
+        mine = saved(**inputs, decoder_input_ids=ours.sequences).logits
+        theirs = pretrained(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                            decoder_input_ids=ours.sequences).logits  # fmt: skip
+    old = [i for i in range(theirs.shape[-1]) if i != row]
+    torch.testing.assert_close(mine[..., old], theirs[..., old], atol=1e-5, rtol=1e-5)
+    # and Italian itself still decodes (its code starts the decoder; it is never a generated token)
+    italian = tokenizer([TEXTS[0]], src_lang="eng_Latn", tgt_lang="ita_Latn", return_tensors="pt")
+    assert saved.generate(**italian, max_new_tokens=4, num_beams=2)[0].tolist().count(row) == 1
 
 
 def test_the_nllb200_example_runs_on_a_tiny_checkpoint_with_nllbs_fields(nllb_folder, tmp_path):
