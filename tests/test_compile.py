@@ -148,3 +148,20 @@ def test_the_trainers_torch_compile_trains_the_baseline_as_eager_does(tmp_path):
         losses[compiled] = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
     assert len(losses[True]) == 6
     assert losses[True] == pytest.approx(losses[False], rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("training", "warned"),
+    [({"torch_compile": True, "torch_compile_mode": "reduce-overhead"}, "its own CUDA graph"),
+     ({"torch_compile": True}, "symbolic lengths"),
+     ({"torch_compile": True, "torch_compile_mode": "reduce-overhead", "pad_to_multiple_of": 16}, None),
+     ({"pad_to_multiple_of": 8}, None), ({}, None)],
+)  # fmt: skip
+def test_compiling_over_unpadded_batches_is_warned_with_the_fix(training, warned):
+    from hf_langspec.training.config import compiled_shapes_risk
+
+    risk = compiled_shapes_risk({"training": training})
+    if warned is None:
+        assert risk is None
+    else:
+        assert warned in risk and "pad_to_multiple_of: 16" in risk

@@ -371,6 +371,26 @@ def _check_meaningful(config: dict[str, Any], model_class: str, where: str) -> N
             )
 
 
+def compiled_shapes_risk(config: dict[str, Any]) -> str | None:
+    """The warning for compiled training over unpadded batches: length-grouped batches come in every length up to
+    `data.max_length`, and with CUDA graphs (`torch_compile_mode: reduce-overhead`) each length records its own
+    graph and memory pool; None when nothing is compiled or the lengths are bucketed (`pad_to_multiple_of`)."""
+    training = config.get("training", {})
+    if not training.get("torch_compile") or training.get("pad_to_multiple_of"):
+        return None
+    mode = training.get("torch_compile_mode") or "default"
+    cost = (
+        "each length records its own CUDA graph and memory pool"
+        if mode in ("reduce-overhead", "max-autotune")
+        else "the compiled step serves them with symbolic lengths, slower than a few fixed shapes"
+    )
+    return (
+        f"training.torch_compile ({mode} mode) without training.pad_to_multiple_of: batches come in every length up "
+        f"to data.max_length, and {cost}. Set training.pad_to_multiple_of: 16 (a few shapes; padding is masked, so "
+        "no result changes)."
+    )
+
+
 CLM_RISKY_RATE = 1e-3  # at or above, with fewer than CLM_SAFE_WARMUP warm-up steps: the setting that collapsed
 CLM_SAFE_WARMUP = 1000
 

@@ -27,6 +27,7 @@ from .config import (
     apply_overrides,
     check_keys,
     clm_collapse_risk,
+    compiled_shapes_risk,
     load_config,
     model_classes,
     named_test_files,
@@ -329,10 +330,10 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     from ..evaluation import copy_baseline, evaluate_model, results_table, save_results, translate
 
     data_section = config.get("data", {})
-    risk = clm_collapse_risk(config)
-    if risk and base_args.process_index == 0:  # said first, before any data is read
-        print(f"warning: {risk}")
-        logger.warning(risk)
+    for risk in (clm_collapse_risk(config), compiled_shapes_risk(config)):
+        if risk and base_args.process_index == 0:  # said first, before any data is read
+            print(f"warning: {risk}")
+            logger.warning(risk)
     data = _load_data(data_section, output_dir, base_args.main_process_first)
     _check_against_data(config, direction_sizes(data["train"]))
     say = _announcer(base_args.process_index == 0)
