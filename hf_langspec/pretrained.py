@@ -12,10 +12,12 @@ checkpoint's own vocabulary that keeps its language-code convention:
 | M2M-100 | `__en__` | the same | `"__{}__"`, `"both"` |
 | multilingual Marian (OPUS-MT) | `>>fra<<` | target code before the source | `">>{}<<"`, `"source"` |
 
-So training data is tokenized exactly as the checkpoint's tokenizer does (tested against `NllbTokenizer`), and the
-language contract (`config.languages`, `src_lang_ids` / `tgt_lang_ids`) indexes the checkpoint's codes. M2M-100's
-and Marian's tokenizers are sentencepiece (Python) tokenizers that transformers cannot convert to the `tokenizers`
-backend this package builds on; for them, pass a `LangSpecTokenizer` built over the same vocabulary.
+So training data is tokenized exactly as the checkpoint's tokenizer does (tested against `NllbTokenizer` and
+`M2M100Tokenizer`), and the language contract (`config.languages`, `src_lang_ids` / `tgt_lang_ids`) indexes the
+checkpoint's codes. M2M-100's tokenizer is a sentencepiece (Python) tokenizer that transformers does not convert to
+the `tokenizers` backend this package builds on; `sentencepiece_backend` rebuilds it there, with its dictionary's
+ids. Marian's keeps two SentencePiece models (source and target) and is not wrapped: pass a `LangSpecTokenizer`
+built over the same vocabulary.
 """
 
 from __future__ import annotations
@@ -38,10 +40,72 @@ CONVENTIONS = {
 }
 
 
+def sentencepiece_backend(tokenizer: Any) -> Any:
+    """A `tokenizers.Tokenizer` that encodes as a sentencepiece-based `M2M100Tokenizer` does, with its ids.
+
+    M2M-100's tokenizer cuts text with a SentencePiece model and maps the pieces through fairseq's dictionary
+    (`vocab.json`, ids in another order than the model's own); its language codes follow the dictionary, then its
+    made-up words. transformers builds the pieces' tokenizer from the SentencePiece model
+    (`SpmConverter.build_tokenizer_from_spm_proto`: normaliser, pre-tokeniser, merges ranked by piece score,
+    decoder); here its model is re-keyed by the dictionary's ids, and the specials, codes and made-up words are
+    added at theirs. A piece the dictionary lacks becomes `<unk>` there and here alike (BPE merges into it are
+    dropped; a Unigram model gives it no path)."""
+    import json as json_module
+
+    try:
+        from sentencepiece import sentencepiece_model_pb2
+    except Exception as error:  # protobuf missing, or older than the one sentencepiece's model file was made with
+        raise ValueError(
+            f"Reading M2M-100's SentencePiece model needs protobuf ({error}); pip install -U protobuf."
+        ) from None
+    from tokenizers import AddedToken, Tokenizer
+    from transformers.convert_slow_tokenizer import SpmConverter
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(tokenizer.sp_model.serialized_model_proto())
+    encoder = dict(tokenizer.encoder)
+    unigram = proto.trainer_spec.model_type == sentencepiece_model_pb2.TrainerSpec.UNIGRAM
+    pieces = {piece.piece: index for index, piece in enumerate(proto.pieces)}
+    if unigram:
+        built = SpmConverter.build_tokenizer_from_spm_proto(proto, [(p.piece, p.score) for p in proto.pieces])
+    else:
+        built = SpmConverter.build_tokenizer_from_spm_proto(proto, pieces)
+    data = json_module.loads(built.to_str())
+    unk = tokenizer.unk_token
+    if unigram:
+        scores = {p.piece: p.score for p in proto.pieces}
+        lowest = min(scores.values()) - 10.0  # dictionary entries SentencePiece lacks (the specials): never chosen
+        ordered = sorted(encoder, key=encoder.get)
+        data["model"]["vocab"] = [[piece, scores.get(piece, lowest)] for piece in ordered]
+        data["model"]["unk_id"] = encoder[unk]
+    else:
+        data["model"]["vocab"] = encoder
+        data["model"]["unk_token"] = unk
+        known = set(encoder)
+        data["model"]["merges"] = [
+            merge for merge in data["model"]["merges"]
+            if all(part in known for part in (merge if isinstance(merge, list) else merge.split(" ")))
+            and "".join(merge if isinstance(merge, list) else merge.split(" ")) in known
+        ]  # fmt: skip
+    data["added_tokens"] = []
+    backend = Tokenizer.from_str(json_module.dumps(data))
+    specials = [token for token in (tokenizer.bos_token, tokenizer.pad_token, tokenizer.eos_token, unk) if token]
+    backend.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in specials])
+    codes = dict(getattr(tokenizer, "lang_token_to_id", {}))  # `__en__` -> its id, after the dictionary
+    extra = sorted(set(tokenizer.get_vocab()) - set(encoder) | set(codes), key=tokenizer.convert_tokens_to_ids)
+    backend.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in extra])
+    moved = [t for t in extra if backend.token_to_id(t) != tokenizer.convert_tokens_to_ids(t)]
+    if moved:  # ids the model's rows are indexed by: a mismatch would translate with the wrong rows
+        raise ValueError(f"{type(tokenizer).__name__}'s codes {moved[:5]} do not follow its dictionary; pass a "
+                         "LangSpecTokenizer built over the checkpoint's vocabulary.")  # fmt: skip
+    return backend
+
+
 def checkpoint_languages(tokenizer: Any, template: str) -> list[str]:
     """The language codes a checkpoint's tokenizer knows: its special tokens written as `template` says."""
     prefix, _, suffix = template.partition("{}")
     specials = set(getattr(tokenizer, "all_special_tokens", [])) | set(getattr(tokenizer, "added_tokens_encoder", {}))
+    specials |= set(getattr(tokenizer, "lang_token_to_id", {}))  # M2M-100's codes are neither
     return sorted(
         token[len(prefix) : len(token) - len(suffix)]
         for token in specials
@@ -70,7 +134,10 @@ def checkpoint_tokenizer(
         raise ValueError(f"No language-code convention is known for {name}; pass a LangSpecTokenizer built over the "
                          f"checkpoint's vocabulary (known: {sorted(CONVENTIONS)}).")  # fmt: skip
     template, style = CONVENTIONS[name]
-    if getattr(tokenizer, "backend_tokenizer", None) is None:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None and name == "M2M100Tokenizer":
+        backend = sentencepiece_backend(tokenizer)
+    if backend is None:
         raise ValueError(
             f"{name} is a sentencepiece (Python) tokenizer, which transformers cannot convert to the `tokenizers` "
             "backend LangSpecTokenizer builds on; build a LangSpecTokenizer over the same vocabulary "
@@ -88,7 +155,6 @@ def checkpoint_tokenizer(
     stray = [code for code in new_languages if code not in languages]
     if stray:
         raise ValueError(f"add_languages names {stray}, which the data does not have ({languages}).")
-    backend = tokenizer.backend_tokenizer
     if new_languages:  # the new codes after every existing id, so no id of the checkpoint moves
         backend = copy.deepcopy(backend)
         backend.add_special_tokens([AddedToken(template.format(code), special=True, normalized=False)

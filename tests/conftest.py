@@ -55,6 +55,50 @@ def nllb_tokenizer(codes=CODES):
                              additional_special_tokens=list(codes))  # fmt: skip
 
 
+def m2m100_tokenizer(folder: Path, model_type: str = "bpe") -> Any:
+    """M2M-100's own (sentencepiece) tokenizer in miniature, written to `folder`: a SentencePiece model trained
+    here and fairseq's dictionary over its pieces in another order than the model's (as fairseq's counts order it)."""
+    import json
+    import random
+
+    import sentencepiece
+    from transformers import M2M100Tokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus = folder / "corpus.txt"
+    extra = ["Numbers 123 and 4,567.9 — “quotes” ‘single’ ...", "Am Anfang schuf Gott Himmel und Erde."]
+    corpus.write_text("\n".join((TEXTS[:4] + extra) * 30))
+    size = 120 if model_type == "bpe" else 60
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(corpus), model_prefix=str(folder / "spm"), vocab_size=size, model_type=model_type,
+        character_coverage=1.0, bos_id=-1, eos_id=-1, unk_id=0, pad_id=-1, minloglevel=2,
+    )  # fmt: skip
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(folder / "spm.model"))
+    encoder = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
+    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size()) if i != processor.unk_id()]
+    random.Random(0).shuffle(pieces)
+    encoder.update({piece: 4 + i for i, piece in enumerate(pieces)})
+    (folder / "vocab.json").write_text(json.dumps(encoder))
+    tokenizer = M2M100Tokenizer(vocab_file=str(folder / "vocab.json"), spm_file=str(folder / "spm.model"))
+    for leftover in ("corpus.txt", "spm.vocab"):
+        (folder / leftover).unlink()
+    return tokenizer
+
+
+def m2m100_checkpoint(folder: Path, model_type: str = "bpe") -> Path:
+    """`folder` holding a tiny random M2M-100 and `m2m100_tokenizer`: rows for the dictionary, its 100 language
+    codes and fairseq's 8 made-up words, as M2M-100 has."""
+    from transformers import M2M100Config, M2M100ForConditionalGeneration
+
+    tokenizer = m2m100_tokenizer(folder, model_type)
+    torch.manual_seed(0)
+    shape = {**SHAPE, "vocab_size": len(tokenizer.encoder) + len(tokenizer.lang_token_to_id) + 8}
+    config = M2M100Config(**shape, encoder_layerdrop=0.0, decoder_layerdrop=0.0, tie_word_embeddings=True)
+    M2M100ForConditionalGeneration(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def nllb_checkpoint(folder: Path, codes=CODES) -> Path:
     """`folder` holding `nllb_shaped()` and `nllb_tokenizer(codes)`: an NLLB-200 checkpoint in miniature."""
     tokenizer = nllb_tokenizer(codes)

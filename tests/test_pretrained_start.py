@@ -11,6 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 from conftest import CODES, LANGUAGES, SHAPE, TAG_IDS, TEXTS, VOCAB, nllb_checkpoint, nllb_shaped
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from transformers import M2M100Config, M2M100ForConditionalGeneration, MarianConfig, MarianMTModel
 
 from hf_langspec.interop import adapt
@@ -126,6 +128,61 @@ def test_a_local_nllb_checkpoint_loads_with_its_codes_and_starts_as_it_translate
         reference = pretrained.generate(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
                                         forced_bos_token_id=forced, max_new_tokens=7, num_beams=1)  # fmt: skip
         got = model.eval().generate(**inputs, max_new_tokens=6, num_beams=1)  # the code is a prompt, not a new token
+        assert got.tolist() == reference.tolist()
+
+
+@pytest.fixture(scope="module", params=["bpe", "unigram"])
+def m2m100_folder(request, tmp_path_factory):
+    from conftest import m2m100_checkpoint
+
+    return m2m100_checkpoint(tmp_path_factory.mktemp(f"m2m100_{request.param}"), request.param)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    text=st.lists(st.sampled_from([*"the cat sat mat Katze ü é—“”123,.!?\t ", "Anfang", "  "]), max_size=25).map(
+        "".join
+    )
+)
+def test_m2m100s_sentencepiece_tokenizer_is_wrapped_to_encode_as_it_does(m2m100_folder, text):
+    """M2M-100's tokenizer is a sentencepiece (Python) tokenizer whose pieces go through fairseq's dictionary:
+    `checkpoint_tokenizer` rebuilds it on the `tokenizers` backend, keyed by the dictionary's ids, and encodes
+    source and target as it does (`__de__` before the source, `__fr__` first in the labels), BPE or Unigram."""
+    from transformers import AutoTokenizer
+
+    from hf_langspec.pretrained import checkpoint_tokenizer
+
+    original = AutoTokenizer.from_pretrained(m2m100_folder)
+    original.src_lang, original.tgt_lang = "de", "fr"
+    ours = checkpoint_tokenizer(original, ["de", "en", "fr"])
+    expected = original(text, text_target=text)
+    got = ours(text, text_target=text, src_lang="de", tgt_lang="fr")
+    assert got["input_ids"] == expected["input_ids"] and got["labels"] == expected["labels"]
+
+
+def test_a_local_m2m100_checkpoint_loads_with_its_codes_and_starts_as_it_translates(m2m100_folder, tmp_path):
+    """Item 1 for M2M-100 (`__en__` codes): `load_pretrained` from the folder, the checkpoint's own tokenizer
+    wrapped (and saved and reloaded as a LangSpecTokenizer), a method on top that generates exactly what the
+    checkpoint generates with `forced_bos_token_id`."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from hf_langspec.pretrained import load_pretrained
+    from hf_langspec.tokenization import LangSpecTokenizer
+
+    model, tokenizer = load_pretrained(m2m100_folder, "lora", languages=["de", "en", "fr"], lora_rank=2)
+    tokenizer.save_pretrained(tmp_path)
+    tokenizer = LangSpecTokenizer.from_pretrained(tmp_path)
+    original = AutoTokenizer.from_pretrained(m2m100_folder)
+    pretrained = AutoModelForSeq2SeqLM.from_pretrained(m2m100_folder).eval()
+    assert model.config.lang_tag_style == "both" and tokenizer.convert_tokens_to_ids("__fr__") == original.get_lang_id(
+        "fr"
+    )
+    for src, tgt, text in [("en", "de", TEXTS[0]), ("fr", "en", TEXTS[2])]:
+        inputs = tokenizer([text, TEXTS[1]], src_lang=src, tgt_lang=tgt, padding=True, return_tensors="pt")
+        reference = pretrained.generate(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                                        forced_bos_token_id=original.get_lang_id(tgt), max_new_tokens=7,
+                                        num_beams=2)  # fmt: skip
+        got = model.eval().generate(**inputs, max_new_tokens=6, num_beams=2)
         assert got.tolist() == reference.tolist()
 
 
