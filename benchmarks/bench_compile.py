@@ -21,7 +21,7 @@ import time
 
 import torch
 from _report import interleaved, keep_freed_memory, publish
-from bench_methods import KINDS, NAMES, build, language_ids, train_step
+from bench_methods import KINDS, NAMES, build, chosen_kinds, language_ids, room_to_compile, train_step
 from bench_training import SHAPES, make_batch, shape_arguments
 
 SHAPES.setdefault("cpu", dict(d_model=128, layers=2, heads=4, ffn=512))  # the README's and the bible suites' shape
@@ -47,21 +47,13 @@ def main() -> None:
     args = parser.parse_args()
     args.device, args.accumulation = torch.device(args.device), 1
     allocator = "PyTorch's CUDA caching allocator" if args.device.type == "cuda" else keep_freed_memory()
-    kinds = args.kinds.split(",")
-    unknown = sorted(set(kinds) - set(KINDS))
-    if unknown:
-        parser.error(f"unknown --kinds {unknown}; choose from {KINDS}")
+    kinds = chosen_kinds(parser, args.kinds)
     shape = SHAPES[args.shape]
     batch = {
         k: v.to(args.device) for k, v in make_batch(args.batch_size, args.src_len, args.tgt_len, args.vocab).items()
     }
     lang_ids = {k: v.to(args.device) for k, v in language_ids(args.batch_size, args.languages)[0].items()}
-    # the models share their classes' forward code (LangSpecForConditionalGeneration.forward and others), and
-    # dynamo keeps 8 compiled variants per code object by default: past that it runs later models eagerly (seen on
-    # an H200 with all 11), so each model gets room for its own
-    config = torch._dynamo.config
-    limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # renamed in torch 2.7
-    setattr(config, limit, max(getattr(config, limit), 8 * len(kinds)))
+    room_to_compile(len(kinds))
     variants, compile_time, built = {}, {}, {}
     # every model is built before the first is compiled: building a model class registers it with transformers'
     # output capturing, whose registry size the compiled graphs guard on (a later build recompiled Marian)

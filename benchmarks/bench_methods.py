@@ -126,6 +126,24 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
     return LangSpecForConditionalGeneration(LangSpecConfig(**common, **contract))
 
 
+def chosen_kinds(parser: argparse.ArgumentParser, text: str) -> list[str]:
+    """`--kinds` as a list, an unknown name refused with the known ones."""
+    kinds = text.split(",")
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        parser.error(f"unknown --kinds {unknown}; choose from {KINDS}")
+    return kinds
+
+
+def room_to_compile(models: int) -> None:
+    """The models share their classes' forward code (LangSpecForConditionalGeneration.forward and others), and
+    dynamo keeps 8 compiled variants per code object by default: past that it runs later models eagerly (seen on an
+    H200 with all 11), so each model gets room for its own."""
+    config = torch._dynamo.config
+    limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # renamed in torch 2.7
+    setattr(config, limit, max(getattr(config, limit), 8 * models))
+
+
 def clock(device: torch.device) -> float:
     """`time.perf_counter()` after the device's queued work has finished (CUDA runs asynchronously)."""
     if device.type == "cuda":

@@ -22,7 +22,7 @@ import time
 
 import torch
 from _report import interleaved, keep_freed_memory, publish
-from bench_methods import KINDS, NAMES, autocast, build, clock, language_ids
+from bench_methods import KINDS, NAMES, autocast, build, chosen_kinds, clock, language_ids, room_to_compile
 from bench_training import SHAPES, make_batch, shape_arguments
 
 SHAPES.setdefault("cpu", dict(d_model=128, layers=2, heads=4, ffn=512))
@@ -54,17 +54,12 @@ def main() -> None:
     args = parser.parse_args()
     args.device = torch.device(args.device)
     allocator = "PyTorch's CUDA caching allocator" if args.device.type == "cuda" else keep_freed_memory()
-    kinds = args.kinds.split(",")
-    unknown = sorted(set(kinds) - set(KINDS))
-    if unknown:
-        parser.error(f"unknown --kinds {unknown}; choose from {KINDS}")
+    kinds = chosen_kinds(parser, args.kinds)
     shape = SHAPES[args.shape]
     batch = make_batch(args.batch_size, args.src_len, 8, args.vocab)
     batch = {k: v.to(args.device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
     lang_ids = {k: v.to(args.device) for k, v in language_ids(args.batch_size, args.languages)[0].items()}
-    config = torch._dynamo.config  # room for every model's graphs (they share their classes' forward code)
-    limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
-    setattr(config, limit, max(getattr(config, limit), 8 * len(kinds)))
+    room_to_compile(len(kinds))
     mode = "reduce-overhead" if args.device.type == "cuda" else "default"
     jobs, first_call = {}, {}
     for kind in kinds:

@@ -42,6 +42,14 @@ def training_batch(src_len: int = 9, tgt_len: int = 6) -> dict[str, torch.Tensor
     return batch
 
 
+def decoding_batch() -> dict[str, torch.Tensor]:
+    """Four sentences in four directions: generation inputs of a mixed-direction batch."""
+    batch = generation_inputs(random_batch(batch=4, seed=11))
+    batch["src_lang_ids"] = torch.tensor([0, 1, 2, 3])
+    batch["tgt_lang_ids"] = torch.tensor([1, 2, 3, 0])
+    return batch
+
+
 def loss_and_grads(model, batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     torch.manual_seed(5)  # HLT-MT's hard/soft draw and dropout, if any, draw the same numbers
     model.zero_grad()
@@ -94,9 +102,7 @@ def test_compiled_decoding_decodes_as_eager_without_graph_breaks(name):
     torch_dynamo.reset()
     counters.clear()
     model = build(name).eval()
-    batch = generation_inputs(random_batch(batch=4, seed=11))
-    batch["src_lang_ids"] = torch.tensor([0, 1, 2, 3])
-    batch["tgt_lang_ids"] = torch.tensor([1, 2, 3, 0])
+    batch = decoding_batch()
     kwargs = dict(num_beams=2, max_new_tokens=6, min_new_tokens=6)
     eager = model.generate(**batch, **kwargs)
     model.forward = torch.compile(model.forward, backend="aot_eager", dynamic=True)
@@ -116,9 +122,7 @@ def test_compiled_decoding_with_a_static_cache_is_two_graphs_reused_by_the_next_
     torch_dynamo.reset()
     counters.clear()
     model = build(name).eval()
-    batch = generation_inputs(random_batch(batch=4, seed=11))
-    batch["src_lang_ids"] = torch.tensor([0, 1, 2, 3])
-    batch["tgt_lang_ids"] = torch.tensor([1, 2, 3, 0])
+    batch = decoding_batch()
     kwargs = dict(num_beams=2, max_new_tokens=6, min_new_tokens=6, cache_implementation="static")
     eager = model.generate(**batch, **{k: v for k, v in kwargs.items() if k != "cache_implementation"})
     model.forward = torch.compile(model.forward, backend="aot_eager", fullgraph=True)
