@@ -186,6 +186,22 @@ def test_a_local_m2m100_checkpoint_loads_with_its_codes_and_starts_as_it_transla
         assert got.tolist() == reference.tolist()
 
 
+def test_train_adapts_an_m2m100_checkpoint_from_its_config(m2m100_folder, tmp_path, capsys):
+    """`model.init_from_pretrained` on an M2M-100 folder: its codes are the corpus's own (`en`, written `__en__`),
+    its sentencepiece tokenizer is wrapped, LoRA trains with the base frozen, and the saved model reloads."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    from hf_langspec.training.experiment import run_experiment
+
+    config = _pretrained_config(m2m100_folder, tmp_path, **{"class": "lora", "lora_rank": 2})
+    config["data"].pop("language_codes")
+    outcome = run_experiment(config)
+    assert "tokenizer: the checkpoint's" in capsys.readouterr().out
+    saved = AutoModelForSeq2SeqLM.from_pretrained(outcome["model_dir"], trust_remote_code=True)
+    assert saved.config.languages == ["de", "en", "es", "fr"] and saved.config.lang_tag_style == "both"
+    assert set(outcome["results"]["directions"]) == {"en-de", "fr-en", "es-fr"}
+
+
 def test_a_code_the_checkpoint_does_not_know_is_refused_with_the_codes_it_knows(nllb_folder):
     from hf_langspec.pretrained import load_pretrained
 
