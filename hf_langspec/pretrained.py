@@ -16,7 +16,8 @@ So training data is tokenized exactly as the checkpoint's tokenizer does (tested
 `M2M100Tokenizer`), and the language contract (`config.languages`, `src_lang_ids` / `tgt_lang_ids`) indexes the
 checkpoint's codes. M2M-100's tokenizer is a sentencepiece (Python) tokenizer that transformers does not convert to
 the `tokenizers` backend this package builds on; `sentencepiece_backend` rebuilds it there, with its dictionary's
-ids. Marian's keeps two SentencePiece models (source and target) and is not wrapped: pass a `LangSpecTokenizer`
+ids. Marian's keeps two SentencePiece models (source and target), before which it runs sacremoses' punctuation
+normaliser when that is installed (no `tokenizers` equivalent), and is not wrapped: pass a `LangSpecTokenizer`
 built over the same vocabulary.
 """
 
