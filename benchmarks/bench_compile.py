@@ -24,8 +24,6 @@ from _report import interleaved, keep_freed_memory, publish
 from bench_methods import KINDS, NAMES, build, chosen_kinds, language_ids, room_to_compile, train_step
 from bench_training import SHAPES, make_batch, shape_arguments
 
-SHAPES.setdefault("cpu", dict(d_model=128, layers=2, heads=4, ffn=512))  # the README's and the bible suites' shape
-
 
 def compile_seconds(model, optimizer, batch: dict, args) -> float:
     """Seconds of the first compiled step (tracing and code generation included)."""

@@ -25,7 +25,6 @@ from _report import interleaved, keep_freed_memory, publish
 from bench_methods import KINDS, NAMES, autocast, build, chosen_kinds, clock, language_ids, room_to_compile
 from bench_training import SHAPES, make_batch, shape_arguments
 
-SHAPES.setdefault("cpu", dict(d_model=128, layers=2, heads=4, ffn=512))
 VARIANTS = ("growing", "static", "compiled")
 
 

@@ -28,6 +28,7 @@ import torch
 
 SHAPES = {
     "tiny": dict(d_model=32, layers=1, heads=2, ffn=64),  # the GPU plan's CPU check of its code path only
+    "cpu": dict(d_model=128, layers=2, heads=4, ffn=512),  # the README's and the bible suites' shape
     "small": dict(d_model=256, layers=3, heads=4, ffn=1024),
     "base": dict(d_model=512, layers=6, heads=8, ffn=2048),
 }

@@ -82,12 +82,11 @@ def sentencepiece_backend(tokenizer: Any) -> Any:
     else:
         data["model"]["vocab"] = encoder
         data["model"]["unk_token"] = unk
-        known = set(encoder)
+        merges = data["model"]["merges"]  # ["a", "b"] pairs, or "a b" strings in older tokenizers
+        pairs = [merge if isinstance(merge, list) else merge.split(" ") for merge in merges]
         data["model"]["merges"] = [
-            merge for merge in data["model"]["merges"]
-            if all(part in known for part in (merge if isinstance(merge, list) else merge.split(" ")))
-            and "".join(merge if isinstance(merge, list) else merge.split(" ")) in known
-        ]  # fmt: skip
+            m for m, pair in zip(merges, pairs, strict=True) if {*pair, "".join(pair)} <= encoder.keys()
+        ]
     data["added_tokens"] = []
     backend = Tokenizer.from_str(json_module.dumps(data))
     specials = [token for token in (tokenizer.bos_token, tokenizer.pad_token, tokenizer.eos_token, unk) if token]

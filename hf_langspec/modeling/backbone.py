@@ -440,31 +440,27 @@ def _decoder_self_mask(
     cache of `static_length` slots (past_length a device tensor) always `[1 or B, 1, T, static_length]`: the
     keys are every slot, those past the queries' positions masked, and nothing is read back.
     """
-    if static_length is not None:
-        keys = torch.arange(static_length, device=device)
-        queries = past_length + torch.arange(query_length, device=device)
-        allowed = (keys[None, :] <= queries[:, None])[None, None]
-        if mask is not None and mask.dim() == 4:  # `generate` gives a static cache `[B, 1, T, slots]`, True: attend
-            allowed = allowed & mask.bool()
-        elif mask is not None:  # `[B, past + T]` 1/0 over the tokens so far; the slots after them are masked
-            allowed = allowed & F.pad(mask, (0, static_length - mask.shape[1]), value=1)[:, None, None, :].bool()
-        return torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(
-            ~allowed, torch.finfo(dtype).min
-        ), False
-    padded = mask is not None and not bool(mask.all())
-    if not padded:
-        if past_length == 0:
-            # a branch, not `query_length > 1`: compiled over several batch lengths the length is symbolic, SDPA
-            # takes no SymBool, and the graph break in every decoder layer made a compiled step 30x slower (H100)
-            return (None, True) if query_length > 1 else (None, False)
-        if query_length == 1:
-            return None, False
-    total = past_length + query_length
-    keys = torch.arange(total, device=device)
-    queries = torch.arange(past_length, total, device=device)
+    padded = False
+    if static_length is None:
+        padded = mask is not None and not bool(mask.all())
+        if not padded:
+            if past_length == 0:
+                # a branch, not `query_length > 1`: compiled over several batch lengths the length is symbolic,
+                # SDPA takes no SymBool, and the graph break in every decoder layer made a compiled step 30x slower
+                return (None, True) if query_length > 1 else (None, False)
+            if query_length == 1:
+                return None, False
+    slots = past_length + query_length if static_length is None else static_length
+    keys = torch.arange(slots, device=device)
+    queries = past_length + torch.arange(query_length, device=device)
     allowed = (keys[None, :] <= queries[:, None])[None, None]
-    if padded:
-        allowed = allowed & mask[:, None, None, -total:].bool()
+    if static_length is not None and mask is not None:
+        if mask.dim() == 4:  # `generate` gives a static cache `[B, 1, T, slots]`, True: attend
+            allowed = allowed & mask.bool()
+        else:  # `[B, past + T]` 1/0 over the tokens so far; the slots after them are masked
+            allowed = allowed & F.pad(mask, (0, static_length - mask.shape[1]), value=1)[:, None, None, :].bool()
+    elif padded:
+        allowed = allowed & mask[:, None, None, -slots:].bool()
     return torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min), False
 
 
