@@ -230,7 +230,28 @@ def adapt(source: PreTrainedModel, kind: str, **fields: Any) -> PreTrainedModel:
     model.tie_weights()
     model.start_as_identity()
     _check_same_logits(base, model.train(False), type(source).__name__)
+    inherit_generation(source, model)
     return model.train(source.training)
+
+
+# how a checkpoint decodes by default, kept by a model adapted from it (OPUS-MT's generation_config.json: beams,
+# `<pad>` never generated, `</s>` forced at the length limit, renormalised scores)
+INHERITED_GENERATION = ("num_beams", "max_length", "max_new_tokens", "length_penalty", "early_stopping",
+                        "no_repeat_ngram_size", "bad_words_ids", "forced_eos_token_id", "renormalize_logits")  # fmt: skip
+
+
+def inherit_generation(source: PreTrainedModel, model: PreTrainedModel) -> None:
+    """Give `model` the decoding defaults `source`'s generation config sets (`INHERITED_GENERATION`, those that
+    differ from transformers' defaults), so that `model.generate(**inputs)` decodes as the checkpoint did."""
+    import copy
+
+    from transformers import GenerationConfig
+
+    defaults = GenerationConfig()
+    for field in INHERITED_GENERATION:
+        value = getattr(source.generation_config, field, None)
+        if value is not None and value != getattr(defaults, field, None):
+            setattr(model.generation_config, field, copy.deepcopy(value))
 
 
 def _check_same_logits(

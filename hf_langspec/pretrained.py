@@ -41,46 +41,76 @@ CONVENTIONS = {
 }
 
 
-def sentencepiece_backend(tokenizer: Any) -> Any:
-    """A `tokenizers.Tokenizer` that encodes as a sentencepiece-based `M2M100Tokenizer` does, with its ids.
+# tokens a SentencePiece model's normaliser deletes (the nmt_nfkc rules drop these control characters): a vocabulary
+# entry written with one can never be read from text
+_DELETED_CHARACTERS = [chr(c) for c in (*range(0x01, 0x09), 0x0B, *range(0x0E, 0x20), 0x7F)]
 
-    M2M-100's tokenizer cuts text with a SentencePiece model and maps the pieces through fairseq's dictionary
-    (`vocab.json`, ids in another order than the model's own); its language codes follow the dictionary, then its
-    made-up words. transformers builds the pieces' tokenizer from the SentencePiece model
-    (`SpmConverter.build_tokenizer_from_spm_proto`: normaliser, pre-tokeniser, merges ranked by piece score,
-    decoder); here its model is re-keyed by the dictionary's ids, and the specials, codes and made-up words are
-    added at theirs. A piece the dictionary lacks becomes `<unk>` there and here alike (BPE merges into it are
-    dropped; a Unigram model gives it no path)."""
-    import json as json_module
 
+def _spm_proto(serialized: bytes) -> Any:
     try:
         from sentencepiece import sentencepiece_model_pb2
     except Exception as error:  # protobuf missing, or older than the one sentencepiece's model file was made with
-        raise ValueError(
-            f"Reading M2M-100's SentencePiece model needs protobuf ({error}); pip install -U protobuf."
-        ) from None
-    from tokenizers import AddedToken, Tokenizer
+        raise ValueError(f"Reading a SentencePiece model needs protobuf ({error}); pip install -U protobuf.") from None
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(serialized)
+    return proto
+
+
+def keyed_spm_backend(serialized: bytes, encoder: dict[str, int], unk: str, controls: Sequence[str]) -> Any:
+    """A `tokenizers.Tokenizer` that cuts text as the SentencePiece model `serialized` does and maps the pieces
+    through `encoder` (a dictionary with its own ids: fairseq's for M2M-100, `vocab.json` for Marian), as the
+    checkpoints' sentencepiece (Python) tokenizers do; `controls` (specials and language codes, in id order) are
+    added as special tokens at their ids, those `encoder` lacks after it.
+
+    transformers builds the pieces' tokenizer from the model (`SpmConverter.build_tokenizer_from_spm_proto`:
+    normaliser, pre-tokeniser, merges ranked by piece score, decoder); here its vocabulary becomes `encoder`'s. An
+    entry of `encoder` the model does not have (Marian's shared vocabulary holds the other side's pieces) must not
+    be read from text, where the model cannot produce it, and must still decode: it is written with a character the
+    model's normaliser deletes (so no text can contain it), which the decoder removes again. A single character the
+    model lacks is the exception: SentencePiece passes it on as an unknown piece, which the dictionary looks up, so
+    it keeps its entry's id here too.
+
+    Where the two cannot agree: a piece of the model that `encoder` lacks becomes `<unk>` there; here it is dropped
+    from the model (BPE merges into it, a Unigram path through it), so text that needs it is cut around it
+    (`missing_pieces` counts them). SentencePiece passes a run of unknown characters on as one piece, looked up
+    whole (almost always `<unk>`); here each character the dictionary has keeps its id. And a Unigram model's ties
+    (`..` `.` against `.` `..`: equal scores) may break the other way, as in transformers' own fast tokenizers
+    converted from SentencePiece (float sums in another order)."""
+    import json as json_module
+
+    from tokenizers import AddedToken, Tokenizer, decoders
     from transformers.convert_slow_tokenizer import SpmConverter
 
-    proto = sentencepiece_model_pb2.ModelProto()
-    proto.ParseFromString(tokenizer.sp_model.serialized_model_proto())
-    encoder = dict(tokenizer.encoder)
-    unigram = proto.trainer_spec.model_type == sentencepiece_model_pb2.TrainerSpec.UNIGRAM
+    proto = _spm_proto(serialized)
+    unigram = proto.trainer_spec.model_type == type(proto.trainer_spec).UNIGRAM
     pieces = {piece.piece: index for index, piece in enumerate(proto.pieces)}
+    scores = {p.piece: p.score for p in proto.pieces}
     if unigram:
-        built = SpmConverter.build_tokenizer_from_spm_proto(proto, [(p.piece, p.score) for p in proto.pieces])
+        built = SpmConverter.build_tokenizer_from_spm_proto(proto, list(scores.items()))
     else:
         built = SpmConverter.build_tokenizer_from_spm_proto(proto, pieces)
+    kept = set(controls)
+    # a character the model lacks comes out of it as itself (an unknown piece), which the dictionary looks up: it
+    # stays readable; a longer entry the model lacks is out of reach
+    foreign = [entry for entry in encoder if entry not in pieces and entry not in kept and len(entry) > 1]
+    marker = ""
+    if foreign:
+        deleted = [c for c in _DELETED_CHARACTERS if built.normalizer and not built.normalizer.normalize_str(c)]
+        marker = next((c for c in deleted if not any(c in entry for entry in encoder)), "")
+        if not marker:
+            raise ValueError(f"The vocabulary holds {len(foreign)} entries the SentencePiece model lacks (e.g. "
+                             f"{foreign[:3]}), and the model's normaliser deletes no control character to keep them "
+                             "out of reach of text; pass a LangSpecTokenizer built over the checkpoint's "
+                             "vocabulary.")  # fmt: skip
+    key = {entry: entry + marker if entry in foreign else entry for entry in encoder}
     data = json_module.loads(built.to_str())
-    unk = tokenizer.unk_token
     if unigram:
-        scores = {p.piece: p.score for p in proto.pieces}
         lowest = min(scores.values()) - 10.0  # dictionary entries SentencePiece lacks (the specials): never chosen
         ordered = sorted(encoder, key=encoder.get)
-        data["model"]["vocab"] = [[piece, scores.get(piece, lowest)] for piece in ordered]
+        data["model"]["vocab"] = [[key[entry], scores.get(entry, lowest)] for entry in ordered]
         data["model"]["unk_id"] = encoder[unk]
     else:
-        data["model"]["vocab"] = encoder
+        data["model"]["vocab"] = {key[entry]: index for entry, index in encoder.items()}
         data["model"]["unk_token"] = unk
         merges = data["model"]["merges"]  # ["a", "b"] pairs, or "a b" strings in older tokenizers
         pairs = [merge if isinstance(merge, list) else merge.split(" ") for merge in merges]
@@ -89,16 +119,73 @@ def sentencepiece_backend(tokenizer: Any) -> Any:
         ]
     data["added_tokens"] = []
     backend = Tokenizer.from_str(json_module.dumps(data))
-    specials = [token for token in (tokenizer.bos_token, tokenizer.pad_token, tokenizer.eos_token, unk) if token]
-    backend.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in specials])
+    if marker:  # the marked entries decode as what they are
+        backend.decoder = decoders.Sequence([decoders.Replace(marker, ""), backend.decoder])
+    backend.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in controls])
+    return backend
+
+
+def missing_pieces(serialized: bytes, encoder: dict[str, int]) -> list[str]:
+    """The pieces of a SentencePiece model that a dictionary lacks (the checkpoint's tokenizer maps them to
+    `<unk>`; `keyed_spm_backend` cuts text around them)."""
+    proto = _spm_proto(serialized)
+    normal = type(proto).SentencePiece.NORMAL
+    return [p.piece for p in proto.pieces if p.type == normal and p.piece not in encoder]
+
+
+def sentencepiece_backend(tokenizer: Any) -> Any:
+    """A `tokenizers.Tokenizer` that encodes as a sentencepiece-based `M2M100Tokenizer` does, with its ids.
+
+    M2M-100's tokenizer cuts text with a SentencePiece model and maps the pieces through fairseq's dictionary
+    (`vocab.json`, ids in another order than the model's own); its language codes follow the dictionary, then its
+    made-up words (`keyed_spm_backend`)."""
+    encoder = dict(tokenizer.encoder)
+    specials = [token for token in (tokenizer.bos_token, tokenizer.pad_token, tokenizer.eos_token, tokenizer.unk_token)
+                if token]  # fmt: skip
     codes = dict(getattr(tokenizer, "lang_token_to_id", {}))  # `__en__` -> its id, after the dictionary
     extra = sorted(set(tokenizer.get_vocab()) - set(encoder) | set(codes), key=tokenizer.convert_tokens_to_ids)
-    backend.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in extra])
-    moved = [t for t in extra if backend.token_to_id(t) != tokenizer.convert_tokens_to_ids(t)]
+    serialized = tokenizer.sp_model.serialized_model_proto()
+    backend = keyed_spm_backend(serialized, encoder, tokenizer.unk_token, specials + extra)
+    _check_ids(backend, {token: tokenizer.convert_tokens_to_ids(token) for token in extra}, tokenizer)
+    return backend
+
+
+def marian_backends(tokenizer: Any) -> tuple[Any, Any]:
+    """`(source, target)`: `tokenizers.Tokenizer`s that encode as a multilingual `MarianTokenizer` does, with its
+    ids: the sources cut by `source.spm`, the targets by `target.spm` (`None` where it is the same model), both
+    mapped through the shared `vocab.json`, whose `>>fra<<` codes become special tokens at their ids.
+    transformers 5's MarianTokenizer defines, but never applies, sacremoses' punctuation normaliser, so there is
+    nothing else to replicate. A piece the vocabulary lacks is `<unk>` for Marian: counted in a warning, as text
+    that needs it is cut differently here."""
+    import warnings
+
+    if tokenizer.separate_vocabs:
+        raise ValueError("This Marian tokenizer has separate source and target vocabularies; the package's models "
+                         "share one (multilingual OPUS-MT models do).")  # fmt: skip
+    encoder = dict(tokenizer.encoder)
+    named = {tokenizer.eos_token, tokenizer.unk_token, tokenizer.pad_token, *tokenizer.supported_language_codes}
+    controls = sorted((token for token in named if token in encoder), key=encoder.get)
+    sides = [tokenizer.spm_source.serialized_model_proto(), tokenizer.spm_target.serialized_model_proto()]
+    for side, serialized in zip(("source", "target"), sides, strict=True):
+        missing = missing_pieces(serialized, encoder)
+        if missing:
+            warnings.warn(f"{len(missing)} pieces of Marian's {side}.spm are not in its vocab.json (e.g. "
+                          f"{missing[:3]}): Marian encodes them as <unk>; here text that needs them is cut into other "
+                          "pieces.", stacklevel=3)  # fmt: skip
+    source = keyed_spm_backend(sides[0], encoder, tokenizer.unk_token, controls)
+    target = keyed_spm_backend(sides[1], encoder, tokenizer.unk_token, controls) if sides[1] != sides[0] else None
+    for backend in (source, target):
+        if backend is not None:
+            _check_ids(backend, {token: encoder[token] for token in controls}, tokenizer)
+    return source, target
+
+
+def _check_ids(backend: Any, expected: dict[str, int], tokenizer: Any) -> None:
+    """Refuse a rebuilt tokenizer whose special tokens are not at the checkpoint's ids (the model's rows)."""
+    moved = [token for token, index in expected.items() if backend.token_to_id(token) != index]
     if moved:  # ids the model's rows are indexed by: a mismatch would translate with the wrong rows
         raise ValueError(f"{type(tokenizer).__name__}'s codes {moved[:5]} do not follow its dictionary; pass a "
                          "LangSpecTokenizer built over the checkpoint's vocabulary.")  # fmt: skip
-    return backend
 
 
 def checkpoint_languages(tokenizer: Any, template: str) -> list[str]:
@@ -106,6 +193,7 @@ def checkpoint_languages(tokenizer: Any, template: str) -> list[str]:
     prefix, _, suffix = template.partition("{}")
     specials = set(getattr(tokenizer, "all_special_tokens", [])) | set(getattr(tokenizer, "added_tokens_encoder", {}))
     specials |= set(getattr(tokenizer, "lang_token_to_id", {}))  # M2M-100's codes are neither
+    specials |= set(getattr(tokenizer, "supported_language_codes", []))  # nor are multilingual Marian's
     return sorted(
         token[len(prefix) : len(token) - len(suffix)]
         for token in specials
@@ -134,9 +222,11 @@ def checkpoint_tokenizer(
         raise ValueError(f"No language-code convention is known for {name}; pass a LangSpecTokenizer built over the "
                          f"checkpoint's vocabulary (known: {sorted(CONVENTIONS)}).")  # fmt: skip
     template, style = CONVENTIONS[name]
-    backend = getattr(tokenizer, "backend_tokenizer", None)
+    backend, target = getattr(tokenizer, "backend_tokenizer", None), None
     if backend is None and name == "M2M100Tokenizer":
         backend = sentencepiece_backend(tokenizer)
+    if backend is None and name == "MarianTokenizer":
+        backend, target = marian_backends(tokenizer)
     if backend is None:
         raise ValueError(
             f"{name} is a sentencepiece (Python) tokenizer, which transformers cannot convert to the `tokenizers` "
@@ -156,13 +246,17 @@ def checkpoint_tokenizer(
     if stray:
         raise ValueError(f"add_languages names {stray}, which the data does not have ({languages}).")
     if new_languages:  # the new codes after every existing id, so no id of the checkpoint moves
+        new_codes = [AddedToken(template.format(code), special=True, normalized=False) for code in new_languages]
         backend = copy.deepcopy(backend)
-        backend.add_special_tokens([AddedToken(template.format(code), special=True, normalized=False)
-                                    for code in new_languages])  # fmt: skip
+        backend.add_special_tokens(new_codes)
+        if target is not None:
+            target = copy.deepcopy(target)
+            target.add_special_tokens(new_codes)
+    # a token the checkpoint has none of stays None (Marian has no <s>): LangSpecTokenizer would add its default
     specials = {key: getattr(tokenizer, key) for key in ("bos_token", "eos_token", "unk_token", "pad_token")}
     return LangSpecTokenizer(
-        tokenizer_object=backend, languages=list(languages), lang_tag_template=template, lang_tag_style=style,
-        model_vocab_size=model_vocab_size, **{k: v for k, v in specials.items() if v is not None},
+        tokenizer_object=backend, target_tokenizer_object=target, languages=list(languages), lang_tag_template=template,
+        lang_tag_style=style, model_vocab_size=model_vocab_size, **specials,
     )  # fmt: skip
 
 

@@ -99,6 +99,61 @@ def m2m100_checkpoint(folder: Path, model_type: str = "bpe") -> Path:
     return folder
 
 
+MARIAN_CODES = ["deu", "eng", "fra", "spa"]  # a mul-mul OPUS-MT model: a code for every target
+MARIAN_SOURCES = ["the cat sat on the mat", "a dog and a cat", "Numbers 123 and 4,567.9 — “quotes” ..."]
+MARIAN_TARGETS = ["die Katze sass auf der Matte", "le chat etait sur le tapis", "el gato",
+                  "Am Anfang schuf Gott Himmel und Erde."]  # fmt: skip
+
+
+def marian_tokenizer(folder: Path, model_type: str = "unigram") -> Any:
+    """A multilingual OPUS-MT tokenizer in miniature, written to `folder`: two SentencePiece models trained here,
+    `source.spm` on English and `target.spm` on the three target languages (so each lacks characters and pieces
+    the other has), and Marian's shared `vocab.json` over both: `</s>`, `<unk>`, the `>>deu<<` codes, the pieces
+    in shuffled order, `<pad>` last."""
+    import json
+    import random
+
+    import sentencepiece
+    from transformers import MarianTokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pieces: dict[str, None] = {}
+    for side, corpus in (("source", MARIAN_SOURCES), ("target", MARIAN_TARGETS)):
+        (folder / "corpus.txt").write_text("\n".join(corpus * 30))
+        sentencepiece.SentencePieceTrainer.train(
+            input=str(folder / "corpus.txt"), model_prefix=str(folder / side), vocab_size=60, model_type=model_type,
+            hard_vocab_limit=False, character_coverage=1.0, bos_id=-1, eos_id=-1, unk_id=0, pad_id=-1, minloglevel=2,
+        )  # fmt: skip
+        (folder / f"{side}.model").rename(folder / f"{side}.spm")
+        (folder / f"{side}.vocab").unlink()
+        processor = sentencepiece.SentencePieceProcessor(model_file=str(folder / f"{side}.spm"))
+        pieces.update(dict.fromkeys(processor.id_to_piece(i) for i in range(1, processor.get_piece_size())))
+    (folder / "corpus.txt").unlink()
+    vocab = {"</s>": 0, "<unk>": 1, **{f">>{code}<<": 2 + i for i, code in enumerate(MARIAN_CODES)}}
+    ordered = list(pieces)
+    random.Random(0).shuffle(ordered)
+    vocab.update({piece: len(vocab) + i for i, piece in enumerate(ordered)})
+    vocab["<pad>"] = len(vocab)
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    return MarianTokenizer(source_spm=str(folder / "source.spm"), target_spm=str(folder / "target.spm"),
+                           vocab=str(folder / "vocab.json"))  # fmt: skip
+
+
+def marian_checkpoint(folder: Path, model_type: str = "unigram") -> Path:
+    """`folder` holding a tiny random multilingual `MarianMTModel` (one shared embedding, decoding starts from
+    `<pad>`, as OPUS-MT models do) and `marian_tokenizer`."""
+    from transformers import MarianConfig, MarianMTModel
+
+    tokenizer = marian_tokenizer(folder, model_type)
+    torch.manual_seed(0)
+    pad = tokenizer.pad_token_id
+    shape = {**SHAPE, "vocab_size": len(tokenizer), "pad_token_id": pad, "decoder_start_token_id": pad,
+             "eos_token_id": 0, "bos_token_id": 0, "activation_function": "swish"}  # fmt: skip
+    MarianMTModel(MarianConfig(**shape, share_encoder_decoder_embeddings=True)).eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def nllb_checkpoint(folder: Path, codes=CODES) -> Path:
     """`folder` holding `nllb_shaped()` and `nllb_tokenizer(codes)`: an NLLB-200 checkpoint in miniature."""
     tokenizer = nllb_tokenizer(codes)

@@ -8,9 +8,11 @@ package). Methods whose modules renormalise the stream cannot start that way and
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
-from conftest import CODES, LANGUAGES, SHAPE, TAG_IDS, TEXTS, VOCAB, nllb_checkpoint, nllb_shaped
+from conftest import CODES, LANGUAGES, MARIAN_CODES, SHAPE, TAG_IDS, TEXTS, VOCAB, nllb_checkpoint, nllb_shaped
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import M2M100Config, M2M100ForConditionalGeneration, MarianConfig, MarianMTModel
@@ -200,6 +202,185 @@ def test_train_adapts_an_m2m100_checkpoint_from_its_config(m2m100_folder, tmp_pa
     saved = AutoModelForSeq2SeqLM.from_pretrained(outcome["model_dir"], trust_remote_code=True)
     assert saved.config.languages == ["de", "en", "es", "fr"] and saved.config.lang_tag_style == "both"
     assert set(outcome["results"]["directions"]) == {"en-de", "fr-en", "es-fr"}
+
+
+@pytest.fixture(scope="module", params=["unigram", "bpe"])
+def marian_folder(request, tmp_path_factory):
+    from conftest import marian_checkpoint
+
+    return marian_checkpoint(tmp_path_factory.mktemp(f"marian_{request.param}"), request.param)
+
+
+def _spm_score(processor, pieces: list[str]) -> float:
+    """A segmentation's score under a Unigram SentencePiece model (an unknown piece: the model's unknown penalty)."""
+    scores = {processor.id_to_piece(i): processor.get_score(i) for i in range(processor.get_piece_size())}
+    unknown = min(scores.values()) - 10.0
+    return sum(scores.get(piece, unknown) for piece in pieces)
+
+
+def _marian_ids(processor, vocab: dict[str, int], text: str, runs_whole: bool) -> list[int]:
+    """MarianTokenizer's algorithm written out: SentencePiece's pieces looked up in `vocab.json`, `<unk>` where it
+    lacks one. SentencePiece passes a run of characters it does not know on as one piece; `runs_whole=False` looks
+    each of its characters up instead (what `keyed_spm_backend` does; one `<unk>` for neighbours it lacks)."""
+    known = {processor.id_to_piece(i) for i in range(processor.get_piece_size()) if i != processor.unk_id()}
+    unk, ids = vocab["<unk>"], []
+    for piece in processor.encode(text, out_type=str):
+        parts = [piece] if runs_whole or piece in known else list(piece)
+        for part in parts:
+            index = vocab.get(part, unk)
+            if not (index == unk and ids and ids[-1] == unk and piece not in known):
+                ids.append(index)
+    return ids
+
+
+# words whose characters one side's model lacks, alone or in runs (“q for the target's model), runs no vocabulary
+# has (漢字) and repeats (Unigram ties: "..." is ".." "." or "." "..")
+MARIAN_WORDS = ["the", "cat", "sat", "on", "dog", "mat", "Katze", "Anfang", "Numbers", "die", "le", "chat", "gato",
+                "Gott", "und", "9", "—", "“quotes”", "...", "..", "漢字", "ø", "tapis"]  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.lists(st.sampled_from(MARIAN_WORDS), max_size=12).map(" ".join), target=st.sampled_from(MARIAN_CODES))
+def test_marians_two_sentencepiece_models_are_wrapped_to_encode_as_it_does(marian_folder, text, target):
+    """Multilingual Marian cuts sources with `source.spm`, targets with `target.spm`, and looks the pieces up in one
+    `vocab.json` (the other side's pieces in it too): `checkpoint_tokenizer` keeps both models on the `tokenizers`
+    backend and encodes as MarianTokenizer does (`>>fra<<` before the source, none in the labels), but for the two
+    documented differences: a run of characters a model lacks is looked up character by character (Marian looks it
+    up whole), and a Unigram tie may break the other way (as in transformers' converted fast tokenizers; then both
+    cuts score the same)."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from hf_langspec.pretrained import checkpoint_tokenizer
+    from hf_langspec.tokenization.tokenization_langspec import target_backend
+
+    original = AutoTokenizer.from_pretrained(marian_folder)
+    vocab = json.loads((marian_folder / "vocab.json").read_text())
+    ours = checkpoint_tokenizer(original, MARIAN_CODES)
+    expected = original(f">>{target}<< {text}", text_target=text)
+    got = ours(text, text_target=text, tgt_lang=target)
+    code, eos = vocab[f">>{target}<<"], vocab["</s>"]
+    sides = [("input_ids", [code], original.spm_source, ours.backend_tokenizer),
+             ("labels", [], original.spm_target, target_backend(ours))]  # fmt: skip
+    for key, prefix, processor, backend in sides:
+        assert prefix + _marian_ids(processor, vocab, text, runs_whole=True) + [eos] == expected[key]  # the reference
+        reference = prefix + _marian_ids(processor, vocab, text, runs_whole=False) + [eos]
+        if got[key] != reference:  # a tie
+            assert "unigram" in str(marian_folder), f"{key}: {got[key]} against {reference}"
+            mine, theirs = backend.encode(text).tokens, processor.encode(text, out_type=str)
+            assert _spm_score(processor, mine) == pytest.approx(_spm_score(processor, theirs), abs=1e-4)
+        elif reference == expected[key]:
+            assert got[key] == expected[key]
+    decoded = ours.decode(got["labels"], skip_special_tokens=True)  # MarianTokenizer strips the string's ends
+    if got["labels"] == expected["labels"]:
+        assert decoded.strip() == original.decode(expected["labels"], skip_special_tokens=True)
+
+
+def test_a_local_marian_checkpoint_loads_with_its_codes_and_starts_as_it_translates(marian_folder, tmp_path):
+    """Item 1 for multilingual Marian (`>>fra<<` before the source, decoding from `<pad>`): `load_pretrained` from
+    the folder, its two SentencePiece models kept (saved as tokenizer.json and target_tokenizer.json, reloaded as a
+    LangSpecTokenizer), a method on top that generates what the checkpoint generates (its generation config too:
+    `</s>` forced at the length limit, no repeated token) and decodes it as MarianTokenizer does."""
+    import re
+
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from hf_langspec.pretrained import load_pretrained
+    from hf_langspec.tokenization import LangSpecTokenizer
+
+    model, tokenizer = load_pretrained(marian_folder, "lora", languages=MARIAN_CODES, lora_rank=2)
+    fingerprint = tokenizer.vocabulary_fingerprint()
+    tokenizer.save_pretrained(tmp_path)
+    assert (tmp_path / "target_tokenizer.json").is_file()
+    tokenizer = LangSpecTokenizer.from_pretrained(tmp_path)
+    assert tokenizer.vocabulary_fingerprint() == fingerprint
+    original = AutoTokenizer.from_pretrained(marian_folder)
+    pretrained = AutoModelForSeq2SeqLM.from_pretrained(marian_folder).eval()
+    assert model.config.lang_tag_style == "source" and model.config.decoder_start_token_id == original.pad_token_id
+    pretrained.generation_config.no_repeat_ngram_size = 1  # a random checkpoint that says more than one token
+    model = load_pretrained_from(pretrained, tokenizer)
+    texts = ["the cat sat on the mat", "a dog and Katze"]
+    for src, tgt in [("eng", "fra"), ("eng", "deu")]:
+        ours = tokenizer(texts, text_target=texts, src_lang=src, tgt_lang=tgt, padding=True, return_tensors="pt")
+        theirs = original([f">>{tgt}<< {t}" for t in texts], text_target=texts, padding=True, return_tensors="pt")
+        labels = ours["labels"].masked_fill(ours["labels"] == -100, original.pad_token_id)  # padded as Marian pads
+        assert torch.equal(ours["input_ids"], theirs["input_ids"]) and torch.equal(labels, theirs["labels"])
+        reference = pretrained.generate(input_ids=theirs["input_ids"], attention_mask=theirs["attention_mask"],
+                                        max_new_tokens=8, num_beams=2)  # fmt: skip
+        got = model.eval().generate(input_ids=ours["input_ids"], attention_mask=ours["attention_mask"],
+                                    src_lang_ids=ours["src_lang_ids"], tgt_lang_ids=ours["tgt_lang_ids"],
+                                    max_new_tokens=8, num_beams=2)  # fmt: skip
+        assert got.tolist() == reference.tolist() and len(set(got[0].tolist())) > 3
+        decoded = tokenizer.batch_decode(got, skip_special_tokens=True)  # a code is never text here; Marian's is
+        assert decoded == [
+            re.sub(">>[a-z]+<<", "", t) for t in original.batch_decode(reference, skip_special_tokens=True)
+        ]
+
+
+def test_train_adapts_a_marian_checkpoint_from_its_config(marian_folder, tmp_path, capsys):
+    """`model.init_from_pretrained` on a multilingual Marian folder: the corpus's codes renamed to Marian's (`en` ->
+    `eng`, written `>>eng<<`), both SentencePiece models kept, adapters trained with the base frozen, and the saved
+    model and tokenizer (its target model too, the fingerprint the model records) reload through the Auto classes
+    and decode from `<pad>`, as Marian does."""
+    import json
+
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from hf_langspec.training.experiment import run_experiment
+
+    config = _pretrained_config(marian_folder, tmp_path, **{"class": "adapter", "adapter_preset": "monolingual",
+                                                             "adapter_dim": 4})  # fmt: skip
+    config["data"]["language_codes"] = {"en": "eng", "de": "deu", "fr": "fra", "es": "spa"}
+    outcome = run_experiment(config)
+    assert "tokenizer: the checkpoint's" in capsys.readouterr().out
+    folder = Path(outcome["model_dir"])
+    saved = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    assert saved.config.languages == ["deu", "eng", "fra", "spa"] and saved.config.lang_tag_style == "source"
+    assert (folder / "target_tokenizer.json").is_file() and tokenizer.vocabulary_fingerprint() == (
+        saved.config.vocabulary_fingerprint
+    )
+    assert set(outcome["results"]["directions"]) == {"eng-deu", "fra-eng", "spa-fra"}
+    rows = [json.loads(line) for line in Path(config["data"]["test_files"]["supervised"]).read_text().splitlines()]
+    row = next(r for r in rows if r["src_lang"] == "en")
+    inputs = tokenizer(row["src"], src_lang="eng", tgt_lang="deu", return_tensors="pt")
+    output = saved.generate(**inputs, num_beams=1, max_new_tokens=5)
+    assert output[0, 0].item() == saved.config.decoder_start_token_id == tokenizer.pad_token_id
+
+
+def load_pretrained_from(pretrained, tokenizer):
+    """`adapt` of an in-memory checkpoint for `tokenizer`'s contract (as `adapt_pretrained` does from a folder)."""
+    contract = tokenizer.model_config_kwargs()
+    keys = ("languages", "lang_tag_token_ids", "lang_tag_style", "vocabulary_fingerprint")
+    model = adapt(pretrained, "lora", lora_rank=2, **{k: contract[k] for k in keys})
+    tokenizer.check_model(model)
+    return model
+
+
+def test_the_prepared_training_set_cuts_marians_targets_with_its_target_model(marian_folder, tmp_path):
+    """The on-disk data path encodes each side with its own model, as the tokenizer does, and measures target
+    lengths with the target model (a source-model cut of the targets would differ: checked)."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from hf_langspec.data.corpus_store import prepare_training_set, read_corpus
+    from hf_langspec.pretrained import checkpoint_tokenizer
+
+    tokenizer = checkpoint_tokenizer(AutoTokenizer.from_pretrained(marian_folder), MARIAN_CODES)
+    rows = [{"src_lang": "eng", "tgt_lang": tgt, "src": src, "tgt": t}
+            for tgt, t in [("deu", "die Katze sass auf der Matte"), ("fra", "le chat etait sur le tapis"),
+                           ("spa", "el gato")] for src in ["the cat sat on the mat", "a dog and a cat"]]  # fmt: skip
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    corpus = read_corpus([path], cache_dir=tmp_path, show_progress=False)
+    prepared = prepare_training_set(corpus, tokenizer, 100, None, cache_dir=tmp_path, show_progress=False)
+    expected = tokenizer([r["src"] for r in rows], text_target=[r["tgt"] for r in rows],
+                         src_lang=[r["src_lang"] for r in rows], tgt_lang=[r["tgt_lang"] for r in rows])  # fmt: skip
+    assert prepared.dataset["input_ids"][:] == expected["input_ids"]
+    assert prepared.dataset["labels"][:] == expected["labels"]
+    assert [ids[:-1] for ids in expected["labels"]] != tokenizer.encode_text([r["tgt"] for r in rows])
 
 
 def test_a_code_the_checkpoint_does_not_know_is_refused_with_the_codes_it_knows(nllb_folder):

@@ -46,7 +46,7 @@ from datasets import Dataset, Features, List, Value, load_from_disk
 
 from ..environment import writing
 from ..modeling.configuration_langspec import decoder_tag, source_tag_side
-from ..tokenization.tokenization_langspec import encode_text
+from ..tokenization.tokenization_langspec import encode_text, target_backend
 from .columns import CORPUS_SCHEMA, HASH_COLUMNS, batch_rows, column, stream_batches
 from .local import check_row, iter_rows
 from .processing import FilterReport, PairColumns, blank_sides, hash_columns, select_pairs
@@ -286,6 +286,8 @@ class PreparedTrainingSet:
 def tokenizer_fingerprint(tokenizer: Any) -> str:
     """Everything that decides a tokenizer's ids: its whole serialised state, languages, tags and tag style."""
     state = [tokenizer.backend_tokenizer.to_str(), tokenizer.languages, tokenizer.lang_tag_template]
+    if target_backend(tokenizer) is not tokenizer.backend_tokenizer:  # a second subword model cuts the targets
+        state.append(target_backend(tokenizer).to_str())
     return _digest([state, tokenizer.lang_tag_style, tokenizer.eos_token_id])
 
 
@@ -440,9 +442,10 @@ class _Encoder:
         self.eos = tokenizer.eos_token_id
         self.codes = {code: i for i, code in enumerate(tokenizer.languages)}
 
-    def _side(self, texts: list[str], tags: np.ndarray | None) -> pa.ListArray:
-        """`[tag] pieces </s>` per text (no tag when `tags` is None) as one list<int32> array."""
-        pieces = encode_text(self.tokenizer, texts)
+    def _side(self, texts: list[str], tags: np.ndarray | None, target: bool = False) -> pa.ListArray:
+        """`[tag] pieces </s>` per text (no tag when `tags` is None) as one list<int32> array; `target`: the texts
+        are targets (cut by the tokenizer's target subword model where it has one)."""
+        pieces = encode_text(self.tokenizer, texts, target=target)
         lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
         extra = 1 + (tags is not None)
         offsets = np.zeros(len(pieces) + 1, dtype=np.int32)
@@ -471,7 +474,7 @@ class _Encoder:
                 "input_ids": self._side(
                     batch["src"], self.tags[{"target": tgt_ids, "source": src_ids}[side]] if side else None
                 ),
-                "labels": self._side(batch["tgt"], self.tags[tgt_ids] if decoder_tag(style) else None),
+                "labels": self._side(batch["tgt"], self.tags[tgt_ids] if decoder_tag(style) else None, target=True),
                 "src_lang_ids": src_ids,
                 "tgt_lang_ids": tgt_ids,
                 "blank": pa.array(blank_sides(batch["src"], batch["tgt"]), pa.bool_()),

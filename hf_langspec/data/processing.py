@@ -109,11 +109,11 @@ def _word_lengths(texts: list[str]) -> list[int]:
     return [len(t.split()) for t in texts]
 
 
-def subword_lengths(tokenizer: Any) -> Callable[[list[str]], list[int]]:
-    """Lengths in subwords with a fast tokenizer (no special tokens)."""
+def subword_lengths(tokenizer: Any, target: bool = False) -> Callable[[list[str]], list[int]]:
+    """Lengths in subwords with a fast tokenizer (no special tokens); `target`: of target texts."""
 
     def lengths(texts: list[str]) -> list[int]:
-        return [len(ids) for ids in encode_text(tokenizer, texts)]
+        return [len(ids) for ids in encode_text(tokenizer, texts, target=target)]
 
     return lengths
 
@@ -216,10 +216,11 @@ def filter_pairs(
         else dataset.select_columns(list(CANONICAL_COLUMNS))
     )
     measure = subword_lengths(tokenizer) if tokenizer is not None else _word_lengths
+    measure_targets = subword_lengths(tokenizer, target=True) if tokenizer is not None else _word_lengths
     excluded = [h for split in exclude for h in _side_hashes(split)]
     columns = PairColumns(
         src_len=np.asarray(measure(rows["src"]), dtype=np.int64),
-        tgt_len=np.asarray(measure(rows["tgt"]), dtype=np.int64),
+        tgt_len=np.asarray(measure_targets(rows["tgt"]), dtype=np.int64),
         blank=np.asarray(blank_sides(rows["src"], rows["tgt"]), dtype=bool),
         src_hash=np.asarray(text_hashes(rows["src_lang"], rows["src"]), dtype=np.uint64),
         tgt_hash=np.asarray(text_hashes(rows["tgt_lang"], rows["tgt"]), dtype=np.uint64),

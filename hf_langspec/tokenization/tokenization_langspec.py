@@ -9,6 +9,10 @@ target-language tag goes:
 * `target`: source `source </s>`, labels `<2tgt> target </s>` (the model starts decoding from `[</s>, <2tgt>]`);
 * `none`: no tag; language-specific modules alone steer.
 
+Sources and targets share one vocabulary and, as a rule, one subword model; a pretrained checkpoint that cuts its
+two sides with two models (multilingual Marian's `source.spm` and `target.spm`) keeps both: `target_tokenizer_object`
+cuts the targets (saved as `target_tokenizer.json`), the main one the sources.
+
 Tags are special tokens and are never part of decoded text. Nor are they ever read from text: a literal
 `<2fr>`, `</s>` or `<pad>` inside a sentence is encoded as the characters it is made of (`encode_text`), so
 no text (a training sentence, a request to `hf-langspec serve`) can switch the output language or end its
@@ -18,6 +22,7 @@ tokenizers, so `save_pretrained` can ship it as remote code.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -28,6 +33,7 @@ from transformers import BatchEncoding, PreTrainedTokenizerFast
 # LangSpecConfig's styles; written out here, not imported: this file travels alone as the Hub's remote code
 TAG_STYLES = ("source", "target", "both", "none")
 SOURCE_TAG_SIDE = {"source": "target", "both": "source"}  # whose tag precedes the source (configuration_langspec)
+TARGET_TOKENIZER_FILE = "target_tokenizer.json"
 SPECIAL_TOKENS = {"bos_token": "<s>", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}
 
 
@@ -42,9 +48,13 @@ def control_token_ids(tokenizer: PreTrainedTokenizerFast) -> frozenset[int]:
 
 
 def encode_text(
-    tokenizer: PreTrainedTokenizerFast, texts: Sequence[str], controls: frozenset[int] | None = None
+    tokenizer: PreTrainedTokenizerFast,
+    texts: Sequence[str],
+    controls: frozenset[int] | None = None,
+    target: bool = False,
 ) -> list[list[int]]:
-    """The subword ids of each text read as text, with no special tokens added.
+    """The subword ids of each text read as text, with no special tokens added (`target`: texts of the target side,
+    cut by the tokenizer's target subword model where it has one).
 
     Two mechanisms would otherwise turn text into control tokens: the backend's added-token matcher (off here:
     `encode_special_tokens`) and the subword model itself, whose vocabulary holds the special pieces (a unigram
@@ -53,7 +63,7 @@ def encode_text(
     segmentation of that text that cannot contain it. Works for any fast tokenizer (the package's, or the plain
     one `specialize` exports); `controls` defaults to `control_token_ids(tokenizer)`.
     """
-    backend = tokenizer.backend_tokenizer
+    backend = target_backend(tokenizer) if target else tokenizer.backend_tokenizer
     if controls is None:
         controls = getattr(tokenizer, "_control_ids", None) or control_token_ids(tokenizer)
     # transformers leaves its last call's settings on the backend (split_special_tokens, padding to the longest,
@@ -69,6 +79,20 @@ def encode_text(
         e.ids if controls.isdisjoint(e.ids) else spell_out_controls(backend, e.ids, e.tokens, controls, unk)
         for e in encodings
     ]
+
+
+def target_backend(tokenizer: PreTrainedTokenizerFast) -> Any:
+    """The `tokenizers.Tokenizer` that cuts `tokenizer`'s target texts: its own, unless it keeps a second one."""
+    return getattr(tokenizer, "_target_tokenizer", None) or tokenizer.backend_tokenizer
+
+
+def same_ids(one: Any, other: Any) -> bool:
+    """Whether two `tokenizers.Tokenizer`s have as many ids and their added tokens at the same ids (their subword
+    models may write an entry differently: `pretrained.keyed_spm_backend` marks the other side's pieces)."""
+    size = one.get_vocab_size(with_added_tokens=True)
+    added = {index: token.content for index, token in one.get_added_tokens_decoder().items()}
+    theirs = {index: token.content for index, token in other.get_added_tokens_decoder().items()}
+    return size == other.get_vocab_size(with_added_tokens=True) and added == theirs
 
 
 def encode_with_template(tokenizer: PreTrainedTokenizerFast, texts: Sequence[str]) -> list[list[int]]:
@@ -122,9 +146,13 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         model_vocab_size (`int`, *optional*): the embedding rows of the model this vocabulary serves, when it has
             more than the vocabulary (a pretrained checkpoint's spare rows: NLLB-200 has two); what
             `model_config_kwargs` and `check_model` take as the vocabulary size.
+        target_tokenizer_object (`tokenizers.Tokenizer`, *optional*): a second subword model over the same ids
+            that cuts the targets (`text_target`), for a checkpoint whose two sides were cut by two models
+            (multilingual Marian); saved as `target_tokenizer.json`. Without it one model cuts both sides.
     """
 
     model_input_names = ["input_ids", "attention_mask"]
+    vocab_files_names = {**PreTrainedTokenizerFast.vocab_files_names, "target_tokenizer_file": TARGET_TOKENIZER_FILE}
 
     def __init__(
         self,
@@ -133,8 +161,18 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         lang_tag_style: str = "source",
         lang_tag_template: str = "<2{}>",
         model_vocab_size: int | None = None,
+        target_tokenizer_object: Any = None,
+        target_tokenizer_file: str | None = None,
         **kwargs,
     ):
+        if (
+            target_tokenizer_object is None
+            and target_tokenizer_file is not None
+            and os.path.isfile(target_tokenizer_file)
+        ):
+            from tokenizers import Tokenizer
+
+            target_tokenizer_object = Tokenizer.from_file(target_tokenizer_file)
         for name, token in SPECIAL_TOKENS.items():
             kwargs.setdefault(name, token)
         # text is never read as special tokens, whatever a saved tokenizer_config says (see `encode_text`)
@@ -144,6 +182,10 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
             lang_tag_template=lang_tag_template, model_vocab_size=model_vocab_size, **kwargs,
         )  # fmt: skip
         self.model_vocab_size = model_vocab_size
+        self._target_tokenizer = target_tokenizer_object
+        if target_tokenizer_object is not None and not same_ids(target_tokenizer_object, self.backend_tokenizer):
+            raise ValueError("target_tokenizer_object has other ids than the tokenizer (its size or its special "
+                             "tokens'); the two sides' subword models must share one vocabulary.")  # fmt: skip
         if lang_tag_style not in TAG_STYLES:
             raise ValueError(f"lang_tag_style={lang_tag_style!r} is not supported; use one of {list(TAG_STYLES)}.")
         for loading_option in ("is_local", "local_files_only"):  # how it was loaded, not what it is: not saved
@@ -220,11 +262,14 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         import json
 
         state = self.backend_tokenizer.to_str()
+        target = self._target_tokenizer.to_str() if self._target_tokenizer is not None else ""
         cached = getattr(self, "_fingerprint", None)
-        if cached is None or cached[0] != hash(state):
-            model = json.loads(state)["model"]
-            key = json.dumps([model, self.languages, self.lang_tag_template], sort_keys=True, ensure_ascii=False)
-            self._fingerprint = (hash(state), hashlib.sha256(key.encode()).hexdigest()[:16])
+        if cached is None or cached[0] != hash((state, target)):
+            parts = [json.loads(state)["model"], self.languages, self.lang_tag_template]
+            if target:  # a second subword model (the targets') decides ids too
+                parts.append(json.loads(target)["model"])
+            key = json.dumps(parts, sort_keys=True, ensure_ascii=False)
+            self._fingerprint = (hash((state, target)), hashlib.sha256(key.encode()).hexdigest()[:16])
         return self._fingerprint[1]
 
     def check_model(self, model_or_config: Any) -> None:
@@ -234,6 +279,8 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         expected.pop("decoder_start_token_id")
         if getattr(config, "vocabulary_fingerprint", None) is None:  # a model saved before fingerprints existed
             expected.pop("vocabulary_fingerprint")
+        if expected["bos_token_id"] is None:  # a vocabulary without <s> (Marian's): no sequence holds the model's
+            expected.pop("bos_token_id")
         mismatches = [
             f"{field}: model has {getattr(config, field, None)!r}, tokenizer has {value!r}"
             for field, value in expected.items()
@@ -306,7 +353,7 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
             tags = (
                 [[self.lang_tag_token_ids[t]] for t in tgt_ids] if self.lang_tag_style in ("target", "both") else None
             )
-            data["labels"] = self._encode_side(targets, tags, limit)
+            data["labels"] = self._encode_side(targets, tags, limit, target=True)
         if src_ids is not None:
             data["src_lang_ids"] = src_ids
         if tgt_ids is not None:
@@ -352,21 +399,46 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
             features.append({"input_ids": input_ids, "src_lang_ids": ids[i]})
         return features
 
-    def _encode_side(self, texts: list[str], tags: list[list[int]] | None, limit: int | None) -> list[list[int]]:
+    def _encode_side(
+        self, texts: list[str], tags: list[list[int]] | None, limit: int | None, target: bool = False
+    ) -> list[list[int]]:
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise ValueError(f"Text {i} is a {type(t).__name__}, not a string.")
         out = []
-        for i, pieces in enumerate(self.encode_text(texts)):
+        for i, pieces in enumerate(self.encode_text(texts, target)):
             prefix = tags[i] if tags is not None else []
             if limit is not None:
                 pieces = pieces[: max(limit - len(prefix) - 1, 0)]
             out.append(prefix + pieces + [self.eos_token_id])
         return out
 
-    def encode_text(self, texts: Sequence[str]) -> list[list[int]]:
-        """The subword ids of each text, read as text (no tag, no `</s>`; see the module function)."""
-        return encode_text(self, texts, self._control_ids)
+    def encode_text(self, texts: Sequence[str], target: bool = False) -> list[list[int]]:
+        """The subword ids of each text, read as text (no tag, no `</s>`; see the module function); `target`: cut
+        as targets are."""
+        return encode_text(self, texts, self._control_ids, target)
+
+    def _add_tokens(self, new_tokens: list[Any], special_tokens: bool = False) -> int:
+        added = super()._add_tokens(new_tokens, special_tokens=special_tokens)
+        target = getattr(self, "_target_tokenizer", None)  # None while transformers' __init__ adds the specials
+        if added and target is not None:  # the targets' model gets the same tokens at the same ids
+            target = self._target_tokenizer = copy.deepcopy(target)
+            new = [t for _, t in sorted(self.added_tokens_decoder.items()) if target.token_to_id(t.content) is None]
+            target.add_special_tokens([t for t in new if t.special])
+            target.add_tokens([t for t in new if not t.special])
+        return added
+
+    def _save_pretrained(self, save_directory: str | os.PathLike, file_names: tuple[str, ...], *args: Any,
+                         filename_prefix: str | None = None, **kwargs: Any) -> tuple[str, ...]:  # fmt: skip
+        file_names = super()._save_pretrained(save_directory, file_names, *args, filename_prefix=filename_prefix,
+                                              **kwargs)  # fmt: skip
+        if self._target_tokenizer is None:
+            return file_names
+        path = os.path.join(
+            str(save_directory), (filename_prefix + "-" if filename_prefix else "") + TARGET_TOKENIZER_FILE
+        )
+        self._target_tokenizer.save(path)
+        return (*file_names, path)
 
     def tokenize(self, text: str, pair: str | None = None, add_special_tokens: bool = False, **kwargs) -> list[str]:
         """The pieces of `text` (and `pair`), with control-token strings in them spelled out as characters."""
@@ -419,4 +491,4 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         return super()._decode(token_ids, skip_special_tokens=skip_special_tokens, **kwargs)
 
 
-__all__ = ["LangSpecTokenizer", "control_token_ids", "encode_text", "encode_with_template"]
+__all__ = ["LangSpecTokenizer", "control_token_ids", "encode_text", "encode_with_template", "target_backend"]
