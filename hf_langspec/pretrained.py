@@ -12,13 +12,13 @@ checkpoint's own vocabulary that keeps its language-code convention:
 | M2M-100 | `__en__` | the same | `"__{}__"`, `"both"` |
 | multilingual Marian (OPUS-MT) | `>>fra<<` | target code before the source | `">>{}<<"`, `"source"` |
 
-So training data is tokenized exactly as the checkpoint's tokenizer does (tested against `NllbTokenizer` and
-`M2M100Tokenizer`), and the language contract (`config.languages`, `src_lang_ids` / `tgt_lang_ids`) indexes the
-checkpoint's codes. M2M-100's tokenizer is a sentencepiece (Python) tokenizer that transformers does not convert to
-the `tokenizers` backend this package builds on; `sentencepiece_backend` rebuilds it there, with its dictionary's
-ids. Marian's keeps two SentencePiece models (source and target), before which it runs sacremoses' punctuation
-normaliser when that is installed (no `tokenizers` equivalent), and is not wrapped: pass a `LangSpecTokenizer`
-built over the same vocabulary.
+So training data is tokenized as the checkpoint's tokenizer does (tested against `NllbTokenizer`,
+`M2M100Tokenizer` and `MarianTokenizer`), and the language contract (`config.languages`, `src_lang_ids` /
+`tgt_lang_ids`) indexes the checkpoint's codes. M2M-100's and Marian's tokenizers are sentencepiece (Python)
+tokenizers that transformers does not convert to the `tokenizers` backend this package builds on;
+`keyed_spm_backend` rebuilds a SentencePiece model there with the dictionary's ids (`sentencepiece_backend` for
+M2M-100; `marian_backends` for Marian, whose targets are cut by a second model, the LangSpecTokenizer's
+`target_tokenizer_object`).
 """
 
 from __future__ import annotations
@@ -495,8 +495,10 @@ __all__ = [
     "checkpoint_languages",
     "checkpoint_tokenizer",
     "freeze_base",
+    "keyed_spm_backend",
     "language_module_parameter",
     "load_pretrained",
+    "marian_backends",
     "new_language_rows",
     "pretrained_config",
     "pretrained_tokenizer",

@@ -349,6 +349,37 @@ def test_train_adapts_a_marian_checkpoint_from_its_config(marian_folder, tmp_pat
     assert output[0, 0].item() == saved.config.decoder_start_token_id == tokenizer.pad_token_id
 
 
+def test_an_adapted_marian_direction_folds_into_a_plain_marian_that_its_own_tokenizer_drives(marian_folder):
+    """Item 6 for Marian: one direction of language-specific LoRA (perturbed, as if trained) folded into a plain
+    `MarianMTModel`, driven by the checkpoint's own `MarianTokenizer` (`>>deu<<` written before the text), and by
+    the plain tokenizer `specialize` writes (which adds the code itself), translates as the adapted model does."""
+    from transformers import AutoTokenizer
+
+    from hf_langspec.export import specialize
+    from hf_langspec.pretrained import load_pretrained
+
+    model, tokenizer = load_pretrained(marian_folder, "lora", languages=MARIAN_CODES, lora_rank=4)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".insertions." in name:
+                p.add_(torch.randn_like(p) * 0.3)
+    model.eval()
+    folded = specialize(model, "eng", "deu", tokenizer)
+    assert type(folded.model) is MarianMTModel
+    original = AutoTokenizer.from_pretrained(marian_folder)
+    texts = ["the cat sat on the mat", "a dog and Katze"]
+    ours = tokenizer(texts, src_lang="eng", tgt_lang="deu", padding=True, return_tensors="pt")
+    theirs = original([f">>deu<< {t}" for t in texts], padding=True, return_tensors="pt")
+    plain = folded.tokenizer(texts, padding=True, return_tensors="pt")
+    assert torch.equal(ours["input_ids"], theirs["input_ids"]) and torch.equal(plain["input_ids"], theirs["input_ids"])
+    settings = {"max_new_tokens": 7, "num_beams": 1, "no_repeat_ngram_size": 1}
+    adapted = model.generate(**ours, **settings)
+    assert folded.model.generate(**theirs, **settings).tolist() == adapted.tolist()
+    assert folded.tokenizer.batch_decode(adapted, skip_special_tokens=True) == tokenizer.batch_decode(
+        adapted, skip_special_tokens=True
+    )
+
+
 def load_pretrained_from(pretrained, tokenizer):
     """`adapt` of an in-memory checkpoint for `tokenizer`'s contract (as `adapt_pretrained` does from a folder)."""
     contract = tokenizer.model_config_kwargs()

@@ -50,7 +50,7 @@ from transformers import (
 )
 
 from ..data.schema import check_direction
-from ..interop import _reference_kwargs, backbone_problems, copy_state
+from ..interop import INHERITED_GENERATION, _reference_kwargs, backbone_problems, copy_state
 from ..modeling.configuration_langspec import decoder_tag, source_tag_side
 from ..modeling.routing import LanguageContext
 
@@ -367,9 +367,8 @@ def _build(folded: Folded, target: str) -> PreTrainedModel:
 def _set_generation(plain: PreTrainedModel, model: Any, tgt: int) -> None:
     config = model.config
     source = model.generation_config.to_dict()
-    keep = ("num_beams", "max_length", "max_new_tokens", "length_penalty", "early_stopping", "no_repeat_ngram_size")
     generation = GenerationConfig(
-        **{k: source[k] for k in keep if source.get(k) is not None},
+        **{k: source[k] for k in INHERITED_GENERATION if source.get(k) is not None},
         decoder_start_token_id=config.decoder_start_token_id,
         bos_token_id=config.bos_token_id,
         eos_token_id=config.eos_token_id,
