@@ -342,7 +342,8 @@ def adapt_pretrained(
     an embedding row (the embedding matrix grows where the checkpoint has no spare row) set to the mean of the
     checkpoint's rows, as fairseq and Qu & Watanabe (2022) start a new language's embeddings; `freeze_base(...,
     rows=...)` then trains those rows alone. The old tokens' logits are unchanged, and the new codes are suppressed
-    in generation (`generation_config.suppress_tokens`), so untouched directions decode as the checkpoint does."""
+    in generation (`generation_config.suppress_tokens`, with `renormalize_logits`), so untouched directions decode
+    as the checkpoint does."""
     import torch
     from transformers import AutoModelForSeq2SeqLM
 
@@ -372,6 +373,10 @@ def adapt_pretrained(
         model.generation_config.suppress_tokens = sorted(
             set(model.generation_config.suppress_tokens or []) | set(rows)
         )
+        # beam search takes log-probabilities before the processors suppress a token: without renormalising, every
+        # step's scores keep the share of the suppressed row (1-2 of 600 untouched beam outputs of
+        # bible_nllb_add_tl changed); renormalised, they are the checkpoint's log-softmax over its own tokens
+        model.generation_config.renormalize_logits = True
     tokenizer.check_model(model)
     return model
 

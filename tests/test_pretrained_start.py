@@ -768,6 +768,40 @@ def test_a_language_the_checkpoint_lacks_is_added_with_its_code_row_and_modules_
     assert saved.generate(**italian, max_new_tokens=4, num_beams=2)[0].tolist().count(row) == 1
 
 
+def test_with_a_language_added_untouched_directions_keep_the_checkpoints_beam_scores(m2m100_folder, tmp_path):
+    """Where the embedding matrix grows for a new code (the stand-in has no spare row; here the checkpoint's rows
+    are cut to its tokenizer), the adapted model's old logits are the checkpoint's and its new code is suppressed;
+    beam search takes log-probabilities before suppressing, so the scores are renormalised: every beam's score is
+    the checkpoint's (they would keep the new row's share of the softmax at each step otherwise; checked)."""
+    import shutil
+
+    from transformers import AutoModelForSeq2SeqLM
+
+    from hf_langspec.pretrained import adapt_pretrained, pretrained_tokenizer
+
+    folder = tmp_path / "checkpoint"
+    shutil.copytree(m2m100_folder, folder)
+    pretrained = AutoModelForSeq2SeqLM.from_pretrained(folder)
+    pretrained.resize_token_embeddings(len(pretrained_tokenizer(folder, ["en"])))  # no spare row left
+    pretrained.save_pretrained(folder)
+    pretrained.eval()
+    tokenizer = pretrained_tokenizer(folder, ["de", "en", "fr", "xx"], new_languages=["xx"])
+    model = adapt_pretrained(folder, "lora", tokenizer, new_languages=["xx"], lora_rank=2).eval()
+    row = tokenizer.convert_tokens_to_ids("__xx__")
+    assert row == pretrained.config.vocab_size == model.config.vocab_size - 1  # the matrix grew
+    inputs = tokenizer([TEXTS[0], TEXTS[2]], src_lang="en", tgt_lang="fr", padding=True, return_tensors="pt")
+    fr = tokenizer.convert_tokens_to_ids("__fr__")
+    beams = dict(num_beams=3, return_dict_in_generate=True, output_scores=True, length_penalty=0.0)
+    reference = pretrained.generate(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                                    forced_bos_token_id=fr, max_new_tokens=7, **beams)  # fmt: skip
+    ours = model.generate(**inputs, max_new_tokens=6, **beams)
+    assert ours.sequences.tolist() == reference.sequences.tolist()
+    torch.testing.assert_close(ours.sequences_scores, reference.sequences_scores, atol=1e-5, rtol=0)
+    with torch.no_grad():  # the share the scores would keep without renormalising: well above the tolerance
+        logits = model(**inputs, decoder_input_ids=ours.sequences[:, :-1]).logits
+    assert torch.log_softmax(logits, -1)[..., row].exp().sum(-1).mean() > 1e-3
+
+
 def test_the_nllb200_example_runs_on_a_tiny_checkpoint_with_nllbs_fields(nllb_folder, tmp_path):
     """examples/configs/nllb200_lora.yaml, as shipped but for what needs the Hub and a GPU: the checkpoint (a tiny
     random M2M-100 with NLLB's config fields and codes), the data (the same rows as above) and the budget."""
