@@ -380,6 +380,27 @@ def test_an_adapted_marian_direction_folds_into_a_plain_marian_that_its_own_toke
     )
 
 
+def test_a_marian_source_language_without_a_code_is_named_by_adding_it(marian_folder):
+    """An `opus-mt-en-mul`-style model has codes for its targets only; a source language without one is added
+    (`add_languages`): its code token exists for the contract (and its source modules) but never enters a Marian
+    input, which stays `>>deu<< text </s>`, and the model still translates as the checkpoint."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from hf_langspec.pretrained import adapt_pretrained, pretrained_tokenizer
+
+    tokenizer = pretrained_tokenizer(marian_folder, ["deu", "fra", "ita"], new_languages=["ita"])
+    model = adapt_pretrained(marian_folder, "lora", tokenizer, new_languages=["ita"], lora_rank=2).eval()
+    original = AutoTokenizer.from_pretrained(marian_folder)
+    pretrained = AutoModelForSeq2SeqLM.from_pretrained(marian_folder).eval()
+    text = "the cat sat on the mat"
+    ours = tokenizer([text], src_lang="ita", tgt_lang="deu", return_tensors="pt")
+    theirs = original([f">>deu<< {text}"], return_tensors="pt")
+    assert torch.equal(ours["input_ids"], theirs["input_ids"])
+    settings = {"max_new_tokens": 6, "num_beams": 2, "no_repeat_ngram_size": 1}
+    reference = pretrained.generate(**theirs, **settings)
+    assert model.generate(**ours, **settings).tolist() == reference.tolist()
+
+
 def load_pretrained_from(pretrained, tokenizer):
     """`adapt` of an in-memory checkpoint for `tokenizer`'s contract (as `adapt_pretrained` does from a folder)."""
     contract = tokenizer.model_config_kwargs()
