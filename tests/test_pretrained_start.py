@@ -401,6 +401,38 @@ def test_a_marian_source_language_without_a_code_is_named_by_adding_it(marian_fo
     assert model.generate(**ours, **settings).tolist() == reference.tolist()
 
 
+def test_an_adapted_marian_direction_exports_to_ctranslate2_and_decodes_as_the_model(marian_folder, tmp_path):
+    """`export_direction` of an adapted Marian direction (no `<s>` in its vocabulary, `<pad>` its decoder start and
+    a bad word): CTranslate2 loads it, never generates `<pad>` (the bad words travel as `suppress_sequences`) and,
+    greedy, gives the adapted model's tokens (its `</s>` forced at the length limit aside)."""
+    import json
+
+    import ctranslate2
+    from transformers import AutoTokenizer
+
+    from hf_langspec.export.ct2 import DIRECTION_FILE, export_direction, translate_ctranslate2
+    from hf_langspec.pretrained import load_pretrained
+
+    model, tokenizer = load_pretrained(marian_folder, "lora", languages=MARIAN_CODES, lora_rank=2)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".insertions." in name:
+                p.add_(torch.randn_like(p) * 0.3)
+    pad = tokenizer.pad_token_id
+    model.generation_config.bad_words_ids = [[pad]]  # as OPUS-MT's generation_config.json has it
+    model.generation_config.no_repeat_ngram_size = 1
+    folder = export_direction(model.eval(), tokenizer, "eng", "deu", tmp_path)["ctranslate2"]
+    settings = json.loads((folder / DIRECTION_FILE).read_text())
+    assert settings["suppress_sequences"] == [["<pad>"]] and settings["no_repeat_ngram_size"] == 1
+    plain = AutoTokenizer.from_pretrained(folder)
+    texts = ["the cat sat on the mat", "a dog and Katze"]
+    got = translate_ctranslate2(ctranslate2.Translator(str(folder)), plain, texts, beam_size=1, max_new_tokens=6,
+                                suppress_sequences=settings["suppress_sequences"], no_repeat_ngram_size=1)  # fmt: skip
+    inputs = tokenizer(texts, src_lang="eng", tgt_lang="deu", padding=True, return_tensors="pt")
+    expected = model.generate(**inputs, num_beams=1, max_new_tokens=7)[:, 1:-1].tolist()  # no start, no forced </s>
+    assert got == expected and all(pad not in ids for ids in got)
+
+
 def load_pretrained_from(pretrained, tokenizer):
     """`adapt` of an in-memory checkpoint for `tokenizer`'s contract (as `adapt_pretrained` does from a folder)."""
     contract = tokenizer.model_config_kwargs()

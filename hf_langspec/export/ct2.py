@@ -96,7 +96,8 @@ def ctranslate2_spec(folded: Any, tokens: list[str], special: dict[str, str], qu
     spec = transformer_spec.TransformerSpec(encoder, decoder)
     spec.config.layer_norm_epsilon = 1e-5  # torch.nn.LayerNorm's, as the backbone's
     for key, token in special.items():
-        setattr(spec.config, key, token)
+        if token is not None:  # a vocabulary without <s> (Marian's) keeps CTranslate2's default, never used
+            setattr(spec.config, key, token)
     spec.register_source_vocabulary(tokens)
     spec.register_target_vocabulary(tokens)
     spec.validate()
@@ -249,6 +250,11 @@ def decoding_settings(model: Any, tokenizer: Any, src_lang: str, tgt_lang: str) 
     """What a CTranslate2 translator needs besides the weights: the forced first token and the search budget."""
     budget = generation_budget(model)
     forced = tokenizer.lang_tag(tgt_lang) if decoder_tag(model.config.lang_tag_style) else None
+    generation = model.generation_config
+    # tokens the model must not generate: a checkpoint's bad words (Marian's <pad>, its decoder start) and the
+    # codes of added languages, but the one this direction forces first
+    first = tokenizer.convert_tokens_to_ids(forced) if forced else None
+    banned = [*(generation.bad_words_ids or []), *([i] for i in generation.suppress_tokens or [] if i != first)]
     return {
         "src_lang": src_lang,
         "tgt_lang": tgt_lang,
@@ -258,6 +264,8 @@ def decoding_settings(model: Any, tokenizer: Any, src_lang: str, tgt_lang: str) 
         "max_new_tokens": budget["max_new_tokens"] + bool(forced),
         "length_penalty": budget["length_penalty"],
         "max_source_tokens": model.config.max_position_embeddings,  # longer inputs are refused, never cut
+        "suppress_sequences": [tokenizer.convert_ids_to_tokens(list(ids)) for ids in banned],
+        "no_repeat_ngram_size": generation.no_repeat_ngram_size or 0,
     }
 
 

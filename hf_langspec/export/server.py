@@ -116,6 +116,8 @@ class CTranslate2Backend:
             self.translators[direction], tokenizer, texts, beam_size=settings["beam_size"],
             max_new_tokens=settings["max_new_tokens"], forced_first_token=settings["forced_first_token"],
             length_penalty=settings["length_penalty"], max_input_length=0,
+            suppress_sequences=settings.get("suppress_sequences") or None,  # absent in exports made before them
+            no_repeat_ngram_size=settings.get("no_repeat_ngram_size", 0),
         )  # fmt: skip
         return [text.strip() for text in tokenizer.batch_decode(ids, skip_special_tokens=True)]
 
