@@ -433,6 +433,29 @@ def test_an_adapted_marian_direction_exports_to_ctranslate2_and_decodes_as_the_m
     assert got == expected and all(pad not in ids for ids in got)
 
 
+def test_a_token_added_to_a_two_model_tokenizer_reaches_both_sides_and_survives_a_reload(marian_folder, tmp_path):
+    """`add_tokens` on a LangSpecTokenizer with a target subword model adds the token to both, at one id (the
+    targets are cut with it too), and the saved pair reloads with the same fingerprint and encoding."""
+    from transformers import AutoTokenizer
+
+    from hf_langspec.pretrained import checkpoint_tokenizer
+    from hf_langspec.tokenization import LangSpecTokenizer
+    from hf_langspec.tokenization.tokenization_langspec import target_backend
+
+    tokenizer = checkpoint_tokenizer(AutoTokenizer.from_pretrained(marian_folder), MARIAN_CODES)
+    size = len(tokenizer)
+    assert tokenizer.add_tokens(["Katzenwort"]) == 1
+    assert tokenizer.backend_tokenizer.token_to_id("Katzenwort") == target_backend(tokenizer).token_to_id(
+        "Katzenwort"
+    ) == size  # fmt: skip
+    encoded = tokenizer("Katzenwort", text_target="die Katzenwort", tgt_lang="deu")
+    assert size in encoded["input_ids"] and size in encoded["labels"]
+    tokenizer.save_pretrained(tmp_path)
+    reloaded = LangSpecTokenizer.from_pretrained(tmp_path)
+    assert reloaded.vocabulary_fingerprint() == tokenizer.vocabulary_fingerprint()
+    assert reloaded("Katzenwort", text_target="die Katzenwort", tgt_lang="deu") == encoded
+
+
 def load_pretrained_from(pretrained, tokenizer):
     """`adapt` of an in-memory checkpoint for `tokenizer`'s contract (as `adapt_pretrained` does from a folder)."""
     contract = tokenizer.model_config_kwargs()
