@@ -11,6 +11,7 @@ checkpoint's own vocabulary that keeps its language-code convention:
 | NLLB-200 | `eng_Latn` | source code before the source, target code forced first in the decoder | `"{}"`, `"both"` |
 | M2M-100 | `__en__` | the same | `"__{}__"`, `"both"` |
 | multilingual Marian (OPUS-MT) | `>>fra<<` | target code before the source | `">>{}<<"`, `"source"` |
+| Marian with one target language | none | the text alone (languages added: `add_languages`) | `"none"` |
 
 So training data is tokenized as the checkpoint's tokenizer does (tested against `NllbTokenizer`,
 `M2M100Tokenizer` and `MarianTokenizer`), and the language contract (`config.languages`, `src_lang_ids` /
@@ -222,6 +223,8 @@ def checkpoint_tokenizer(
         raise ValueError(f"No language-code convention is known for {name}; pass a LangSpecTokenizer built over the "
                          f"checkpoint's vocabulary (known: {sorted(CONVENTIONS)}).")  # fmt: skip
     template, style = CONVENTIONS[name]
+    if name == "MarianTokenizer" and not tokenizer.supported_language_codes:
+        style = "none"  # one target language (opus-mt-mul-en, a bilingual model): no code precedes the source
     backend, target = getattr(tokenizer, "backend_tokenizer", None), None
     if backend is None and name == "M2M100Tokenizer":
         backend = sentencepiece_backend(tokenizer)

@@ -105,11 +105,11 @@ MARIAN_TARGETS = ["die Katze sass auf der Matte", "le chat etait sur le tapis", 
                   "Am Anfang schuf Gott Himmel und Erde."]  # fmt: skip
 
 
-def marian_tokenizer(folder: Path, model_type: str = "unigram") -> Any:
+def marian_tokenizer(folder: Path, model_type: str = "unigram", codes: list[str] = MARIAN_CODES) -> Any:
     """A multilingual OPUS-MT tokenizer in miniature, written to `folder`: two SentencePiece models trained here,
     `source.spm` on English and `target.spm` on the three target languages (so each lacks characters and pieces
-    the other has), and Marian's shared `vocab.json` over both: `</s>`, `<unk>`, the `>>deu<<` codes, the pieces
-    in shuffled order, `<pad>` last."""
+    the other has), and Marian's shared `vocab.json` over both: `</s>`, `<unk>`, the `>>deu<<` codes (none for a
+    model with one target language), the pieces in shuffled order, `<pad>` last."""
     import json
     import random
 
@@ -129,7 +129,7 @@ def marian_tokenizer(folder: Path, model_type: str = "unigram") -> Any:
         processor = sentencepiece.SentencePieceProcessor(model_file=str(folder / f"{side}.spm"))
         pieces.update(dict.fromkeys(processor.id_to_piece(i) for i in range(1, processor.get_piece_size())))
     (folder / "corpus.txt").unlink()
-    vocab = {"</s>": 0, "<unk>": 1, **{f">>{code}<<": 2 + i for i, code in enumerate(MARIAN_CODES)}}
+    vocab = {"</s>": 0, "<unk>": 1, **{f">>{code}<<": 2 + i for i, code in enumerate(codes)}}
     ordered = list(pieces)
     random.Random(0).shuffle(ordered)
     vocab.update({piece: len(vocab) + i for i, piece in enumerate(ordered)})
@@ -139,12 +139,12 @@ def marian_tokenizer(folder: Path, model_type: str = "unigram") -> Any:
                            vocab=str(folder / "vocab.json"))  # fmt: skip
 
 
-def marian_checkpoint(folder: Path, model_type: str = "unigram") -> Path:
+def marian_checkpoint(folder: Path, model_type: str = "unigram", codes: list[str] = MARIAN_CODES) -> Path:
     """`folder` holding a tiny random multilingual `MarianMTModel` (one shared embedding, decoding starts from
     `<pad>`, as OPUS-MT models do) and `marian_tokenizer`."""
     from transformers import MarianConfig, MarianMTModel
 
-    tokenizer = marian_tokenizer(folder, model_type)
+    tokenizer = marian_tokenizer(folder, model_type, codes)
     torch.manual_seed(0)
     pad = tokenizer.pad_token_id
     shape = {**SHAPE, "vocab_size": len(tokenizer), "pad_token_id": pad, "decoder_start_token_id": pad,

@@ -456,6 +456,32 @@ def test_a_token_added_to_a_two_model_tokenizer_reaches_both_sides_and_survives_
     assert reloaded("Katzenwort", text_target="die Katzenwort", tgt_lang="deu") == encoded
 
 
+def test_a_marian_model_without_codes_adapts_with_no_tag_and_its_languages_added(tmp_path):
+    """A Marian model with one target language (opus-mt-mul-en, or a bilingual one) has no codes: its inputs are
+    the text alone (`lang_tag_style="none"`), and the languages, added (`add_languages`) for the contract, only route
+    the modules; the adapted model starts as the checkpoint translates."""
+    from conftest import marian_checkpoint
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from hf_langspec.pretrained import adapt_pretrained, pretrained_tokenizer
+
+    folder = marian_checkpoint(tmp_path / "mul-en", codes=[])
+    languages = ["deu", "eng", "fra"]
+    with pytest.raises(ValueError, match="it knows 0 codes"):
+        pretrained_tokenizer(folder, languages)
+    tokenizer = pretrained_tokenizer(folder, languages, new_languages=languages)
+    assert tokenizer.lang_tag_style == "none"
+    model = adapt_pretrained(folder, "lora", tokenizer, new_languages=languages, lora_rank=2).eval()
+    original = AutoTokenizer.from_pretrained(folder)
+    pretrained = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    texts = ["the cat sat on the mat", "a dog and Katze"]
+    ours = tokenizer(texts, src_lang="deu", tgt_lang="eng", padding=True, return_tensors="pt")
+    theirs = original(texts, padding=True, return_tensors="pt")
+    assert torch.equal(ours["input_ids"], theirs["input_ids"])
+    settings = {"max_new_tokens": 6, "num_beams": 2, "no_repeat_ngram_size": 1}
+    assert model.generate(**ours, **settings).tolist() == pretrained.generate(**theirs, **settings).tolist()
+
+
 def load_pretrained_from(pretrained, tokenizer):
     """`adapt` of an in-memory checkpoint for `tokenizer`'s contract (as `adapt_pretrained` does from a folder)."""
     contract = tokenizer.model_config_kwargs()
