@@ -358,7 +358,16 @@ def adapt_pretrained(
     if rows:
         old = pretrained.get_input_embeddings().weight.shape[0]
         if len(tokenizer) > old:
-            pretrained.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+            from transformers.utils import logging as hf_logging
+
+            # MarianMTModel's resize drops mean_resizing=False and announces a multivariate-normal start for the
+            # new rows; they are set to the mean just below, so the announcement would mislead
+            verbosity = hf_logging.get_verbosity()
+            hf_logging.set_verbosity_error()
+            try:
+                pretrained.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+            finally:
+                hf_logging.set_verbosity(verbosity)
         with torch.no_grad():
             embeddings = pretrained.get_input_embeddings().weight
             embeddings[rows] = embeddings[: min(rows)].mean(0)  # the mean of the real tokens' rows
