@@ -132,8 +132,8 @@ def main() -> None:
         median = statistics.median(seconds)
         rows.append(f"| {label} | {trained / 1e6:,.2f}M of {total / 1e6:,.2f}M | {tokens / median:,.0f} "
                     f"| {full / median:.2f}x | {3 * 4 * trained / 2**20:,.1f} MiB |")  # fmt: skip
-    publish("pretrained-adaptation", "Adapting a pretrained checkpoint: training speed", "\n".join(rows),
-            write=not args.no_write)  # fmt: skip
+    publish(f"pretrained-adaptation-{args.shape}", f"Adapting a pretrained checkpoint: training speed ({args.shape})",
+            "\n".join(rows), write=not args.no_write)  # fmt: skip
 
 
 if __name__ == "__main__":
