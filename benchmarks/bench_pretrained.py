@@ -22,7 +22,7 @@ import statistics
 
 import torch
 from _report import interleaved, keep_freed_memory, publish
-from bench_methods import autocast, clock, language_ids
+from bench_methods import language_ids, train_step
 from bench_training import make_batch
 
 # the stand-in NLLB of examples/configs/bible_nllb_standin.yaml; Transformer-base; NLLB-200 distilled 600M
@@ -75,18 +75,6 @@ def build(shape: dict, languages: int) -> dict[str, tuple[torch.nn.Module, bool]
     return models
 
 
-def train_step(model, optimizer, batch: dict, args) -> float:
-    """Seconds of one update (forward, backward, AdamW over the trainable parameters)."""
-    model.train()
-    start = clock(args.device)
-    with autocast(args):
-        loss = model(**batch).loss
-    loss.backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return clock(args.device) - start
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", default="standin", choices=list(SHAPES))
@@ -95,6 +83,7 @@ def main() -> None:
     parser.add_argument("--tgt-len", type=int, default=32)
     parser.add_argument("--languages", type=int, default=6, help="languages of the model, mixed in the batch")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per model")
+    parser.add_argument("--accumulation", type=int, default=1, help="batches per update (bench_methods.train_step)")
     parser.add_argument("--device", type=torch.device, default=torch.device("cpu"))
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast (weights and AdamW stay float32)")
     parser.add_argument("--glibc-defaults", action="store_true", help="keep glibc's default malloc")
