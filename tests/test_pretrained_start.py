@@ -957,6 +957,45 @@ def test_the_pretrained_table_sets_each_system_against_the_checkpoint():
     assert table.untouched("de-fr", train_sizes) and not table.untouched("ru-de", train_sizes)
 
 
+def test_the_pretrained_table_decodes_untouched_directions_again_from_a_runs_saved_model(nllb_folder, tmp_path):
+    """`pretrained_table.py --redecode`: a run's saved model (here the checkpoint adapted, untrained) decodes the
+    untouched directions again with the suite's settings and is counted against the checkpoint's outputs: all equal,
+    and one changed output of the checkpoint's is one fewer; trained directions are not decoded."""
+    import importlib.util
+    import json
+    from types import SimpleNamespace
+
+    from hf_langspec.evaluation import evaluate_model
+    from hf_langspec.pretrained import load_pretrained
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "pretrained_table.py"
+    spec = importlib.util.spec_from_file_location("pretrained_table", path)
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    model, tokenizer = load_pretrained(nllb_folder, "lora", languages=CODES, lora_rank=2)
+    folder = tmp_path / "out" / "runs" / "lora" / "seed1" / "model"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    results = tmp_path / "results"
+    (results / "lora").mkdir(parents=True)
+    (results / "lora" / "seed1.json").write_text(json.dumps({"train_sizes": {"eng_Latn-deu_Latn": 8}}))
+    references = {"sets": {"zero-shot": {
+        "fra_Latn-spa_Latn": {"src": [TEXTS[2], TEXTS[0]], "ref": [TEXTS[3], TEXTS[3]]},  # untouched
+        "eng_Latn-fra_Latn": {"src": [TEXTS[0]], "ref": [TEXTS[2]]},  # English was trained: not decoded again
+    }}}  # fmt: skip
+    evaluation = {"batch_size": 2, "num_beams": 2, "max_new_tokens": 5}
+    rows = [
+        {"src_lang": "fra_Latn", "tgt_lang": "spa_Latn", "src": src, "tgt": TEXTS[3]} for src in (TEXTS[2], TEXTS[0])
+    ]
+    own = evaluate_model(model.eval(), tokenizer, {"zero-shot": rows}, off_target=False, show_progress=False,
+                         **evaluation)["hypotheses"]["fra_Latn-spa_Latn"]  # fmt: skip
+    suite = SimpleNamespace(results_dir=results, output_dir=tmp_path / "out", base={"evaluation": evaluation})
+    checkpoint = {"zero-shot": {"fra_Latn-spa_Latn": own, "eng_Latn-fra_Latn": ["x"]}}
+    assert table.redecode_untouched(suite, "lora", 1, checkpoint, references) == [2, 2]
+    checkpoint["zero-shot"]["fra_Latn-spa_Latn"] = [own[0], own[1] + " changed"]
+    assert table.redecode_untouched(suite, "lora", 1, checkpoint, references) == [1, 2]
+
+
 def test_a_reports_budget_line_names_the_checkpoints_shape(nllb_folder, tmp_path):
     """A suite's model section that starts from a checkpoint has no d_model of its own: the report's budget line
     reads the checkpoint's config (it said `d None, None+None layers`)."""
