@@ -454,6 +454,11 @@ def test_a_token_added_to_a_two_model_tokenizer_reaches_both_sides_and_survives_
     reloaded = LangSpecTokenizer.from_pretrained(tmp_path)
     assert reloaded.vocabulary_fingerprint() == tokenizer.vocabulary_fingerprint()
     assert reloaded("Katzenwort", text_target="die Katzenwort", tgt_lang="deu") == encoded
+    # growing one of the two subword models (CLL's add-language) would leave the other behind: refused
+    from hf_langspec.tokenization import extend_tokenizer
+
+    with pytest.raises(ValueError, match=r"two subword models .* model\.add_languages"):
+        extend_tokenizer(reloaded, ["ein Text"], "ita", vocab_size=20, show_progress=False)
 
 
 def test_a_marian_model_without_codes_adapts_with_no_tag_and_its_languages_added(tmp_path):

@@ -285,6 +285,10 @@ def extend_tokenizer(
 
     if code in tokenizer.languages:
         raise ValueError(f"{code!r} is already one of the tokenizer's languages {tokenizer.languages}.")
+    if getattr(tokenizer, "_target_tokenizer", None) is not None:
+        raise ValueError("This tokenizer cuts sources and targets with two subword models (a Marian checkpoint's); "
+                         "extend_tokenizer grows one. Add a language to a pretrained model with "
+                         "model.add_languages.")  # fmt: skip
     state = json.loads(tokenizer.backend_tokenizer.to_str())
     if state["model"]["type"] != "Unigram":
         raise ValueError(
