@@ -93,14 +93,14 @@ def keyed_spm_backend(serialized: bytes, encoder: dict[str, int], unk: str, cont
     kept = set(controls)
     # a character the model lacks comes out of it as itself (an unknown piece), which the dictionary looks up: it
     # stays readable; a longer entry the model lacks is out of reach
-    foreign = [entry for entry in encoder if entry not in pieces and entry not in kept and len(entry) > 1]
+    foreign = {entry for entry in encoder if entry not in pieces and entry not in kept and len(entry) > 1}
     marker = ""
     if foreign:
         deleted = [c for c in _DELETED_CHARACTERS if built.normalizer and not built.normalizer.normalize_str(c)]
         marker = next((c for c in deleted if not any(c in entry for entry in encoder)), "")
         if not marker:
             raise ValueError(f"The vocabulary holds {len(foreign)} entries the SentencePiece model lacks (e.g. "
-                             f"{foreign[:3]}), and the model's normaliser deletes no control character to keep them "
+                             f"{sorted(foreign)[:3]}), and the model's normaliser deletes no control character to keep them "
                              "out of reach of text; pass a LangSpecTokenizer built over the checkpoint's "
                              "vocabulary.")  # fmt: skip
     key = {entry: entry + marker if entry in foreign else entry for entry in encoder}

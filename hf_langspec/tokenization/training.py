@@ -25,7 +25,13 @@ import numpy as np
 from datasets import Dataset
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from .tokenization_langspec import SPECIAL_TOKENS, TAG_STYLES, LangSpecTokenizer, check_unique_languages
+from .tokenization_langspec import (
+    SPECIAL_TOKENS,
+    TAG_STYLES,
+    LangSpecTokenizer,
+    check_unique_languages,
+    target_backend,
+)
 
 logger = logging.getLogger(__name__)
 MODEL_TYPES = ("unigram", "bpe")
@@ -285,7 +291,7 @@ def extend_tokenizer(
 
     if code in tokenizer.languages:
         raise ValueError(f"{code!r} is already one of the tokenizer's languages {tokenizer.languages}.")
-    if getattr(tokenizer, "_target_tokenizer", None) is not None:
+    if target_backend(tokenizer) is not tokenizer.backend_tokenizer:
         raise ValueError("This tokenizer cuts sources and targets with two subword models (a Marian checkpoint's); "
                          "extend_tokenizer grows one. Add a language to a pretrained model with "
                          "model.add_languages.")  # fmt: skip
