@@ -188,6 +188,8 @@ def measure(setting: str, system: str, loop: str, parts, args, seed: int = 1, ba
     training = config["training"]
     fields = {**config["model"], **SETTINGS[setting]["model"]}
     config_class, model_class = model_classes()[fields.pop("class", "baseline")]
+    if isinstance(fields.get("high_resource_languages"), dict):  # HLT-MT's split by data size: in the random
+        fields["high_resource_languages"] = list(tokenizer.languages)  # set every language has data into it
     torch.manual_seed(seed - 1)
     kwargs = tokenizer.model_config_kwargs() | {"vocab_size": SETTINGS[setting]["vocab"]}
     kwargs["lang_tag_style"] = config.get("tokenizer", {}).get("lang_tag_style", kwargs["lang_tag_style"])

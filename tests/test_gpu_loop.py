@@ -271,3 +271,17 @@ def test_the_trainer_smooths_with_the_fused_loss_and_a_cpu_keeps_transformers_ar
     assert torch.equal(
         trainer.label_smoother({"logits": logits}, labels), LabelSmoother(0.1)({"logits": logits}, labels)
     )
+    # the accelerator's path (what a GPU step runs, stood in for on the CPU) takes the fused loss: one
+    # cross_entropy, the same value to float32's precision
+    calls = []
+    original = torch.nn.functional.cross_entropy
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("label_smoothing"))
+        return original(*args, **kwargs)
+
+    with accelerator_path(), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch.nn.functional, "cross_entropy", counted)
+        fused = trainer.label_smoother({"logits": logits}, labels)
+    assert calls == [0.1]
+    torch.testing.assert_close(fused, LabelSmoother(0.1)({"logits": logits}, labels))

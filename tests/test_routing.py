@@ -76,6 +76,29 @@ def test_auto_gathers_the_shapes_measured_faster_gathered_on_a_gpu():
     assert gather_budget(torch.device("cpu")) == GATHER_BUDGET_ELEMENTS < 32 * 512 * 1024
 
 
+def test_a_cpu_standing_in_for_a_gpu_routes_a_training_step_as_the_gpu_does():
+    """Inside `accelerator_path()` a CPU takes CUDA's gather budget too, so a training step past the CPU's budget
+    (FCLL's 256 x 256 LSLs at bible11_gpu's batch of 128) gathers as on a GPU, reading nothing back, where the
+    CPU itself groups (counts read back)."""
+    from hf_langspec.modeling.routing import accelerator_path
+    from hf_langspec.training.host_syncs import HostSyncCensus
+
+    ids = torch.arange(128) % 11
+    weight = torch.randn(11, 256, 256, requires_grad=True)
+    x = torch.randn(128, 3, 256)
+    expected = LanguageRouter(ids, 11).matmul(x, weight)
+    assert LanguageRouter(ids, 11).choose(256, 256) == "group"
+    with accelerator_path():
+        assert gather_budget(torch.device("cpu")) == GATHER_BUDGET_ELEMENTS_CUDA
+        router = LanguageRouter(ids, 11)
+        with HostSyncCensus() as census:
+            assert router.choose(256, 256) == "gather"
+            got = router.matmul(x, weight)
+    assert census.total == 0, dict(census.calls)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    assert gather_budget(torch.device("cpu")) == GATHER_BUDGET_ELEMENTS  # restored on leaving
+
+
 @pytest.mark.parametrize(
     ("ids", "message"),
     [

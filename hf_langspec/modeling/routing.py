@@ -56,7 +56,12 @@ def sync_free(tensor: torch.Tensor) -> bool:
     """
     if torch.compiler.is_compiling():
         return True
-    return torch.is_grad_enabled() and (tensor.device.type != "cpu" or _ACCELERATOR_PATH_ON_CPU[0])
+    return torch.is_grad_enabled() and on_accelerator(tensor)
+
+
+def on_accelerator(tensor: torch.Tensor) -> bool:
+    """Whether `tensor` is on an accelerator, or on a CPU inside `accelerator_path()` (which stands in for one)."""
+    return tensor.device.type != "cpu" or _ACCELERATOR_PATH_ON_CPU[0]
 
 
 def host_flag(flag: torch.Tensor) -> bool:
@@ -71,8 +76,9 @@ def host_flag(flag: torch.Tensor) -> bool:
 
 @contextlib.contextmanager
 def accelerator_path() -> Iterator[None]:
-    """Within it, training forwards on a CPU take the accelerator's sync-free path (`sync_free`): how the tests
-    check on a CPU that a GPU's training step never waits for the device."""
+    """Within it, a CPU takes a GPU's paths (`sync_free` training forwards, CUDA's gather budget, the Trainer's
+    fused label-smoothed loss): how the tests check on a CPU that a GPU's training step never waits for the device, and
+    how `benchmarks/bench_step_census.py` counts a GPU step's ops on a CPU."""
     previous = _ACCELERATOR_PATH_ON_CPU[0]
     _ACCELERATOR_PATH_ON_CPU[0] = True
     try:
@@ -119,8 +125,11 @@ def decoding_cache(store: dict, key: Hashable) -> GatheredWeights | None:
 
 
 def gather_budget(device: torch.device) -> int:
-    """Weight elements one gather may copy per matmul it serves: larger on CUDA (module docstring)."""
-    return GATHER_BUDGET_ELEMENTS_CUDA if device.type == "cuda" else GATHER_BUDGET_ELEMENTS
+    """Weight elements one gather may copy per matmul it serves: larger on CUDA (module docstring), whose
+    budget a CPU inside `accelerator_path()` stands in for too."""
+    if device.type == "cuda" or (device.type == "cpu" and _ACCELERATOR_PATH_ON_CPU[0]):
+        return GATHER_BUDGET_ELEMENTS_CUDA
+    return GATHER_BUDGET_ELEMENTS
 
 
 def weights_stamp(*tensors: torch.Tensor) -> tuple:
@@ -371,6 +380,7 @@ __all__ = [
     "check_language_ids",
     "host_flag",
     "layer_slice",
+    "on_accelerator",
     "sync_free",
     "weights_stamp",
 ]

@@ -42,6 +42,7 @@ from transformers.trainer_utils import rotate_checkpoints
 
 from ..data.sampler import TemperatureSampler
 from ..environment import environment_problem, writing
+from ..modeling.routing import on_accelerator
 from ..pipelines import group_by_target
 from .checkpoints import complete_checkpoints, last_complete_checkpoint, write_manifest
 
@@ -356,14 +357,14 @@ class SmoothedCrossEntropy(LabelSmoother):
     """transformers' `LabelSmoother` (eps/V on every class, the papers' 0.1), as one fused `cross_entropy` with
     `label_smoothing` on an accelerator: the same value, `(1 - eps) * nll + eps / V * sum_V(-log p)` summed over the
     non-ignored tokens and divided as transformers divides (the batch's or the accumulated count), in about a third
-    of the kernels. On a CPU (or with `fused=False`) transformers' own code runs, so CPU runs compute exactly what
-    they computed before."""
+    of the kernels. On a CPU (outside `modeling.routing.accelerator_path()`, or with `fused=False`) transformers'
+    own code runs, so CPU runs compute exactly what they computed before."""
 
     fused: bool | None = None  # None: on an accelerator
 
     def __call__(self, model_output, labels, shift_labels=False, num_items_in_batch=None):
         logits = model_output["logits"] if isinstance(model_output, dict) else model_output[0]
-        if not (self.fused if self.fused is not None else logits.device.type != "cpu"):
+        if not (self.fused if self.fused is not None else on_accelerator(logits)):
             return super().__call__(model_output, labels, shift_labels, num_items_in_batch)
         if shift_labels:
             logits, labels = logits[..., :-1, :], labels[..., 1:]
