@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -320,7 +321,9 @@ def pretrained_tokenizer(
     if not languages:
         raise ValueError("Name the languages to adapt (codes as the checkpoint writes them, e.g. eng_Latn).")
     config = pretrained_config(path)
-    original = AutoTokenizer.from_pretrained(path)
+    with warnings.catch_warnings():  # MarianTokenizer recommends sacremoses, which transformers 5 never applies
+        warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
+        original = AutoTokenizer.from_pretrained(path)
     if len(original) > config.vocab_size:
         raise ValueError(f"The tokenizer has {len(original)} pieces, the model {config.vocab_size} rows.")
     tokenizer = checkpoint_tokenizer(original, languages, config.vocab_size, new_languages)
