@@ -25,6 +25,7 @@ HLT-MT's split by data size is resolved on the random set, where every language 
     git worktree add /tmp/before 2b88ecf
     PYTHONPATH=/tmp/before python benchmarks/bench_step_census.py --json /tmp/census_before.json --no-write
     python benchmarks/bench_step_census.py --before /tmp/census_before.json
+    python benchmarks/bench_step_census.py --setting tiny --batch-size 16 --systems baseline,hlt --no-write  # quick
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def count(system: str, parts, args) -> dict[str, dict[str, float] | None]:
     from hf_langspec.modeling import routing
 
     def counts() -> dict[str, float]:
-        return {key: value for key, value in measure("bible11_gpu", system, "loader", parts, args).items()
+        return {key: value for key, value in measure(args.setting, system, "loader", parts, args).items()
                 if key in COUNTS}  # fmt: skip
 
     cpu = counts()
@@ -60,7 +61,7 @@ def count(system: str, parts, args) -> dict[str, dict[str, float] | None]:
 def table(rows: list[dict], before: dict[str, dict], args) -> str:
     lines = [
         "Counted per training step on a CPU (no timing: the counts do not depend on the machine's load): the "
-        "package's Trainer with bible11_gpu's model and training settings, batch "
+        f"package's Trainer with bible11_gpu's training settings and the `{args.setting}` model, batch "
         f"{args.batch_size} of random tokens (lengths 16-48) in the suite's 20 directions, two loader workers; "
         "host ops: top-level aten ops in the step (about one GPU kernel each); host reads and data-dependent "
         "shapes: each a wait for the device on a GPU. `before`: commit 2b88ecf (CPU and GPU took one path); "
@@ -85,6 +86,7 @@ def table(rows: list[dict], before: dict[str, dict], args) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--systems", default=SYSTEMS, help="systems of bible11_gpu.yaml")
+    parser.add_argument("--setting", default="bible11_gpu", choices=list(SETTINGS), help="the model (bench_loop.py)")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--examples", type=int, default=2000, help="rows of the random training set")
     parser.add_argument("--before", type=Path, help="the --json of 2b88ecf's bench_loop.py (see above)")
@@ -101,13 +103,14 @@ def main() -> None:
     # one step each for timing, profile and census: counts, not speed
     args.device, args.warmup, args.steps, args.profile_steps, args.census_steps = torch.device("cpu"), 1, 1, 1, 1
     tokenizer = tokenizer_for(parts[0])
-    args.data = (tokenizer, *random_dataset(tokenizer, SETTINGS["bible11_gpu"]["vocab"], args.examples, (16, 48)))
+    args.data = (tokenizer, *random_dataset(tokenizer, SETTINGS[args.setting]["vocab"], args.examples, (16, 48)))
     rows = []
     for system in systems:
         rows.append({"system": system, **count(system, parts, args)})
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1) + "\n")
-    publish("loop-census", "Ops per training step, every system of bible11_gpu: before and after issue 47",
+    name = "loop-census" + (f"-{args.setting}" if args.setting != "bible11_gpu" else "")
+    publish(name, "Ops per training step, every system of bible11_gpu: before and after issue 47",
             table(rows, before, args), write=not args.no_write)  # fmt: skip
 
 

@@ -285,3 +285,26 @@ def test_the_trainer_smooths_with_the_fused_loss_and_a_cpu_keeps_transformers_ar
         fused = trainer.label_smoother({"logits": logits}, labels)
     assert calls == [0.1]
     torch.testing.assert_close(fused, LabelSmoother(0.1)({"logits": logits}, labels))
+
+
+@pytest.mark.slow
+def test_the_step_census_counts_no_waits_on_the_gpu_path_for_the_suites_systems(tmp_path):
+    """`benchmarks/bench_step_census.py` (BENCHMARKS.md "loop-census"): a whole Trainer step of the suite's systems,
+    HLT-MT's split by data size included, on the CPU path (which reads ids back) and on the GPU path (none)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "census.json"
+    command = [sys.executable, "benchmarks/bench_step_census.py", "--setting", "tiny", "--batch-size", "16",
+               "--examples", "200", "--systems", "baseline,fcll,hlt", "--no-write", "--json", str(out)]  # fmt: skip
+    done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = {row["system"]: row for row in json.loads(out.read_text())}
+    assert set(rows) == {"baseline", "fcll", "hlt"}
+    for name, row in rows.items():
+        assert row["cpu"]["host reads"] > 0 and row["cpu"]["host ops"] > 100, name
+        assert row["gpu"]["host reads"] == row["gpu"]["data-dependent shapes"] == 0, (name, row["gpu"])
+    assert "| hlt | - |" in done.stdout  # no --before: that column is empty
