@@ -89,14 +89,14 @@ def main() -> None:
     parser.add_argument("--setting", default="bible11_gpu", choices=list(SETTINGS), help="the model (bench_loop.py)")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--examples", type=int, default=2000, help="rows of the random training set")
-    parser.add_argument("--before", type=Path, help="the --json of 2b88ecf's bench_loop.py (see above)")
+    parser.add_argument("--before", type=Path, help="the --json of this script run over 2b88ecf's package (see above)")
     parser.add_argument("--json", type=Path, help="also write every count here")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     before = {}
     if args.before:
         if not args.before.is_file():
-            parser.error(f"--before {args.before} does not exist; make it with 2b88ecf's bench_loop.py (see --help)")
+            parser.error(f"--before {args.before} does not exist; run this script over 2b88ecf's package (--help)")
         before = {row["system"]: row["cpu"] for row in json.loads(args.before.read_text())}
     systems = args.systems.split(",")
     parts = suite_configs(systems)
