@@ -9,6 +9,11 @@ path must compute what the CPU's path computes (it masks where the CPU's selects
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from conftest import LANGUAGES, tiny_config, with_diverse_outputs
@@ -291,11 +296,6 @@ def test_the_trainer_smooths_with_the_fused_loss_and_a_cpu_keeps_transformers_ar
 def test_the_step_census_counts_no_waits_on_the_gpu_path_for_the_suites_systems(tmp_path):
     """`benchmarks/bench_step_census.py` (BENCHMARKS.md "loop-census"): a whole Trainer step of the suite's systems,
     HLT-MT's split by data size included, on the CPU path (which reads ids back) and on the GPU path (none)."""
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "census.json"
     command = [sys.executable, "benchmarks/bench_step_census.py", "--setting", "tiny", "--batch-size", "16",
