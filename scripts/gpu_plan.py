@@ -53,7 +53,8 @@ def run(command: list[str], log: Path | None = None, minutes: float | None = Non
     kwargs["env"] = {**kwargs.get("env", os.environ), "PYTHONUNBUFFERED": "1"}
     if log is None:
         return subprocess.run(command, **kwargs).returncode
-    with log.open("a") as out:
+    # line-buffered: a step stopped by the call's own `timeout` (SIGTERM) keeps every line it printed
+    with log.open("a", buffering=1) as out:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
         timer = threading.Timer(minutes * 60, process.terminate) if minutes else None
         if timer:

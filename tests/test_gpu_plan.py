@@ -253,3 +253,19 @@ def test_the_curve_step_resumes_a_stopped_curve_and_a_stopped_run_gives_its_poin
     assert partial["stopped_at"] == 20 and partial["max_steps"] == 40 and partial["test_at_last_step"] is None
     assert partial["points"] == finished["points"]
     assert partial_learning_curve(suite_file, 40, 10, tmp_path / "no-run") is None
+
+
+def test_a_step_stopped_by_the_calls_timeout_keeps_the_lines_it_logged(tmp_path):
+    """A device call ends its steps with `timeout` (SIGTERM to gpu_plan.py): what the step printed before must be in
+    its log, which is all that comes back of a stopped measurement."""
+    log = tmp_path / "step.log"
+    child = "import sys,time; print('measured 24.5 steps/s', flush=True); time.sleep(20)"
+    driver = (
+        f"import sys; sys.path.insert(0, {str(PLAN.parent)!r}); import gpu_plan; from pathlib import Path; "
+        f"gpu_plan.run([sys.executable, '-c', {child!r}], log=Path({str(log)!r}))"
+    )
+    process = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, text=True)
+    assert "measured 24.5 steps/s" in process.stdout.readline() + process.stdout.readline()
+    process.terminate()
+    process.wait(timeout=30)
+    assert "measured 24.5 steps/s" in log.read_text()
