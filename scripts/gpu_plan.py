@@ -425,7 +425,10 @@ def main() -> int:
     parser.add_argument("--every", type=int, default=1000, help="curve: validate every this many steps")
     parser.add_argument("--target", action="append", default=[], help="curve: GROUP=BLEU, repeatable")
     parser.add_argument(
-        "--workers", type=int, default=8, help="compare: runs side by side on the one GPU (8: 5.19x one alone on an H200)"
+        "--workers",
+        type=int,
+        default=8,
+        help="compare: runs side by side on the one GPU (8: 5.19x one alone on an H200)",
     )
     parser.add_argument("--output-dir", help="compare: the suite's output_dir elsewhere; curve: the run's folder")
     parser.add_argument("--minutes", type=float, default=8.0,
