@@ -416,6 +416,30 @@ def clm_collapse_risk(config: dict[str, Any]) -> str | None:
     )
 
 
+CLM_PAPER_SMALLEST_K = 35  # the paper's smallest k (Table 2, WMT-14 en-xx); at k = 8 the Xavier start measured 0.53
+
+
+def clm_map_start_risk(config: dict[str, Any]) -> str | None:
+    """The warning for CLM in the encoder with few Xavier-started maps: at k = 8 each CLM starts as a random
+    distortion about half the size of its input (|h~|/|h| = 0.53; 0.11-0.20 at the paper's k 94-280), and on bible6
+    that start cost 1.4-1.5 en->xx / 2.3-2.5 xx->en BLEU against the control at either norm placement, where maps
+    from zero were at par or better (3 seeds each, bible6_clm_norm); None for any other setting (CLM in the decoder
+    alone from Xavier maps was not hurt: bible6's sCLM-D)."""
+    model = config.get("model", {})
+    if model.get("class") != "clm" or model.get("clm_encoder", "sclm") not in ("sclm", "mclm"):
+        return None
+    k = model.get("clm_num_features", 194)
+    if model.get("clm_map_init", "xavier") != "xavier" or not isinstance(k, int) or k >= CLM_PAPER_SMALLEST_K:
+        return None
+    return (
+        f"CLM in the encoder with k = {k} maps started Xavier-uniform (model.clm_map_init: xavier, the default; the "
+        f"paper's k is {CLM_PAPER_SMALLEST_K}-560): with few maps each CLM starts as a large random distortion of its "
+        "input (half its size at k = 8), which cost 1.4-2.5 BLEU against the control on bible6, where maps from zero "
+        "were at par or better in the paper's post-norm setting (3 seeds; docs/DECISIONS.md CLM). Use "
+        "model.clm_map_init: zeros."
+    )
+
+
 EVALUATION_TYPES = {"max_sentences_per_direction": int | dict | None, "num_beams": int, "batch_size": int,
                     "max_new_tokens": int, "off_target": bool | str, "language_identifier": str, "splits": list}  # fmt: skip
 # the element types too: a list of numbers or a test set given as a list reached Path() deep in the data loader

@@ -27,6 +27,7 @@ from .config import (
     apply_overrides,
     check_keys,
     clm_collapse_risk,
+    clm_map_start_risk,
     compiled_shapes_risk,
     load_config,
     model_classes,
@@ -330,7 +331,7 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     from ..evaluation import copy_baseline, evaluate_model, results_table, save_results, translate
 
     data_section = config.get("data", {})
-    for risk in (clm_collapse_risk(config), compiled_shapes_risk(config)):
+    for risk in (clm_collapse_risk(config), clm_map_start_risk(config), compiled_shapes_risk(config)):
         if risk and base_args.process_index == 0:  # said first, before any data is read
             print(f"warning: {risk}")
             logger.warning(risk)
