@@ -20,6 +20,11 @@ Runs resume (each is an `hf-langspec train` output folder under --output-dir); t
 The same probe of the suite's finished runs (their final models, the whole budget):
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/clm_collapse_study.py --finished sclm_paper_lr:1 baseline_paper_lr:1
+
+The post-norm baseline of bible6_clm_norm on the paper's and on the suites' schedule (issue 44):
+
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/clm_collapse_study.py --suite examples/suites/bible6_clm_norm.yaml \\
+        --variants baseline_post baseline_post_fast
 """
 
 from __future__ import annotations
@@ -35,12 +40,18 @@ sys.path.insert(0, str(ROOT))
 # variant: (suite system, training settings that replace the suite's)
 # Liu et al. 2023, section 4.3 (Vaswani's schedule); up to step 4,000 the same rates as a linear warm-up
 PAPER_SCHEDULE = {"learning_rate": 5e-4, "warmup_steps": 4000, "lr_scheduler_type": "inverse_sqrt"}
+# bible6's (the suites') schedule: 2e-3 after 300 warm-up steps, linear decay
+SUITES_SCHEDULE = {"learning_rate": 2e-3, "warmup_steps": 300, "lr_scheduler_type": "linear"}
 VARIANTS = {
     "baseline": ("baseline", {}),
     "sclm": ("sclm", {}),
     "baseline_paper_lr": ("baseline", PAPER_SCHEDULE),
     "sclm_paper_lr": ("sclm", PAPER_SCHEDULE),
     "sclm_dec": ("sclm_dec", {}),
+    # bible6_clm_norm's post-norm baseline on both schedules (issue 44): does a post-LN network without CLM read
+    # its source early on the suites' fast schedule, where the post-LN-like sCLM encoder collapsed?
+    "baseline_post": ("baseline_post", {}),
+    "baseline_post_fast": ("baseline_post", SUITES_SCHEDULE),
 }
 DIRECTIONS = (("de", "en"), ("en", "de"), ("ru", "en"), ("en", "ru"))
 
@@ -186,6 +197,9 @@ def main() -> int:
     if args.finished:
         print(f"written to {probe_finished(suite, shared, args.finished, args.sentences)}")
         return 0
+    missing = sorted({VARIANTS[v][0] for v in args.variants} - set(suite.systems))
+    if missing:
+        raise SystemExit(f"--variants need systems {missing}, which {args.suite} lacks; pick variants of its systems")
     out = suite.results_dir / "clm_collapse_study.json"
     for variant in args.variants:
         run_dir = args.output_dir / variant
