@@ -75,6 +75,7 @@ SETTINGS = {
 # fmt: on
 LOADER = {"logging_nan_inf_filter": False, "accelerator_config": {"non_blocking": True}, "dataloader_num_workers": 2}
 COMPILED = LOADER | {"torch_compile": True, "pad_to_multiple_of": 16}  # lengths 16-48: 3 x 3 batch shapes
+COMPILED_LOOPS = ("compiled", "graphs")
 LOOPS = {"as is": {}, "loader": LOADER, "compiled": COMPILED,
          "graphs": COMPILED | {"torch_compile_mode": "reduce-overhead"}}  # fmt: skip
 PEAK_BF16_TFLOPS = 989.0  # H100 SXM, dense
@@ -215,7 +216,9 @@ def measure(setting: str, system: str, loop: str, parts, args, seed: int = 1, ba
             processing_class=tokenizer,
         )
         probe = LoopProbe(args.warmup, args.steps, args.profile_steps, args.device, barrier)
-        census = StepCensus(census_start, args.census_steps, sync_debug=cuda)
+        # compiled loops: the census's function mode would recompile the step (a minute of the GPU's call) and count
+        # another graph; the device's own sync count stays
+        census = StepCensus(census_start, args.census_steps, sync_debug=cuda, host_ops=loop not in COMPILED_LOOPS)
         trainer.add_callback(probe)
         trainer.add_callback(census)
         trainer.train()
@@ -240,6 +243,11 @@ def measure(setting: str, system: str, loop: str, parts, args, seed: int = 1, ba
     return result
 
 
+def count(value: float | None) -> str:
+    """A per-step count for the table; '-' where it was not measured (compiled loops' host census, CPU syncs)."""
+    return "-" if value is None or value != value else f"{value:.0f}"
+
+
 def table(results: list[dict], args) -> str:
     device = torch.cuda.get_device_name(0) if args.device.type == "cuda" else "CPU"
     rows = [
@@ -250,7 +258,8 @@ def table(results: list[dict], args) -> str:
         "`loader`: NaN filter off, non-blocking copies, 2 loader workers; `compiled`: `loader` with torch_compile over "
         "batches padded to multiples of 16; `graphs`: `compiled` in reduce-overhead mode (CUDA graphs). "
         "Host reads and data-dependent shapes are counted "
-        "inside the step (forward, backward, optimizer), device syncs by `torch.cuda.set_sync_debug_mode`.",
+        "inside the step (forward, backward, optimizer; not in compiled loops, whose census would recompile the "
+        "step), device syncs by `torch.cuda.set_sync_debug_mode`.",
         "",
         "| setting | model | loop | steps/s | target tokens/s | model TFLOP/s (MFU) | host ops/step "
         "| kernel launches/step | GPU busy ms/step (share) | host reads/step | data-dependent shapes/step "
@@ -263,8 +272,8 @@ def table(results: list[dict], args) -> str:
         rate = f"{r['model TFLOP/s']:.1f}" + (f" ({r['model TFLOP/s'] / PEAK_BF16_TFLOPS:.1%})" if cuda else "")
         rows.append(
             f"| {r['setting']} | {r['system']} | {r['loop']} | {r['steps/s']:.1f} | {r['target tokens/s']:,.0f} "
-            f"| {rate} | {r['host ops']:.0f} | {r['kernel launches']:.0f} | {busy} | {r['host reads']:.0f} "
-            f"| {r['data-dependent shapes']:.0f} | {r.get('device syncs', float('nan')):.0f} |"
+            f"| {rate} | {r['host ops']:.0f} | {r['kernel launches']:.0f} | {busy} | {count(r['host reads'])} "
+            f"| {count(r['data-dependent shapes'])} | {count(r.get('device syncs'))} |"
         )
     return "\n".join(rows)
 
@@ -384,7 +393,7 @@ def main() -> None:
         measure(setting, systems[0], loops[0], parts, args)  # thrown away: kernels chosen for the shapes
         for system in systems:
             for loop in loops:
-                if loop in ("compiled", "graphs") and system not in args.compiled_systems.split(","):
+                if loop in COMPILED_LOOPS and system not in args.compiled_systems.split(","):
                     continue  # a compilation per model and shape costs a minute or more of the GPU's call
                 results.append(measure(setting, system, loop, parts, args))
                 if args.json:  # after each: a run stopped by the machine's limit keeps what it measured

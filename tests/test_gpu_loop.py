@@ -21,7 +21,7 @@ from datasets import Dataset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_compile import STAGES, build, loss_and_grads, training_batch
-from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer
+from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerCallback
 
 from hf_langspec import train_tokenizer
 from hf_langspec.modeling.routing import accelerator_path
@@ -151,6 +151,32 @@ def test_a_trainer_step_reads_nothing_back(tokenizer, tmp_path, name):
         trainer.train()
     assert census.counted_steps == 2
     assert census.census.total == 0, f"{dict(census.census.calls)} at {where(census.census)}"
+
+
+class ModeStackProbe(TrainerCallback):
+    """Records, in the middle of each step, how many torch function modes are active."""
+
+    def __init__(self):
+        self.depths: list[int] = []
+
+    def on_step_end(self, args, state, control, **kwargs):
+        from torch.overrides import _get_current_function_mode_stack
+
+        self.depths.append(len(_get_current_function_mode_stack()))
+
+
+def test_the_census_without_host_ops_enters_no_function_mode_and_reports_none(tokenizer, tmp_path):
+    """Compiled loops count device syncs only: a function mode inside the step would recompile a compiled step."""
+    trainer = trainer_for(tokenizer, tmp_path, "baseline")
+    census, probe = StepCensus(start=0, steps=2, host_ops=False), ModeStackProbe()
+    with_ops = StepCensus(start=2, steps=1)  # the control: the full census is a function mode inside its step
+    for callback in (probe, census, with_ops):  # the probe's step end first: the modes are still entered then
+        trainer.add_callback(callback)
+    trainer.train()
+    assert census.counted_steps == 2 and with_ops.counted_steps == 1
+    assert census.per_step()["host reads"] is None and census.per_step()["data-dependent shapes"] is None
+    assert with_ops.per_step()["host reads"] is not None
+    assert probe.depths[:2] == [0, 0] and probe.depths[2] == 1
 
 
 class TransformersCounts(LangSpecSeq2SeqTrainer):

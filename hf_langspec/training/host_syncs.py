@@ -90,10 +90,12 @@ def _caller() -> str:
 class StepCensus(TrainerCallback):
     """Counts host syncs inside training steps `start .. start + steps - 1` (from each step's start to its end:
     forward, backward, the loss's bookkeeping, clipping, optimizer and scheduler; the next batch's loading and
-    collation are outside). With `sync_debug` on CUDA it also counts the device's own sync warnings."""
+    collation are outside). With `sync_debug` on CUDA it also counts the device's own sync warnings. `host_ops=False` leaves the Python-level
+    census out (host reads and data-dependent shapes then read None): under `torch.compile` its function mode would
+    recompile the step and count a graph other than the one that runs, where the device's count needs no mode."""
 
-    def __init__(self, start: int, steps: int, sync_debug: bool = False):
-        self.start, self.steps, self.sync_debug = start, steps, sync_debug
+    def __init__(self, start: int, steps: int, sync_debug: bool = False, host_ops: bool = True):
+        self.start, self.steps, self.sync_debug, self.host_ops = start, steps, sync_debug, host_ops
         self.census = HostSyncCensus()
         self.device_syncs = 0
         self.counted_steps = 0
@@ -105,7 +107,8 @@ class StepCensus(TrainerCallback):
 
     def on_step_begin(self, args, state, control, **kwargs):
         if self._active(state.global_step):
-            self.census.__enter__()
+            if self.host_ops:
+                self.census.__enter__()
             if self.sync_debug and torch.cuda.is_available():
                 self._catcher = warnings.catch_warnings(record=True)
                 self._caught = self._catcher.__enter__()
@@ -119,18 +122,20 @@ class StepCensus(TrainerCallback):
                 self.device_syncs += sum("synchroniz" in str(w.message) for w in self._caught or [])
                 self._catcher.__exit__(None, None, None)
                 self._catcher = self._caught = None
-            self.census.__exit__(None, None, None)
+            if self.host_ops:
+                self.census.__exit__(None, None, None)
             self.counted_steps += 1
 
-    def per_step(self) -> dict[str, float]:
-        """Host reads, data-dependent-shape ops and (CUDA with sync_debug) device syncs per counted step."""
+    def per_step(self) -> dict[str, float | None]:
+        """Host reads, data-dependent-shape ops (None without `host_ops`) and (CUDA with sync_debug) device syncs
+        per counted step."""
         steps = max(self.counted_steps, 1)
         kinds = collections.Counter()
         for (kind, _), count in self.census.calls.items():
             kinds[kind] += count
         result = {
-            "host reads": kinds["host read"] / steps,
-            "data-dependent shapes": kinds["data-dependent shape"] / steps,
+            "host reads": kinds["host read"] / steps if self.host_ops else None,
+            "data-dependent shapes": kinds["data-dependent shape"] / steps if self.host_ops else None,
         }
         if self.sync_debug:
             result["device syncs"] = self.device_syncs / steps
