@@ -313,3 +313,20 @@ def test_the_model_cards_usage_code_runs_and_gives_the_clis_translation(trained,
     printed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True).stdout
     cli_output = cli("translate", model, "--src-lang", src, "--tgt-lang", tgt, "--num-beams", "4", stdin=text + "\n")
     assert printed.strip() == repr([cli_output.stdout.strip()])
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "first", "second"),
+    [
+        (["train", "--config", "c.yaml"], "--set", ["model.d_model=64"], ["output_dir=out", "model.dropout=0.0"]),
+        (["evaluate", "m", "--output-dir", "e"], "--test", ["supervised=a.jsonl"], ["zero-shot=b.jsonl"]),
+        (["train-tokenizer", "--output-dir", "tok"], "--train", ["a.jsonl"], ["b.jsonl"]),
+    ],
+)
+def test_a_repeated_list_option_keeps_every_value(command, flag, first, second):
+    """`--set a=1 --set b=2` once kept only b=2 without a word (argparse's default for nargs='+' options): every
+    list option of the command line accumulates over repeats, as a user writing one flag per value expects."""
+    from hf_langspec.cli import build_parser
+
+    args = build_parser().parse_args([*command, flag, *first, flag, *second])
+    assert getattr(args, flag.lstrip("-").replace("-", "_")) == first + second
