@@ -90,9 +90,10 @@ def _caller() -> str:
 class StepCensus(TrainerCallback):
     """Counts host syncs inside training steps `start .. start + steps - 1` (from each step's start to its end:
     forward, backward, the loss's bookkeeping, clipping, optimizer and scheduler; the next batch's loading and
-    collation are outside). With `sync_debug` on CUDA it also counts the device's own sync warnings. `host_ops=False` leaves the Python-level
-    census out (host reads and data-dependent shapes then read None): under `torch.compile` its function mode would
-    recompile the step and count a graph other than the one that runs, where the device's count needs no mode."""
+    collation are outside). With `sync_debug` on CUDA it also counts the device's own sync warnings.
+    `host_ops=False` leaves the Python-level census out (host reads and data-dependent shapes then read None): under
+    `torch.compile` its function mode would recompile the step and count a graph other than the one that runs,
+    where the device's count needs no mode."""
 
     def __init__(self, start: int, steps: int, sync_debug: bool = False, host_ops: bool = True):
         self.start, self.steps, self.sync_debug, self.host_ops = start, steps, sync_debug, host_ops
