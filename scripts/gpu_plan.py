@@ -60,8 +60,8 @@ def run(command: list[str], log: Path | None = None, minutes: float | None = Non
         if timer:
             timer.start()
         for line in process.stdout:
+            out.write(line)  # the log first: it is what comes back of a stopped call
             sys.stdout.write(line)
-            out.write(line)
         code = process.wait()
         if timer:
             timer.cancel()
