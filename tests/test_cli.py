@@ -330,3 +330,22 @@ def test_a_repeated_list_option_keeps_every_value(command, flag, first, second):
 
     args = build_parser().parse_args([*command, flag, *first, flag, *second])
     assert getattr(args, flag.lstrip("-").replace("-", "_")) == first + second
+
+
+def test_every_list_option_of_every_command_accumulates():
+    """The parser makes every `nargs="+"` option accumulate, so a command added later cannot forget it."""
+    import argparse
+
+    from hf_langspec.cli import build_parser
+
+    def parsers(parser):
+        yield parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    yield from parsers(sub)
+
+    lists = [(p.prog, a.dest, type(a).__name__) for p in parsers(build_parser()) for a in p._actions
+             if a.option_strings and a.nargs == "+"]  # fmt: skip
+    assert {"set", "test", "train", "data_files", "texts"} <= {dest for _, dest, _ in lists}
+    assert all(kind == "_ExtendAction" for _, _, kind in lists), lists

@@ -33,7 +33,14 @@ KNOWN_ERRORS = (ValueError, FileNotFoundError, FileExistsError, IsADirectoryErro
 
 
 class OneLineErrors(argparse.ArgumentParser):
-    """argparse, with a usage error as one line that points at --help instead of the whole usage text."""
+    """argparse, with a usage error as one line that points at --help instead of the whole usage text, and list
+    options that accumulate: `--set a=1 --set b=2` keeps both (argparse's default for `nargs="+"` keeps the last
+    list alone, without a word)."""
+
+    def add_argument(self, *names: str, **kwargs: Any) -> argparse.Action:
+        if kwargs.get("nargs") == "+" and "action" not in kwargs and names and names[0].startswith("-"):
+            kwargs["action"] = "extend"
+        return super().add_argument(*names, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

@@ -59,9 +59,7 @@ def _data_hub_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("corpus", help="opus100, wmt14, wmt10, iwslt17, europarl or ted59")
     p.add_argument("--directions", type=directions, required=True, help="comma-separated, e.g. en-de,de-en")
     p.add_argument("--split", default="train")
-    p.add_argument(
-        "--data-files", nargs="+", action="extend", help="local files with the Hub's rows instead of the Hub"
-    )
+    p.add_argument("--data-files", nargs="+", help="local files with the Hub's rows instead of the Hub")
     p.add_argument("--output", required=True, type=corpus_file, help="X.parquet (read by train directly) or X.jsonl")
     p.add_argument("--force", action="store_true", help="replace --output if it exists")
 
@@ -124,13 +122,7 @@ def cmd_data_local(args: argparse.Namespace) -> None:
 
 
 def _train_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--train",
-        nargs="+",
-        action="extend",
-        required=True,
-        help="canonical JSONL/TSV/Parquet files or *.multiway.jsonl",
-    )
+    p.add_argument("--train", nargs="+", required=True, help="canonical JSONL/TSV/Parquet files or *.multiway.jsonl")
     p.add_argument("--output-dir", required=True, type=Path)
     p.add_argument("--force", action="store_true", help="write into --output-dir even if it holds files")
     p.add_argument("--languages", help="tag order (default: sorted codes found in the data)")

@@ -59,9 +59,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
 def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
     generation_options(p)
-    p.add_argument(
-        "--test", nargs="+", action="extend", required=True, help="NAME=FILE.jsonl (zero-shot=... measures off-target)"
-    )
+    p.add_argument("--test", nargs="+", required=True, help="NAME=FILE.jsonl (zero-shot=... measures off-target)")
     p.add_argument("--directions", type=directions, help="only these directions, comma-separated")
     p.add_argument("--max-sentences-per-direction", type=positive, help="default: every sentence")
     p.add_argument(
@@ -213,9 +211,7 @@ def cmd_typology(args: argparse.Namespace) -> None:
 def _add_language_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--language", type=language_code, required=True, help="the new language's code")
-    p.add_argument(
-        "--texts", nargs="+", action="extend", required=True, help="the new language's text, one sentence per line"
-    )
+    p.add_argument("--texts", nargs="+", required=True, help="the new language's text, one sentence per line")
     p.add_argument("--vocab-size", type=positive, default=8000, help="unigram vocabulary trained on --texts")
     p.add_argument(
         "--noise-std", type=non_negative_number, default=0.01, help="noise on the mean embedding of new rows"

@@ -30,11 +30,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output-dir", type=Path, help="overrides the config's output_dir")
     p.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
     p.add_argument(
-        "--set",
-        nargs="+",
-        action="extend",  # `--set a=1 --set b=2` keeps both (argparse's default kept the last alone)
-        metavar="SECTION.KEY=VALUE",
-        help="override config keys, e.g. model.clm_decoder=none",
+        "--set", nargs="+", metavar="SECTION.KEY=VALUE", help="override config keys, e.g. model.clm_decoder=none"
     )
 
 
