@@ -395,14 +395,26 @@ CLM_RISKY_RATE = 1e-3  # at or above, with fewer than CLM_SAFE_WARMUP warm-up st
 CLM_SAFE_WARMUP = 1000
 
 
+def _clm_model(config: dict[str, Any]) -> dict[str, Any] | None:
+    """A CLM config's model section over `CLMConfig`'s own defaults (None for any other class): the risks below
+    read a field the user left out as the model will build it."""
+    model = config.get("model", {})
+    if model.get("class") != "clm":
+        return None
+    from ..modeling.configuration_clm import CLMConfig
+
+    parameters = inspect.signature(CLMConfig.__init__).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty} | model
+
+
 def clm_collapse_risk(config: dict[str, Any]) -> str | None:
     """The warning for the measured CLM failure: CLM in the encoder of a pre-norm model in eq. 3's post form
     (its LayerNorm after every sublayer) at a high learning rate after a short warm-up trained encoders that ignore
     their source (bible6 and bible11, every seed); None for any other setting."""
-    model, training = config.get("model", {}), config.get("training", {})
-    if model.get("class") != "clm" or model.get("clm_encoder", "sclm") == "none":
+    model, training = _clm_model(config), config.get("training", {})
+    if model is None or model["clm_encoder"] == "none":
         return None
-    if not model.get("normalize_before", False) or model.get("clm_norm", "post") != "post":
+    if not model.get("normalize_before", False) or model["clm_norm"] != "post":
         return None
     rate, warmup = training.get("learning_rate", 5e-5), training.get("warmup_steps", 0)
     if not isinstance(rate, (int, float)) or rate < CLM_RISKY_RATE or warmup >= CLM_SAFE_WARMUP:
@@ -425,11 +437,11 @@ def clm_map_start_risk(config: dict[str, Any]) -> str | None:
     that start cost 1.4-1.5 en->xx / 2.3-2.5 xx->en BLEU against the control at either norm placement, where maps
     from zero were at par en->xx and +0.38 xx->en in the post-norm pair (3 seeds each, bible6_clm_norm); None for
     any other setting (CLM in the decoder alone from Xavier maps was not hurt: bible6's sCLM-D)."""
-    model = config.get("model", {})
-    if model.get("class") != "clm" or model.get("clm_encoder", "sclm") not in ("sclm", "mclm"):
+    model = _clm_model(config)
+    if model is None or model["clm_encoder"] not in ("sclm", "mclm"):
         return None
-    k = model.get("clm_num_features", 194)
-    if model.get("clm_map_init", "xavier") != "xavier" or not isinstance(k, int) or k >= CLM_PAPER_SMALLEST_K:
+    k = model["clm_num_features"]
+    if model["clm_map_init"] != "xavier" or not isinstance(k, int) or k >= CLM_PAPER_SMALLEST_K:
         return None
     return (
         f"CLM in the encoder with k = {k} maps started Xavier-uniform (model.clm_map_init: xavier, the default; the "
