@@ -112,7 +112,8 @@ FREE = ["output_dir", "training.logging_steps", "training.save_steps", "evaluati
 def test_overrides_drop_the_expected_ranges_exactly_when_they_change_what_was_measured(keys, value):
     config = main_job()
     said = void_expectations(config, {key: value for key in keys})
-    scored = [key for key in keys if key in SCORED and not (key == "training.max_steps" and value == 5000)]
+    written = {"training.max_steps": 5000, "evaluation.num_beams": 4}  # main_job's values: the same again is no change
+    scored = [key for key in keys if key in SCORED and written.get(key) != value]
     assert ("expected" in config) == (not scored)
     assert (said is None) == (not scored)
     if scored:  # the line names what changed, in the order given
