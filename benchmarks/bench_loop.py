@@ -18,7 +18,11 @@ each for the baseline and two routed methods of the suite (FCLL, LAA), and each 
 * `loader`: non-blocking copies (`accelerator_config.non_blocking`), two data-loader workers, NaN filter off;
 * `compiled` (asked for by `--loops`): `loader` with the Trainer's `torch_compile` (inductor, default mode) over
   batches padded to multiples of 16 (`pad_to_multiple_of`: 9 shapes, so compiled code is reused);
-* `graphs` (asked for): `compiled` in `reduce-overhead` mode, CUDA graphs replayed per shape.
+* `graphs` (asked for): `compiled` in `reduce-overhead` mode, CUDA graphs replayed per shape;
+* `static` and `static graphs` (asked for; issue 57): `loader` compiled over static shapes (`training.static_shapes:
+  auto`: every batch padded to 4 length buckets and the full batch size, `dynamic=False`), every bucket compiled
+  and, in `static graphs` (reduce-overhead), its CUDA graphs recorded before the first step; the warm-up's compile
+  and capture seconds and the graphs dynamo compiled in the whole run are reported beside the speed.
 
 Each setting first trains one throw-away measurement (the GPU libraries choose kernels for each new shape: in
 the first GPU profile the first model measured ran at a quarter of its later speed). Per step, after `--warmup`
@@ -36,6 +40,8 @@ together, and the table gives each one's steps/s and their sum against one proce
 
     python benchmarks/bench_loop.py --device cuda --json loop.json --label after   # gpu_plan.py profile
     python benchmarks/bench_loop.py --device cuda --systems baseline --loops loader --processes 1,2,4,8
+    python benchmarks/bench_loop.py --device cuda --settings bible11_gpu,base --systems baseline \
+        --loops "loader,static graphs" --steps 300   # gpu_plan.py static
     python benchmarks/bench_loop.py --settings tiny --steps 3 --no-write # the code path on a CPU
 """
 
@@ -66,6 +72,11 @@ SETTINGS = {
                       decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048),
         "vocab": 32000,
     },
+    "base32k": {  # Transformer-base at ~32k target tokens per step (1,024 sentences of 16-48 tokens)
+        "model": dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                      decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048),
+        "vocab": 32000, "batch": 1024,
+    },
     "tiny": {  # the CPU check of the code path
         "model": dict(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
                       decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64),
@@ -75,9 +86,13 @@ SETTINGS = {
 # fmt: on
 LOADER = {"logging_nan_inf_filter": False, "accelerator_config": {"non_blocking": True}, "dataloader_num_workers": 2}
 COMPILED = LOADER | {"torch_compile": True, "pad_to_multiple_of": 16}  # lengths 16-48: 3 x 3 batch shapes
-COMPILED_LOOPS = ("compiled", "graphs")
-LOOPS = {"as is": {}, "loader": LOADER, "compiled": COMPILED,
-         "graphs": COMPILED | {"torch_compile_mode": "reduce-overhead"}}  # fmt: skip
+# static: every batch padded to one of 4 buckets (training.static_shapes: auto), compiled once per bucket with
+# dynamic=False, every bucket compiled and its CUDA graphs recorded before the first step (issue 57)
+STATIC = LOADER | {"torch_compile": True, "static_shapes": "auto"}
+COMPILED_LOOPS = ("compiled", "graphs", "static", "static graphs")
+LOOPS = {"as is": {}, "loader": LOADER, "compiled": COMPILED | {"static_shapes": "off"},
+         "graphs": COMPILED | {"static_shapes": "off", "torch_compile_mode": "reduce-overhead"},
+         "static": STATIC, "static graphs": STATIC | {"torch_compile_mode": "reduce-overhead"}}  # fmt: skip
 PEAK_BF16_TFLOPS = 989.0  # H100 SXM, dense
 
 
@@ -200,11 +215,14 @@ def measure(setting: str, system: str, loop: str, parts, args, seed: int = 1, ba
     cuda = args.device.type == "cuda"
     settings = {
         **{k: v for k, v in training.items() if k not in ("max_steps", "save_steps", "save_total_limit")},
-        "per_device_train_batch_size": args.batch_size or training["per_device_train_batch_size"],
+        "per_device_train_batch_size": (args.batch_size or SETTINGS[setting].get("batch")
+                                        or training["per_device_train_batch_size"]),
         "max_steps": total, "save_strategy": "no", "logging_steps": 10**6, "seed": seed,
         "include_num_input_tokens_seen": "non_padding",  # as the compare runner sets it
         "bf16": cuda and training.get("bf16", False), "use_cpu": not cuda, **LOOPS[loop],
     }  # fmt: skip
+    if settings.get("torch_compile") and args.backend != "inductor":
+        settings["torch_compile_backend"] = args.backend  # the CPU check: dynamo's tracing, no code generation
     with tempfile.TemporaryDirectory() as output_dir:
         trainer = LangSpecSeq2SeqTrainer(
             model=model,
@@ -221,7 +239,12 @@ def measure(setting: str, system: str, loop: str, parts, args, seed: int = 1, ba
         census = StepCensus(census_start, args.census_steps, sync_debug=cuda, host_ops=loop not in COMPILED_LOOPS)
         trainer.add_callback(probe)
         trainer.add_callback(census)
+        graphs_before = dynamo_graphs()
+        start = time.perf_counter()
         trainer.train()
+        train_s = time.perf_counter() - start
+        graphs = dynamo_graphs() - graphs_before
+    capture = trainer.static_capture or {}
     steps_per_s = args.steps / probe.seconds
     batch = settings["per_device_train_batch_size"]
     shape = {
@@ -234,6 +257,8 @@ def measure(setting: str, system: str, loop: str, parts, args, seed: int = 1, ba
         "setting": setting, "system": system, "loop": loop, "steps/s": steps_per_s,
         "target tokens/s": steps_per_s * batch * mean_target, "model TFLOP/s": steps_per_s * flops / 1e12,
         "ms/step": 1e3 / steps_per_s, **event_counts(probe.profiler, args.profile_steps), **census.per_step(),
+        "batch": batch, "buckets": capture.get("static_buckets"), "compile s": capture.get("compile_s"),
+        "capture s": capture.get("capture_s"), "train call s": train_s, "graphs compiled": graphs,
         "sync sites": dict(census.census.where.most_common(12)),
     }  # fmt: skip
     print(json.dumps({k: v for k, v in result.items() if k != "sync sites"}), flush=True)
@@ -241,6 +266,13 @@ def measure(setting: str, system: str, loop: str, parts, args, seed: int = 1, ba
     if cuda:
         torch.cuda.empty_cache()
     return result
+
+
+def dynamo_graphs() -> int:
+    """Graphs dynamo has compiled in this process so far (each recompilation is one more)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
 
 
 def count(value: float | None) -> str:
@@ -252,28 +284,34 @@ def table(results: list[dict], args) -> str:
     device = torch.cuda.get_device_name(0) if args.device.type == "cuda" else "CPU"
     rows = [
         f"The package's Trainer loop with bible11_gpu's training settings on {device} "
-        f"({'bf16' if args.device.type == 'cuda' else 'float32'}), batch {args.batch_size or 128} of random tokens "
+        f"({'bf16' if args.device.type == 'cuda' else 'float32'}), batches of random tokens "
         f"(lengths 16-48), {args.steps} timed steps after {args.warmup}; profiler over {args.profile_steps} steps, "
         f"sync census over {args.census_steps}. `as is`: the package's defaults, no loader workers, blocking copies; "
         "`loader`: NaN filter off, non-blocking copies, 2 loader workers; `compiled`: `loader` with torch_compile over "
-        "batches padded to multiples of 16; `graphs`: `compiled` in reduce-overhead mode (CUDA graphs). "
+        "batches padded to multiples of 16; `graphs`: `compiled` in reduce-overhead mode (CUDA graphs); `static`: "
+        "`loader` compiled over static shapes (every batch padded to 4 length buckets and the full batch size, "
+        "`dynamic=False`, every bucket compiled before the first step; its compile and capture seconds are the "
+        "warm-up's); `static graphs`: `static` in reduce-overhead mode. "
         "Host reads and data-dependent shapes are counted "
         "inside the step (forward, backward, optimizer; not in compiled loops, whose census would recompile the "
         "step), device syncs by `torch.cuda.set_sync_debug_mode`.",
         "",
-        "| setting | model | loop | steps/s | target tokens/s | model TFLOP/s (MFU) | host ops/step "
+        "| setting | model | loop | batch | steps/s | target tokens/s | model TFLOP/s (MFU) | host ops/step "
         "| kernel launches/step | GPU busy ms/step (share) | host reads/step | data-dependent shapes/step "
-        "| device syncs/step |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| device syncs/step | compile s + capture s (graphs in the run) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         cuda = args.device.type == "cuda"
         busy = f"{r['device ms']:.1f} ({r['device ms'] / r['ms/step']:.0%})" if cuda else "-"
         rate = f"{r['model TFLOP/s']:.1f}" + (f" ({r['model TFLOP/s'] / PEAK_BF16_TFLOPS:.1%})" if cuda else "")
+        warmup = f"{r['compile s']:.1f} + {r['capture s']:.1f}" if r.get("compile s") is not None else "-"
+        warmup += f" ({r['graphs compiled']} graphs)" if r.get("graphs compiled") else ""
         rows.append(
-            f"| {r['setting']} | {r['system']} | {r['loop']} | {r['steps/s']:.1f} | {r['target tokens/s']:,.0f} "
-            f"| {rate} | {r['host ops']:.0f} | {r['kernel launches']:.0f} | {busy} | {count(r['host reads'])} "
-            f"| {count(r['data-dependent shapes'])} | {count(r.get('device syncs'))} |"
+            f"| {r['setting']} | {r['system']} | {r['loop']} | {r.get('batch', '-')} | {r['steps/s']:.1f} "
+            f"| {r['target tokens/s']:,.0f} | {rate} | {r['host ops']:.0f} | {r['kernel launches']:.0f} | {busy} "
+            f"| {count(r['host reads'])} | {count(r['data-dependent shapes'])} | {count(r.get('device syncs'))} "
+            f"| {warmup} |"
         )
     return "\n".join(rows)
 
@@ -363,6 +401,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--profile-steps", type=int, default=3)
     parser.add_argument("--census-steps", type=int, default=2)
+    parser.add_argument(
+        "--backend",
+        default="inductor",
+        help="compiled loops' torch_compile_backend (aot_eager: the code path on a CPU in seconds)",
+    )
+    parser.add_argument(
+        "--no-throwaway",
+        action="store_true",
+        help="skip the throw-away first measurement per setting (its --warmup steps choose kernels)",
+    )
     parser.add_argument("--json", type=Path, help="also write every figure (and the sync sites) here")
     parser.add_argument("--label", help="BENCHMARKS.md section loop[-DEVICE]-LABEL (keeps an earlier profile's)")
     parser.add_argument("--no-write", action="store_true")
@@ -390,7 +438,8 @@ def main() -> None:
     for setting in settings:
         dataset, mean_target = random_dataset(tokenizer, SETTINGS[setting]["vocab"], args.examples, (16, 48))
         args.data = (tokenizer, dataset, mean_target)
-        measure(setting, systems[0], loops[0], parts, args)  # thrown away: kernels chosen for the shapes
+        if not args.no_throwaway:
+            measure(setting, systems[0], loops[0], parts, args)  # thrown away: kernels chosen for the shapes
         for system in systems:
             for loop in loops:
                 if loop in COMPILED_LOOPS and system not in args.compiled_systems.split(","):

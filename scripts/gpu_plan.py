@@ -6,6 +6,7 @@
     python3 scripts/gpu_plan.py fsdp    --out $OUT      # step 2: accelerate's FSDP plugin applies, trains, saves
     python3 scripts/gpu_plan.py profile --out $OUT      # the training loop as runs use it (bench_loop), per step
     python3 scripts/gpu_plan.py processes --out $OUT    # 1, 2, 4, 8 runs side by side on the GPU: do they add up?
+    python3 scripts/gpu_plan.py static  --out $OUT      # issue 57: the static loop, cold and warm compile (~6 min)
     python3 scripts/gpu_plan.py decoding --out $OUT     # beam search: static cache, eager and CUDA graphs
     python3 scripts/gpu_plan.py speed   --out $OUT      # step 3: bench_methods at Transformer-base in bf16
     python3 scripts/gpu_plan.py compile --out $OUT      # step 3b: torch.compile against eager (bench_compile)
@@ -264,6 +265,50 @@ def processes(args: argparse.Namespace) -> int:
     return benchmark(args, "processes", "bench_loop.py", [*arguments, "--json", str(args.out / "processes-loop.json")])
 
 
+# issue 57's measurement, in the order of what it settles (a stopped call keeps the parts before): the static loop
+# against eager on the same machine at bible11_gpu's model, the same compilation from the warm cache the first part
+# left, Transformer-base at ~4k and ~32k target tokens, and last the routed methods (their compiles are the slowest)
+STATIC_PARTS = [
+    ("bible11_gpu", ["--settings", "bible11_gpu", "--systems", "baseline", "--loops", "loader,static graphs"]),
+    ("warm-cache", ["--settings", "bible11_gpu", "--systems", "baseline", "--loops", "static graphs"]),
+    ("base", ["--settings", "base", "--systems", "baseline", "--loops", "loader,static graphs"]),
+    ("base32k", ["--settings", "base32k", "--systems", "baseline", "--loops", "loader,static graphs"]),
+    ("methods", ["--settings", "bible11_gpu", "--systems", "fcll,laa,sclm,xlp,ls_mnmt", "--loops", "static graphs",
+                 "--compiled-systems", "fcll,laa,sclm,xlp,ls_mnmt"]),
+]  # fmt: skip
+
+
+def static(args: argparse.Namespace) -> int:
+    """Issue 57: the static loop (static shapes, compiled once per bucket, CUDA graphs captured before the first
+    step): steady-state steps/s over 300 steps against the eager `loader` loop, compile and capture seconds cold
+    and from the warm inductor cache; each part's figures in static-<part>.json, written after every measurement,
+    and every part stopped at `--minutes` after the step began (the call's limit)."""
+    cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", "/tmp/hf-langspec-inductor"))
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache))
+    if args.tiny:
+        parts = [("tiny", ["--settings", "tiny", "--systems", "baseline", "--loops", "loader,static", "--batch-size",
+                           "8", "--examples", "300", "--warmup", "1", "--steps", "2", "--profile-steps", "1",
+                           "--census-steps", "1", "--backend", "aot_eager", "--no-write"])]  # fmt: skip
+    else:
+        wanted = args.parts.split(",") if args.parts else [name for name, _ in STATIC_PARTS]
+        parts = [(name, [*arguments, "--steps", "300", "--warmup", "20", "--no-throwaway", "--label", f"static-{name}"])
+                 for name, arguments in STATIC_PARTS if name in wanted]  # fmt: skip
+    codes, start = [], time.time()
+    for name, arguments in parts:
+        left = args.minutes - (time.time() - start) / 60
+        if left <= 0.5:
+            break
+        command = [sys.executable, str(ROOT / "benchmarks" / "bench_loop.py"), "--device", args.device, *arguments,
+                   "--json", str(args.out / f"static-{name}.json")]  # fmt: skip
+        codes.append(run(command, log=args.out / "static.log", minutes=left, cwd=ROOT, env=env))
+        if not args.tiny and (ROOT / "BENCHMARKS.md").exists():
+            shutil.copy(ROOT / "BENCHMARKS.md", args.out / "BENCHMARKS.md")
+    done = [name for (name, _), code in zip(parts, codes, strict=False) if code == 0]
+    record(args.out, "static", {"exit": max(codes, default=0), "seconds": round(time.time() - start, 1),
+                                "finished_parts": done, "cache": str(cache)})  # fmt: skip
+    return max(codes, default=0)
+
+
 def decoding(args: argparse.Namespace) -> int:
     """Beam search with a static cache, eager and compiled (CUDA graphs), against the growing cache, every model
     beside the backbone and MarianMTModel (benchmarks/bench_static_decoding.py)."""
@@ -398,6 +443,7 @@ STEPS = {
     "speed": speed,
     "profile": profile,
     "processes": processes,
+    "static": static,
     "decoding": decoding,
     "compile": compile_speed,
     "routing": routing,
@@ -416,6 +462,7 @@ def main() -> int:
     parser.add_argument("--kinds", help="compile, decoding: the models to time (default: compile all 11, decoding 5)")
     parser.add_argument("--loops", help="profile: bench_loop's loops (default: as is,loader)")
     parser.add_argument("--label", help="profile, processes: the BENCHMARKS.md section's label (e.g. before, after)")
+    parser.add_argument("--parts", help=f"static: which parts, of {[name for name, _ in STATIC_PARTS]}")
     parser.add_argument("--counts", default="1,2,4,8", help="processes: how many side by side, each count in turn")
     parser.add_argument("--suite", help="compare: the suite to run")
     parser.add_argument(

@@ -92,6 +92,21 @@ def test_the_processes_step_trains_runs_side_by_side_and_sums_them(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_static_step_measures_the_static_loop_against_eager_with_its_compile_seconds(tmp_path):
+    """Issue 57: the static loop (static shapes, compiled once per bucket before the first step) beside the eager
+    loader loop; on a CPU with dynamo's aot_eager backend: one graph per bucket, none during the timed steps."""
+    result = plan("static", tmp_path)
+    assert result["exit"] == 0 and result["finished_parts"] == ["tiny"]
+    rows = {row["loop"]: row for row in json.loads((tmp_path / "static-tiny.json").read_text())}
+    assert set(rows) == {"loader", "static"}
+    static = rows["static"]
+    assert static["buckets"] == [[16, 16], [24, 24], [40, 40], [48, 48]]  # auto, from the lengths 16-48
+    assert static["graphs compiled"] == 4 and static["compile s"] > 0
+    assert rows["loader"]["graphs compiled"] == 0 and rows["loader"]["compile s"] is None
+    assert all(row["steps/s"] > 0 for row in rows.values())
+
+
+@pytest.mark.slow
 def test_the_decoding_step_times_static_cache_decoding_eager_and_compiled(tmp_path):
     """Issue 47, item 3's decoding half: beam search with the growing cache, the static cache, and the static cache
     under torch.compile, for the backbone beside MarianMTModel."""

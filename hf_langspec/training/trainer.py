@@ -45,6 +45,7 @@ from ..environment import environment_problem, writing
 from ..modeling.routing import on_accelerator
 from ..pipelines import group_by_target
 from .checkpoints import complete_checkpoints, last_complete_checkpoint, write_manifest
+from .static_shapes import StaticShapeCollator, capture_buckets, check_lengths_fit, resolve_buckets
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,21 @@ class LangSpecTrainingArguments(Seq2SeqTrainingArguments):
             "help": "Pad each batch's source and target lengths up to a multiple of this (the package's runs pass it "
             "to their collator): a few shapes instead of one per length, so that a compiled step is reused and a "
             "CUDA graph can be replayed (torch_compile_mode='reduce-overhead'). Masked padding changes no result."
+        },
+    )
+    static_shapes: str | list[list[int]] | None = field(
+        default="auto",
+        metadata={
+            "help": "Pad every training batch to one of a few fixed shapes (`training.static_shapes`): 'auto' (on when "
+            "the step is compiled: 4 square buckets up to the longest example), 'off', or [[src, tgt], ...]. The "
+            "compiled step is then traced with dynamic=False and compiled once per bucket, before the first step."
+        },
+    )
+    compile_cache_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "Where inductor keeps compiled kernels and graphs (TORCHINDUCTOR_CACHE_DIR, unless that is set): "
+            "runs and processes of the same model shape then compile from a warm cache."
         },
     )
     logging_nan_inf_filter: bool = field(
@@ -147,7 +163,77 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
             self.data_collator = CheckedBatches(self.data_collator, config.vocab_size, len(config.languages or []))
         self._tokens_pending: torch.Tensor | None = None
         self._flops_per_token: int | None = None
+        self.static_buckets = self._resolve_static_buckets()
+        self.static_capture: dict[str, Any] | None = None  # what compiling and capturing the buckets took
         self.callback_handler.callbacks.insert(0, _TokensAtEpochEnd(self))  # before any callback reads the count
+
+    def _resolve_static_buckets(self) -> list[tuple[int, int]] | None:
+        """`args.static_shapes` as buckets (checked against the training set's lengths before any step), and the
+        compiled step set to trace them statically: one compilation per bucket, never one per length."""
+        args = self.args
+        lengths: list[tuple[np.ndarray, np.ndarray]] = []
+
+        def longest() -> int:
+            lengths.append(example_lengths(self.train_dataset))
+            return int(max(lengths[0][0].max(initial=0), lengths[0][1].max(initial=0)))
+
+        buckets = resolve_buckets(getattr(args, "static_shapes", None), bool(args.torch_compile), longest)
+        if buckets is None or self.train_dataset is None:
+            return buckets
+        source, target = lengths[0] if lengths else example_lengths(self.train_dataset)
+        check_lengths_fit(buckets, source, target)
+        if args.torch_compile:
+            self.accelerator.state.dynamo_plugin.dynamic = False  # transformers leaves it None: dynamic at the 2nd
+            limit = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
+            # one compilation per bucket, then evaluation's: dynamo's default limit (8) would fall back to eager
+            setattr(torch._dynamo.config, limit, max(getattr(torch._dynamo.config, limit), 2 * len(buckets) + 4))
+            if args.compile_cache_dir and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(args.compile_cache_dir).resolve())
+        return buckets
+
+    def get_train_dataloader(self):
+        """The Trainer's loader; with static shapes, its batches padded to the run's buckets and batch size."""
+        if not self.static_buckets:
+            return super().get_train_dataloader()
+        collator = self.data_collator
+        pad = self._pad_token_id()
+        self.data_collator = StaticShapeCollator(collator, self.static_buckets, self._train_batch_size, pad)
+        try:
+            return super().get_train_dataloader()
+        finally:
+            self.data_collator = collator
+
+    def _pad_token_id(self) -> int:
+        pad = getattr(self.processing_class, "pad_token_id", None)
+        pad = pad if pad is not None else getattr(getattr(self.model, "config", None), "pad_token_id", None)
+        if pad is None:
+            raise ValueError(
+                "training.static_shapes needs a pad token: give the Trainer the tokenizer (processing_class)."
+            )
+        return int(pad)
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        """The Trainer's step; with static shapes, every bucket is compiled (and on CUDA captured) before the first
+        one, leaving weights, optimizer, RNG and data order as they were (`static_shapes.capture_buckets`)."""
+        if self.static_buckets and self.args.torch_compile and self.static_capture is None:
+            self.static_capture = self._capture_static_buckets(model, inputs)
+        return super().training_step(model, inputs, num_items_in_batch)
+
+    def _capture_static_buckets(self, model, inputs) -> dict[str, Any]:
+        model.train()
+        batch = self._prepare_inputs(inputs)
+
+        def forward_backward(bucket_batch: dict[str, Any]) -> None:
+            bucket_batch = dict(bucket_batch)  # compute_loss pops the labels
+            count = bucket_batch["labels"].ne(-100).sum() if "labels" in bucket_batch else None
+            with self.compute_loss_context_manager():
+                loss = self.compute_loss(model, bucket_batch, num_items_in_batch=count)
+            self.accelerator.backward(loss)
+
+        record = capture_buckets(forward_backward, model, batch, self.static_buckets, self._pad_token_id(),
+                                 self.args.device)  # fmt: skip
+        self.log({"static_compile_s": record["compile_s"], "static_capture_s": record["capture_s"]})
+        return record
 
     def get_decay_parameter_names(self, model: Any) -> list[str]:
         """transformers' choice, less the parameters trained in some rows only (`pretrained.freeze_base(rows=...)`:
@@ -431,19 +517,34 @@ def sampling_columns(dataset: Any, with_lengths: bool) -> tuple[np.ndarray, np.n
     gigabytes and minutes. Any other dataset (a list of feature dicts) is read example by example.
     """
     if hasattr(dataset, "with_format"):
-        import pyarrow.compute as pc
-
         table = dataset.with_format("arrow")
         # narrow as stored (int32): at 110M examples each byte per example is 110 MB per process
         directions = np.stack([table["src_lang_ids"].to_numpy(), table["tgt_lang_ids"].to_numpy()], axis=1)
-        if not with_lengths:
-            return directions, None
-        lengths = [pc.list_value_length(table[name]).to_numpy() for name in ("input_ids", "labels")]
-        return directions, np.maximum(*lengths)
+        return directions, np.maximum(*example_lengths(dataset)) if with_lengths else None
     rows = list(dataset)
     directions = np.array([[int(r["src_lang_ids"]), int(r["tgt_lang_ids"])] for r in rows], dtype=np.int64)
-    lengths = np.array([max(len(r["input_ids"]), len(r["labels"])) for r in rows]) if with_lengths else None
-    return directions, lengths
+    return directions, np.maximum(*example_lengths(rows)) if with_lengths else None
+
+
+def example_lengths(dataset: Any) -> tuple[np.ndarray, np.ndarray]:
+    """`([N] source lengths, [N] target lengths)` of a training dataset: from the Arrow list offsets of a
+    `datasets.Dataset` (zero-copy), else example by example; a dataset without labels has target length 0."""
+    if hasattr(dataset, "with_format"):
+        import pyarrow.compute as pc
+
+        table = dataset.with_format("arrow")
+        names = [name for name in ("input_ids", "labels") if name in dataset.column_names]
+        found = [pc.list_value_length(table[name]).to_numpy() for name in names]
+        return found[0], found[1] if len(found) > 1 else np.zeros_like(found[0])
+    if not hasattr(dataset, "__len__"):
+        raise ValueError(
+            "training.static_shapes 'auto' reads the training set's lengths, which a streamed dataset does not have; "
+            "declare the buckets ([[src, tgt], ...]) or set static_shapes: off."
+        )
+    rows = list(dataset)
+    source = np.array([len(r["input_ids"]) for r in rows], dtype=np.int64)
+    target = np.array([len(r.get("labels", ())) for r in rows], dtype=np.int64)
+    return source, target
 
 
 def truly_missing_keys(model: torch.nn.Module, missing_keys: list[str]) -> list[str]:
