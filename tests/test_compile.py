@@ -135,7 +135,9 @@ def test_compiled_decoding_with_a_static_cache_is_two_graphs_reused_by_the_next_
 
 @pytest.mark.slow
 def test_the_trainers_torch_compile_trains_the_baseline_as_eager_does(tmp_path):
-    """`training.torch_compile: true` (inductor, the Trainer's default backend): the same losses as eager."""
+    """`training.torch_compile: true` (inductor, the Trainer's default backend): the same losses as eager, over
+    static shapes (`static_shapes: auto`, the default when compiled), whose compile and capture seconds the run's
+    run_info.json records."""
     from test_training import _config
 
     from hf_langspec.training.experiment import run_experiment
@@ -152,12 +154,21 @@ def test_the_trainers_torch_compile_trains_the_baseline_as_eager_does(tmp_path):
         losses[compiled] = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
     assert len(losses[True]) == 6
     assert losses[True] == pytest.approx(losses[False], rel=1e-3)
+    info = json.loads(next((tmp_path / "True").rglob("run_info.json")).read_text())
+    static = info["trained"][0]["static_shapes"]
+    assert (
+        static["static_buckets"]
+        and static["compile_s"] > 0
+        and len(static["per_bucket"]) == len(static["static_buckets"])
+    )
 
 
 @pytest.mark.parametrize(
     ("training", "warned"),
-    [({"torch_compile": True, "torch_compile_mode": "reduce-overhead"}, "its own CUDA graph"),
-     ({"torch_compile": True}, "symbolic lengths"),
+    [({"torch_compile": True, "torch_compile_mode": "reduce-overhead", "static_shapes": "off"}, "its own CUDA graph"),
+     ({"torch_compile": True, "static_shapes": "off"}, "symbolic lengths"),
+     ({"torch_compile": True, "torch_compile_mode": "reduce-overhead"}, None),  # static_shapes: auto, the default
+     ({"torch_compile": True, "static_shapes": [[48, 48]]}, None),
      ({"torch_compile": True, "torch_compile_mode": "reduce-overhead", "pad_to_multiple_of": 16}, None),
      ({"pad_to_multiple_of": 8}, None), ({}, None)],
 )  # fmt: skip
@@ -168,4 +179,4 @@ def test_compiling_over_unpadded_batches_is_warned_with_the_fix(training, warned
     if warned is None:
         assert risk is None
     else:
-        assert warned in risk and "pad_to_multiple_of: 16" in risk
+        assert warned in risk and "static_shapes at auto" in risk and "pad_to_multiple_of: 16" in risk

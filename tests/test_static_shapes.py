@@ -206,3 +206,29 @@ def test_padding_any_batch_keeps_every_real_value(rows, source, target):
             assert torch.equal(out[name][: value.shape[0]], value)
     assert json.dumps({k: list(v.shape) for k, v in out.items()})  # every field has the static rows
     assert all(v.shape[0] == 8 for v in out.values())
+
+
+@pytest.mark.parametrize("bad", ["sometimes", [[48]], [[0, 8]]])
+def test_a_malformed_setting_in_a_config_is_refused_before_any_data_is_built(tmp_path, bad):
+    from test_training import _config
+
+    from hf_langspec.training.config import ConfigError, validate_config
+
+    config = _config(tmp_path, training={"max_steps": 2, "static_shapes": bad})
+    with pytest.raises(ConfigError, match=r"\[training\]: training\.static_shapes"):
+        validate_config(config)
+
+
+def test_a_suites_compiled_runs_share_one_compile_cache(tmp_path):
+    """The compare runner gives every compiled run of a suite the suite's inductor cache (compile once per suite)."""
+    from conftest import tiny_suite
+
+    from hf_langspec.compare.runner import run_config
+    from hf_langspec.compare.suite import load_suite
+
+    suite = load_suite(str(tiny_suite(tmp_path)))
+    system = suite.baseline
+    suite.base.setdefault("training", {})["torch_compile"] = True
+    shared = {"data": {}, "tokenizer": str(tmp_path / "tokenizer")}
+    first, second = (run_config(suite, system, seed, shared)["training"] for seed in (1, 2))
+    assert first["compile_cache_dir"] == second["compile_cache_dir"] == str(suite.output_dir / "compile_cache")

@@ -48,6 +48,9 @@ def run_config(suite: Suite, system: str, seed: int, shared: dict[str, Any]) -> 
     data = {k: v for k, v in config.get("data", {}).items() if k in kept}
     style = config.get("tokenizer", {}).get("lang_tag_style")
     training = {**config.get("training", {}), "seed": seed, "include_num_input_tokens_seen": "non_padding"}
+    if training.get("torch_compile") and not training.get("compile_cache_dir"):
+        # one inductor cache per suite: every run and worker of a model shape after the first compiles from it
+        training["compile_cache_dir"] = str(suite.output_dir / "compile_cache")
     return {
         **config,
         "output_dir": str(suite.output_dir / "runs" / system / f"seed{seed}"),

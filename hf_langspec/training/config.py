@@ -363,6 +363,13 @@ def _check_meaningful(config: dict[str, Any], model_class: str, where: str) -> N
         (f"[stages][{i}].training", stage.get("training", {})) for i, stage in enumerate(config.get("stages", []))
     ]
     for name, training in sections:
+        if "static_shapes" in training:
+            from .static_shapes import resolve_buckets
+
+            try:  # before the data is built: a malformed bucket list fails here, not after tokenizing
+                resolve_buckets(training["static_shapes"], False, lambda: 1)
+            except ValueError as error:
+                raise ConfigError(f"{where} {name}: {error}") from None
         rate = training.get("learning_rate")
         if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate <= 0:
             raise ConfigError(
@@ -374,9 +381,12 @@ def _check_meaningful(config: dict[str, Any], model_class: str, where: str) -> N
 def compiled_shapes_risk(config: dict[str, Any]) -> str | None:
     """The warning for compiled training over unpadded batches: length-grouped batches come in every length up to
     `data.max_length`, and with CUDA graphs (`torch_compile_mode: reduce-overhead`) each length records its own
-    graph and memory pool; None when nothing is compiled or the lengths are bucketed (`pad_to_multiple_of`)."""
+    graph and memory pool; None when nothing is compiled or the lengths are bucketed (`static_shapes`, on by
+    default when compiled, or `pad_to_multiple_of`)."""
     training = config.get("training", {})
     if not training.get("torch_compile") or training.get("pad_to_multiple_of"):
+        return None
+    if training.get("static_shapes", "auto") not in ("off", None):
         return None
     mode = training.get("torch_compile_mode") or "default"
     cost = (
@@ -385,9 +395,9 @@ def compiled_shapes_risk(config: dict[str, Any]) -> str | None:
         else "the compiled step serves them with symbolic lengths, slower than a few fixed shapes"
     )
     return (
-        f"training.torch_compile ({mode} mode) without training.pad_to_multiple_of: batches come in every length up "
-        f"to data.max_length, and {cost}. Set training.pad_to_multiple_of: 16 (a few shapes; padding is masked, so "
-        "no result changes)."
+        f"training.torch_compile ({mode} mode) with static_shapes: off: batches come in every length up to "
+        f"data.max_length, and {cost}. Leave training.static_shapes at auto (4 length buckets, each compiled once "
+        "before the first step) or set training.pad_to_multiple_of: 16; padding is masked, so no result changes."
     )
 
 

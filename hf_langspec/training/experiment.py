@@ -633,6 +633,8 @@ def _run_stage(
     trainer.add_callback(timing)
     trainer.train(resume_from_checkpoint=resume)
     record |= {"steps": trainer.state.global_step, **timing.record(trainer.state)}
+    if trainer.static_capture:  # compiled over static shapes: what compiling and capturing the buckets took
+        record["static_shapes"] = trainer.static_capture
     trainer.save_loadable_model(final)  # every process: under FSDP the weights are gathered from all
     if trainer.is_world_process_zero():
         write_atomic(
