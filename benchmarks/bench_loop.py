@@ -259,6 +259,7 @@ def measure(setting: str, system: str, loop: str, parts, args, seed: int = 1, ba
         "ms/step": 1e3 / steps_per_s, **event_counts(probe.profiler, args.profile_steps), **census.per_step(),
         "batch": batch, "buckets": capture.get("static_buckets"), "compile s": capture.get("compile_s"),
         "capture s": capture.get("capture_s"), "train call s": train_s, "graphs compiled": graphs,
+        "per bucket": capture.get("per_bucket"),
         "sync sites": dict(census.census.where.most_common(12)),
     }  # fmt: skip
     print(json.dumps({k: v for k, v in result.items() if k != "sync sites"}), flush=True)
