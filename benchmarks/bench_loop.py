@@ -19,6 +19,9 @@ each for the baseline and two routed methods of the suite (FCLL, LAA), and each 
 * `compiled` (asked for by `--loops`): `loader` with the Trainer's `torch_compile` (inductor, default mode) over
   batches padded to multiples of 16 (`pad_to_multiple_of`: 9 shapes, so compiled code is reused);
 * `graphs` (asked for): `compiled` in `reduce-overhead` mode, CUDA graphs replayed per shape;
+* `graph step` and `compiled graph step` (asked for; issue 57): the whole step (loss, backward, clipping, fused
+  AdamW) recorded as one CUDA graph per bucket (`training.cuda_graph_step`), over eager kernels or the compiled
+  model's; its capture seconds include the compilation (run eagerly on a CPU: the code path only);
 * `static` and `static graphs` (asked for; issue 57): `loader` compiled over static shapes (`training.static_shapes:
   auto`: every batch padded to 4 length buckets and the full batch size, `dynamic=False`), every bucket compiled
   and, in `static graphs` (reduce-overhead), its CUDA graphs recorded before the first step; the warm-up's compile
@@ -48,6 +51,7 @@ together, and the table gives each one's steps/s and their sum against one proce
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -61,6 +65,8 @@ import torch
 from _report import ROOT, publish
 from bench_training import training_flops
 from transformers import TrainerCallback
+
+from hf_langspec.modeling.routing import accelerator_path
 
 SUITE = ROOT / "examples" / "suites" / "bible11_gpu.yaml"
 # model fields over the suite's base model section, and the vocabulary, per setting
@@ -89,10 +95,14 @@ COMPILED = LOADER | {"torch_compile": True, "pad_to_multiple_of": 16}  # lengths
 # static: every batch padded to one of 4 buckets (training.static_shapes: auto), compiled once per bucket with
 # dynamic=False, every bucket compiled and its CUDA graphs recorded before the first step (issue 57)
 STATIC = LOADER | {"torch_compile": True, "static_shapes": "auto"}
-COMPILED_LOOPS = ("compiled", "graphs", "static", "static graphs")
+# graph step: the whole step (loss, backward, clipping, fused AdamW) recorded as one CUDA graph per bucket
+# (training.cuda_graph_step), over eager kernels or over the compiled model's
+GRAPH_STEP = LOADER | {"cuda_graph_step": True, "static_shapes": "auto"}
+COMPILED_LOOPS = ("compiled", "graphs", "static", "static graphs", "graph step", "compiled graph step")
 LOOPS = {"as is": {}, "loader": LOADER, "compiled": COMPILED | {"static_shapes": "off"},
          "graphs": COMPILED | {"static_shapes": "off", "torch_compile_mode": "reduce-overhead"},
-         "static": STATIC, "static graphs": STATIC | {"torch_compile_mode": "reduce-overhead"}}  # fmt: skip
+         "static": STATIC, "static graphs": STATIC | {"torch_compile_mode": "reduce-overhead"},
+         "graph step": GRAPH_STEP, "compiled graph step": GRAPH_STEP | {"torch_compile": True}}  # fmt: skip
 PEAK_BF16_TFLOPS = 989.0  # H100 SXM, dense
 
 
@@ -221,9 +231,10 @@ def measure(setting: str, system: str, loop: str, parts, args, seed: int = 1, ba
         "include_num_input_tokens_seen": "non_padding",  # as the compare runner sets it
         "bf16": cuda and training.get("bf16", False), "use_cpu": not cuda, **LOOPS[loop],
     }  # fmt: skip
+    standing = settings.get("cuda_graph_step") and not cuda  # a CPU takes the GPU's path, run eagerly: the CPU check
     if settings.get("torch_compile") and args.backend != "inductor":
         settings["torch_compile_backend"] = args.backend  # the CPU check: dynamo's tracing, no code generation
-    with tempfile.TemporaryDirectory() as output_dir:
+    with tempfile.TemporaryDirectory() as output_dir, accelerator_path() if standing else contextlib.nullcontext():
         trainer = LangSpecSeq2SeqTrainer(
             model=model,
             args=LangSpecTrainingArguments(output_dir=output_dir, **settings),
@@ -241,6 +252,7 @@ def measure(setting: str, system: str, loop: str, parts, args, seed: int = 1, ba
         trainer.add_callback(census)
         graphs_before = dynamo_graphs()
         start = time.perf_counter()
+        # a CPU takes the GPU's path for the recorded step (run eagerly there): the code path of a GPU's call
         trainer.train()
         train_s = time.perf_counter() - start
         graphs = dynamo_graphs() - graphs_before
@@ -257,8 +269,8 @@ def measure(setting: str, system: str, loop: str, parts, args, seed: int = 1, ba
         "setting": setting, "system": system, "loop": loop, "steps/s": steps_per_s,
         "target tokens/s": steps_per_s * batch * mean_target, "model TFLOP/s": steps_per_s * flops / 1e12,
         "ms/step": 1e3 / steps_per_s, **event_counts(probe.profiler, args.profile_steps), **census.per_step(),
-        "batch": batch, "buckets": capture.get("static_buckets"), "compile s": capture.get("compile_s"),
-        "capture s": capture.get("capture_s"), "train call s": train_s, "graphs compiled": graphs,
+        "batch": batch, "buckets": capture.get("static_buckets", capture.get("graph_buckets")),
+        "compile s": capture.get("compile_s"), "capture s": capture.get("capture_s", capture.get("graph_capture_s")), "train call s": train_s, "graphs compiled": graphs,
         "per bucket": capture.get("per_bucket"),
         "sync sites": dict(census.census.where.most_common(12)),
     }  # fmt: skip
@@ -306,7 +318,8 @@ def table(results: list[dict], args) -> str:
         cuda = args.device.type == "cuda"
         busy = f"{r['device ms']:.1f} ({r['device ms'] / r['ms/step']:.0%})" if cuda else "-"
         rate = f"{r['model TFLOP/s']:.1f}" + (f" ({r['model TFLOP/s'] / PEAK_BF16_TFLOPS:.1%})" if cuda else "")
-        warmup = f"{r['compile s']:.1f} + {r['capture s']:.1f}" if r.get("compile s") is not None else "-"
+        parts = [f"{r[key]:.1f}" if r.get(key) is not None else "-" for key in ("compile s", "capture s")]
+        warmup = " + ".join(parts) if parts != ["-", "-"] else "-"
         warmup += f" ({r['graphs compiled']} graphs)" if r.get("graphs compiled") else ""
         rows.append(
             f"| {r['setting']} | {r['system']} | {r['loop']} | {r.get('batch', '-')} | {r['steps/s']:.1f} "

@@ -265,10 +265,13 @@ def processes(args: argparse.Namespace) -> int:
     return benchmark(args, "processes", "bench_loop.py", [*arguments, "--json", str(args.out / "processes-loop.json")])
 
 
-# issue 57's measurement, in the order of what it settles (a stopped call keeps the parts before): the static loop
-# against eager on the same machine at bible11_gpu's model, the same compilation from the warm cache the first part
-# left, Transformer-base at ~4k and ~32k target tokens, and last the routed methods (their compiles are the slowest)
+# issue 57's measurement, in the order of what it settles (a stopped call keeps the parts before): the whole step
+# recorded (cuda_graph_step) and the static loop against eager on the same machine at bible11_gpu's model, the
+# same compilation from the warm cache, Transformer-base at ~4k and ~32k target tokens, and last the routed methods
+# (their compiles are the slowest). The first GPU call (c6a8db1) measured bible11_gpu, warm-cache and base.
 STATIC_PARTS = [
+    ("graph-step", ["--settings", "bible11_gpu", "--systems", "baseline", "--loops",
+                    "loader,compiled graph step,graph step"]),
     ("bible11_gpu", ["--settings", "bible11_gpu", "--systems", "baseline", "--loops", "loader,static graphs"]),
     ("warm-cache", ["--settings", "bible11_gpu", "--systems", "baseline", "--loops", "static graphs"]),
     ("base", ["--settings", "base", "--systems", "baseline", "--loops", "loader,static graphs"]),
@@ -286,7 +289,7 @@ def static(args: argparse.Namespace) -> int:
     cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", "/tmp/hf-langspec-inductor"))
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache))
     if args.tiny:
-        parts = [("tiny", ["--settings", "tiny", "--systems", "baseline", "--loops", "loader,static", "--batch-size",
+        parts = [("tiny", ["--settings", "tiny", "--systems", "baseline", "--loops", "loader,static,graph step", "--batch-size",
                            "8", "--examples", "300", "--warmup", "1", "--steps", "2", "--profile-steps", "1",
                            "--census-steps", "1", "--backend", "aot_eager", "--no-write"])]  # fmt: skip
     else:

@@ -98,11 +98,12 @@ def test_the_static_step_measures_the_static_loop_against_eager_with_its_compile
     result = plan("static", tmp_path)
     assert result["exit"] == 0 and result["finished_parts"] == ["tiny"]
     rows = {row["loop"]: row for row in json.loads((tmp_path / "static-tiny.json").read_text())}
-    assert set(rows) == {"loader", "static"}
+    assert set(rows) == {"loader", "static", "graph step"}  # graph step: the recorded step's path, run eagerly
     static = rows["static"]
     assert static["buckets"] == [[16, 16], [24, 24], [40, 40], [48, 48]]  # auto, from the lengths 16-48
     assert static["graphs compiled"] == 4 and static["compile s"] > 0
     assert rows["loader"]["graphs compiled"] == 0 and rows["loader"]["compile s"] is None
+    assert rows["graph step"]["buckets"] is None  # nothing recorded on a CPU
     assert all(row["steps/s"] > 0 for row in rows.values())
 
 

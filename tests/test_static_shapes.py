@@ -232,3 +232,37 @@ def test_a_suites_compiled_runs_share_one_compile_cache(tmp_path):
     shared = {"data": {}, "tokenizer": str(tmp_path / "tokenizer")}
     first, second = (run_config(suite, system, seed, shared)["training"] for seed in (1, 2))
     assert first["compile_cache_dir"] == second["compile_cache_dir"] == str(suite.output_dir / "compile_cache")
+
+
+@pytest.mark.slow  # two inductor compilations of a tiny model, each in its own process
+def test_a_second_run_compiles_from_the_first_runs_cache(tmp_path):
+    """`training.compile_cache_dir`: a run in a fresh process finds the graphs the first run compiled (inductor's
+    FX-graph cache hits, no misses), as a suite's later runs and workers do."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from torch._dynamo.utils import counters\n"
+        "from test_gpu_loop import dataset, trainer_for\n"
+        "from hf_langspec import train_tokenizer\n"
+        "from conftest import LANGUAGES\n"
+        "texts = {c: [f'w{i} w{i + 1} w{i + 2}' for i in range(30)] for c in LANGUAGES}\n"
+        "tokenizer = train_tokenizer(texts, languages=LANGUAGES, vocab_size=60, show_progress=False)\n"
+        f"trainer = trainer_for(tokenizer, {str(tmp_path / 'run')!r} + sys.argv[1], 'baseline', max_steps=2,\n"
+        f"    torch_compile=True, static_shapes=[[16, 16]], compile_cache_dir={str(tmp_path / 'cache')!r})\n"
+        "trainer.train()\n"
+        "print(json.dumps({k: v for k, v in counters['inductor'].items() if k.startswith('fxgraph_cache')}))\n"
+    )
+    found = []
+    for run in ("1", "2"):
+        out = subprocess.run([sys.executable, str(script), run], capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        found.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    first, second = found
+    assert first.get("fxgraph_cache_miss", 0) >= 2  # forward and backward compiled
+    assert second.get("fxgraph_cache_hit", 0) >= 2 and second.get("fxgraph_cache_miss", 0) == 0, found
+    assert any((tmp_path / "cache").iterdir())

@@ -131,8 +131,11 @@ class SelectiveLanguagePool(nn.Module):
         alpha = self.probabilities(embed_tokens, tgt)
         if self.training:
             self.aux_loss = self.disparity_loss(embed_tokens, tgt.device)
-            soft = torch.rand(()) >= self.hard_probability  # soft (equation 6): every adapter, weighted
-            if torch.compiler.is_compiling():  # no data-dependent branch in a graph: both, then the draw picks
+            # a graph (compiled, or a recorded CUDA graph: training.cuda_graph_step) has no data-dependent branch:
+            # both, then the draw, made on the device (a host draw would be fixed in the graph), picks
+            in_graph = torch.compiler.is_compiling() or (hidden.is_cuda and torch.cuda.is_current_stream_capturing())
+            soft = torch.rand((), device=hidden.device if in_graph else "cpu") >= self.hard_probability  # equation 6
+            if in_graph:
                 return torch.where(soft, self._soft(hidden, tgt, alpha), self.adapter(hidden, alpha.argmax(-1)))
             if host_flag(soft):  # drawn on the host: no device read, also in a GPU step
                 return self._soft(hidden, tgt, alpha)

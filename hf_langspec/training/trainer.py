@@ -42,9 +42,10 @@ from transformers.trainer_utils import rotate_checkpoints
 
 from ..data.sampler import TemperatureSampler
 from ..environment import environment_problem, writing
-from ..modeling.routing import on_accelerator
+from ..modeling.routing import _standing_in, on_accelerator
 from ..pipelines import group_by_target
 from .checkpoints import complete_checkpoints, last_complete_checkpoint, write_manifest
+from .graph_step import StepGraphs, StepTakenInGraph, inner_optimizer, whole_step
 from .static_shapes import StaticShapeCollator, capture_buckets, check_lengths_fit, resolve_buckets
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,15 @@ class LangSpecTrainingArguments(Seq2SeqTrainingArguments):
             "help": "Pad every training batch to one of a few fixed shapes (`training.static_shapes`): 'auto' (on when "
             "the step is compiled: 4 square buckets up to the longest example), 'off', or [[src, tgt], ...]. The "
             "compiled step is then traced with dynamic=False and compiled once per bucket, before the first step."
+        },
+    )
+    cuda_graph_step: bool = field(
+        default=False,
+        metadata={
+            "help": "Record the whole training step (loss, backward, clipping, fused AdamW) as one CUDA graph per "
+            "static-shape bucket and replay it for every batch (training/graph_step.py): host work per step is "
+            "copying the batch in. Needs a CUDA GPU, static shapes, optim adamw_torch_fused, one process, no "
+            "gradient accumulation; combine with torch_compile in its default mode, not reduce-overhead."
         },
     )
     compile_cache_dir: str | None = field(
@@ -165,6 +175,8 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
         self._flops_per_token: int | None = None
         self.static_buckets = self._resolve_static_buckets()
         self.static_capture: dict[str, Any] | None = None  # what compiling and capturing the buckets took
+        self._records_steps = self._check_graph_step()  # True: record; False: a CPU standing in runs it eagerly
+        self._step_graphs: StepGraphs | None = None
         self.callback_handler.callbacks.insert(0, _TokensAtEpochEnd(self))  # before any callback reads the count
 
     def _resolve_static_buckets(self) -> list[tuple[int, int]] | None:
@@ -177,7 +189,8 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
             lengths.append(example_lengths(self.train_dataset))
             return int(max(lengths[0][0].max(initial=0), lengths[0][1].max(initial=0)))
 
-        buckets = resolve_buckets(getattr(args, "static_shapes", None), bool(args.torch_compile), longest)
+        compiled = bool(args.torch_compile or getattr(args, "cuda_graph_step", False))
+        buckets = resolve_buckets(getattr(args, "static_shapes", None), compiled, longest)
         if buckets is None or self.train_dataset is None:
             return buckets
         source, target = lengths[0] if lengths else example_lengths(self.train_dataset)
@@ -190,6 +203,34 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
             if args.compile_cache_dir and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
                 os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(args.compile_cache_dir).resolve())
         return buckets
+
+    def _check_graph_step(self) -> bool | None:
+        """`cuda_graph_step`'s conditions, checked before any step (a ValueError names each unmet one and its fix);
+        True on a GPU, False on a CPU standing in for one (`routing.accelerator_path()`), None when it is off."""
+        args = self.args
+        if not getattr(args, "cuda_graph_step", False):
+            return None
+        device = args.device
+        problems = []
+        if device.type != "cuda" and not _standing_in(device):
+            problems.append(f"it records CUDA graphs, and this run trains on {device.type} (train on a CUDA GPU)")
+        if not self.static_buckets:
+            problems.append("it needs static shapes (leave training.static_shapes at auto, or give buckets)")
+        if args.gradient_accumulation_steps != 1:
+            problems.append("it records one whole optimizer step (set gradient_accumulation_steps: 1)")
+        if args.world_size != 1:
+            problems.append("it runs in one process (launch one process per GPU-run, or turn it off)")
+        if args.fp16:
+            problems.append("fp16's loss scaler reads the gradients back every step (use bf16)")
+        if self.optimizer is None and str(getattr(args.optim, "value", args.optim)) != "adamw_torch_fused":
+            problems.append(f"it records the fused AdamW's step, and optim is {args.optim} (optim: adamw_torch_fused)")
+        if args.torch_compile and (args.torch_compile_mode or "default") in ("reduce-overhead", "max-autotune"):
+            problems.append(
+                "torch_compile's CUDA graphs would be recorded inside its own (torch_compile_mode: default)"
+            )
+        if problems:
+            raise ValueError("training.cuda_graph_step cannot be used: " + "; ".join(problems) + ".")
+        return device.type == "cuda"
 
     def get_train_dataloader(self):
         """The Trainer's loader; with static shapes, its batches padded to the run's buckets and batch size."""
@@ -215,9 +256,40 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
     def training_step(self, model, inputs, num_items_in_batch=None):
         """The Trainer's step; with static shapes, every bucket is compiled (and on CUDA captured) before the first
         one, leaving weights, optimizer, RNG and data order as they were (`static_shapes.capture_buckets`)."""
+        if self._records_steps is not None:
+            return self._graph_step(model, inputs)
         if self.static_buckets and self.args.torch_compile and self.static_capture is None:
             self.static_capture = self._capture_static_buckets(model, inputs)
         return super().training_step(model, inputs, num_items_in_batch)
+
+    def _graph_step(self, model, inputs) -> torch.Tensor:
+        """`cuda_graph_step`: the first call records every bucket's whole step, every call replays its bucket's;
+        the Trainer's own clipping and optimizer step then do nothing (they ran in the step)."""
+        inputs = self._prepare_inputs(inputs)
+        if self._step_graphs is None:
+            model.train()
+            optimizer = inner_optimizer(self.optimizer)
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            self._step_graphs = StepGraphs(
+                whole_step(self, model, params, optimizer), optimizer, self.static_buckets, self._train_batch_size,
+                self._pad_token_id(), self.args.device, record=bool(self._records_steps),
+            )  # fmt: skip
+            recorded = self._step_graphs.capture(inputs)
+            if recorded:
+                self.static_capture = recorded
+                self.log({"graph_capture_s": recorded["graph_capture_s"]})
+            self.optimizer = StepTakenInGraph(self.optimizer)
+        return self._step_graphs.run(inputs)
+
+    def _clip_grad_norm(self, model):
+        if self._step_graphs is not None:  # clipped inside the step; its norm before clipping
+            return self._step_graphs.grad_norm
+        return super()._clip_grad_norm(model)
+
+    def _get_grad_norm(self, model, grad_norm=None):
+        if grad_norm is None and self._step_graphs is not None:
+            grad_norm = self._step_graphs.grad_norm
+        return super()._get_grad_norm(model, grad_norm)
 
     def _capture_static_buckets(self, model, inputs) -> dict[str, Any]:
         model.train()
@@ -423,7 +495,12 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
                 logger.info("No complete checkpoint in %s: training from scratch.", self.args.output_dir)
             else:
                 logger.info("Resuming from %s", resume_from_checkpoint)
-        result = super().train(resume_from_checkpoint=resume_from_checkpoint or None, **kwargs)
+        try:
+            result = super().train(resume_from_checkpoint=resume_from_checkpoint or None, **kwargs)
+        finally:
+            if isinstance(self.optimizer, StepTakenInGraph):  # the recorded steps end with this train call
+                self.optimizer = self.optimizer.wrapped
+            self._step_graphs = None
         n = getattr(self.args, "average_last_checkpoints", 0)
         if n and self.is_world_process_zero():
             checkpoints = complete_checkpoints(self.args.output_dir)[-n:]
