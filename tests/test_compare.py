@@ -870,3 +870,17 @@ def test_a_damaged_results_file_stops_the_report_with_one_line_naming_it(finishe
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     line = [line for line in result.stderr.splitlines() if line.startswith("hf-langspec")][-1]
     assert f"baseline/{damaged} is damaged: {reason}" in line and "rerun `hf-langspec compare`" in line, line
+
+
+def test_a_gpu_runs_test_sets_are_decoded_on_the_gpu(monkeypatch):
+    """A run trained on a GPU decodes its test sets there (its saved model was reloaded onto the CPU before); a CPU
+    run, or one with training.use_cpu, decodes on the CPU as it always did."""
+    import torch
+
+    from hf_langspec.compare.worker import decoding_device
+
+    assert decoding_device({"training": {}}) == ("cuda" if torch.cuda.is_available() else "cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "NVIDIA H200")
+    assert decoding_device({"training": {}}) == "cuda"
+    assert decoding_device({"training": {"use_cpu": True}}) == "cpu"
