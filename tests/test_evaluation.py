@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import pytest
 import sacrebleu
@@ -300,7 +301,59 @@ def test_push_helper_uploads_a_complete_folder(model_and_tokenizer, tmp_path):
         {"repo_id": "me/tiny", "private": True, "exist_ok": True, "repo_type": "model"},
     )
     assert api.calls[1][1]["folder_path"] == str(tmp_path) and api.calls[1][1]["repo_id"] == "me/tiny"
-    assert "*.bin" not in api.calls[1][1]["allow_patterns"] and "*.safetensors" in api.calls[1][1]["allow_patterns"]
+    # exact names, each a file the model's save wrote (no pattern that matches anything else, at any depth)
+    assert sorted(api.calls[1][1]["allow_patterns"]) == sorted(p.name for p in tmp_path.iterdir())
+
+
+def saved_folder(model_and_tokenizer, folder):
+    model, tok = model_and_tokenizer
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    build_model_card(folder).save(folder / "README.md")
+    return folder
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    "stray",
+    [".credentials.json", "notes.txt", "train.py", "trainer_state.json", "logs/", "link.json -> /etc/hostname",
+     "config.json -> elsewhere", "model.safetensors -> elsewhere"],
+)  # fmt: skip
+def test_push_refuses_a_folder_holding_anything_but_the_model_and_uploads_nothing(model_and_tokenizer, tmp_path,
+                                                                                  stray):  # fmt: skip
+    """Issue 59's security finding: push took every *.json, *.md, *.py, *.txt, *.model at any depth (hidden files
+    and link targets included) and printed none of it. Now a stray file, folder or link refuses the push, named."""
+    folder = saved_folder(model_and_tokenizer, tmp_path / "model")
+    name, _, target = stray.partition(" -> ")
+    if target:
+        real = tmp_path / "elsewhere"
+        real.write_text("{}")
+        (folder / name).unlink(missing_ok=True)
+        (folder / name).symlink_to(real if target == "elsewhere" else target)
+    elif name.endswith("/"):
+        (folder / name).mkdir()
+        (folder / name / "events.txt").write_text("secret")
+    else:
+        (folder / name).write_text("hf_token = 'hf_secret'")
+    hub = FakeHub()
+    kind = "links" if target else "files that are not the model's own"
+    with pytest.raises((ValueError, FileNotFoundError), match=rf"holds {kind}.*{re.escape(name)}"):
+        push_model(folder, "me/tiny", api=hub)
+    assert hub.calls == []
+
+
+def test_push_uploads_a_named_extra_file_and_prints_every_name(model_and_tokenizer, tmp_path, capsys):
+    folder = saved_folder(model_and_tokenizer, tmp_path)
+    (folder / "LICENSE.txt").write_text("MIT")
+    (folder / "training_args.bin").write_bytes(b"pickle")
+    hub = FakeHub()
+    push_model(folder, "me/tiny", api=hub, include=["LICENSE.txt"])
+    uploaded = hub.calls[1][1]["allow_patterns"]
+    assert "LICENSE.txt" in uploaded and "training_args.bin" not in uploaded
+    printed = capsys.readouterr().out
+    assert "Uploading to me/tiny: " in printed and all(name in printed for name in uploaded)
+    with pytest.raises(FileNotFoundError, match=r"--include names \['NOTICE'\], which .* does not hold"):
+        push_model(folder, "me/tiny", api=FakeHub(), include=["NOTICE"])
 
 
 @pytest.mark.reliability
@@ -313,12 +366,13 @@ def test_push_refuses_pickled_weights_and_leaves_pickles_behind(model_and_tokeni
     api = FakeHub()
     push_model(tmp_path, "me/tiny", api=api)
     assert not any(p.endswith((".bin", ".pt", ".pth")) for p in api.calls[1][1]["allow_patterns"])
+    assert "model.safetensors" in api.calls[1][1]["allow_patterns"]
     (tmp_path / "model.safetensors").rename(tmp_path / "pytorch_model.bin")
     with pytest.raises(FileNotFoundError, match=r"holds its weights as a pickle \(pytorch_model.bin\); save them as"):
         push_model(tmp_path, "me/tiny", api=FakeHub())
     hub = FakeHub()
     push_model(tmp_path, "me/tiny", api=hub, allow_pickles=True)  # the user's explicit choice
-    assert "*.bin" in hub.calls[1][1]["allow_patterns"]
+    assert {"pytorch_model.bin", "training_args.bin"} <= set(hub.calls[1][1]["allow_patterns"])
 
 
 @pytest.mark.reliability

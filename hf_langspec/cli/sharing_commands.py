@@ -152,10 +152,13 @@ def _push_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repo-id", required=True)
     p.add_argument("--private", action="store_true")
     p.add_argument("--allow-pickles", action="store_true", help="upload pickled files too (they can run code)")
+    p.add_argument("--include", nargs="+", default=[], metavar="NAME",
+                   help="files of the folder to upload beside the model's own (anything else refuses the push)")  # fmt: skip
 
 
 @command("push", _push_arguments, help="upload a model folder to the Hugging Face Hub")
 def cmd_push(args: argparse.Namespace) -> None:
     from ..export import push_model
 
-    print(push_model(args.model, args.repo_id, private=args.private, allow_pickles=args.allow_pickles))
+    print(push_model(args.model, args.repo_id, private=args.private, allow_pickles=args.allow_pickles,
+                     include=args.include))  # fmt: skip

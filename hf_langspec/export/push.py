@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import os
 from pathlib import Path
@@ -10,10 +12,82 @@ from typing import Any
 from .card import check_repo_id, rewrite_repo_id
 
 REQUIRED = ("config.json", "model.safetensors", "tokenizer.json", "README.md")
-# what leaves the machine: weights as safetensors, configs, the tokenizer, the card, the modeling code.
+# what leaves the machine is a list of names, each a file the model's own save wrote: its configs, weights (as
+# safetensors), tokenizer files, card and the package's modeling code. Everything else in the folder (notes,
+# scripts, credentials, trainer state, hidden files, subfolders, links) is refused unless named with `include`.
 # Pickles (training_args.bin, pytorch_model.bin, optimizer states) can run code when loaded; they stay.
-ALLOW_PATTERNS = ["*.safetensors", "*.safetensors.index.json", "*.json", "*.md", "*.py", "*.txt", "*.model"]
+OWN_FILES = {
+    "config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json", "README.md",
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
+    # the vocabularies of the pretrained starts' tokenizers (NLLB, M2M-100, Marian)
+    "sentencepiece.bpe.model", "spm.model", "source.spm", "target.spm", "vocab.json", "target_vocab.json",
+}  # fmt: skip
 PICKLES = ("*.bin", "*.pt", "*.pth", "*.pkl", "*.pickle")
+
+
+def _code_files() -> set[str]:
+    """The modeling and tokenizer code a saved folder carries (transformers copies the package's flat modules)."""
+    from .. import modeling, tokenization
+
+    folders = [Path(modeling.__file__).parent, Path(tokenization.__file__).parent]
+    return {path.name for folder in folders for path in folder.glob("*.py") if path.name != "__init__.py"}
+
+
+def _own_files(folder: Path) -> set[str]:
+    """The names the model's own save writes into `folder`: `OWN_FILES`, its weight shards (from the index), its
+    tokenizer class's vocabulary files and the package's code."""
+    import transformers
+
+    names = set(OWN_FILES) | _code_files()
+    index = folder / "model.safetensors.index.json"
+    # a damaged index is named by the model folder's own check
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        names |= set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values())
+    try:
+        tokenizer_class = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))["tokenizer_class"]
+    except (OSError, ValueError, KeyError, TypeError):
+        tokenizer_class = None
+    for name in (tokenizer_class, f"{tokenizer_class}Fast") if isinstance(tokenizer_class, str) else ():
+        names |= set(getattr(getattr(transformers, name, None), "vocab_files_names", {}).values())
+    return names
+
+
+def files_to_push(folder: str | os.PathLike, include: tuple[str, ...] | list[str] = (),
+                  allow_pickles: bool = False) -> list[str]:  # fmt: skip
+    """The files of `folder` that `push` uploads: the model's own (`_own_files`) and those named in `include`, each
+    a regular file at the top of the folder. Pickles are left behind (uploaded with `allow_pickles`). Anything else
+    (a hidden file, a subfolder, a link, a file the save did not write) is a ValueError listing all of them and the
+    fix, before anything leaves the machine."""
+    from fnmatch import fnmatch
+
+    folder = Path(folder)
+    own = _own_files(folder)
+    present = {entry.name: entry for entry in folder.iterdir()}
+    absent = sorted(set(include) - set(present))
+    if absent:
+        raise FileNotFoundError(f"--include names {absent}, which {folder} does not hold (give file names in it).")
+    chosen, links, unknown = [], [], []
+    for name, entry in sorted(present.items()):
+        pickle = any(fnmatch(name, pattern) for pattern in PICKLES)
+        if entry.is_symlink():
+            links.append(name)
+        elif pickle and not allow_pickles:
+            continue  # announced and left behind by push_model
+        elif entry.is_file() and (name in own or name in include or pickle):
+            chosen.append(name)
+        else:
+            unknown.append(name + ("/" if entry.is_dir() else ""))
+    if links:
+        raise ValueError(
+            f"{folder} holds links {links}: push uploads no link's target; copy the file into the folder (or remove "
+            "the link) and push again."
+        )
+    if unknown:
+        raise ValueError(
+            f"{folder} holds files that are not the model's own: {unknown}; push uploads only what the model's save "
+            "wrote: move them out, or name each one to publish with --include NAME (include=[...])."
+        )
+    return chosen
 
 
 def push_model(
@@ -24,11 +98,14 @@ def push_model(
     commit_message: str = "Upload hf_langspec model",
     token: str | None = None,
     allow_pickles: bool = False,
+    include: tuple[str, ...] | list[str] = (),
 ) -> str:
     """Create `repo_id` if needed and upload `model_dir`'s safetensors, configs, tokenizer, card and code.
 
-    Pickled files are refused (they can run code on the downloader's machine) unless `allow_pickles`. The model
-    is loaded first (`load_model_folder`): a damaged folder is refused before anything is uploaded.
+    What is uploaded is a list of names, printed before the upload (`files_to_push`): the files the model's own
+    save wrote, and the ones named in `include`; a folder holding anything else is refused with its list. Pickled
+    files are left behind (they can run code on the downloader's machine) unless `allow_pickles`. The model is
+    loaded first (`load_model_folder`): a damaged folder is refused before anything is uploaded.
     `api` is a `huggingface_hub.HfApi` (the default) or any object with `create_repo` and `upload_folder`,
     which is how tests exercise this without a Hub.
     """
@@ -53,6 +130,7 @@ def push_model(
             f"{folder} lacks {missing}; push a folder written by `hf-langspec train` (model, tokenizer and card) "
             "or add the card with `hf-langspec card`."
         )
+    names = files_to_push(folder, include, allow_pickles)
     if not pickled_weights:  # what is published must load: damaged weights or a config that does not fit them stay
         from ..model_folder import described_weights_problem, load_model_folder
 
@@ -64,7 +142,8 @@ def push_model(
         from huggingface_hub import HfApi
 
         api = HfApi(token=token)
-    patterns = ALLOW_PATTERNS + (list(PICKLES) if allow_pickles else [])
+    patterns = [glob.escape(name) for name in names]  # exact names: nothing else, at no depth, is matched
+    print(f"Uploading to {repo_id}: {', '.join(names)}")
     card = (folder / "README.md").read_text(encoding="utf-8")
     card_for_hub = rewrite_repo_id(card, repo_id)  # the usage code loads what was pushed; the local card stays
     try:
@@ -155,4 +234,4 @@ def remote_code_problem(folder: str | os.PathLike) -> str | None:
     return None
 
 
-__all__ = ["probe_logits", "push_model", "remote_code_problem"]
+__all__ = ["files_to_push", "probe_logits", "push_model", "remote_code_problem"]

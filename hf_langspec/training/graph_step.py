@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from .static_shapes import Bucket, RngState, choose_bucket, synthetic_batch
+from .static_shapes import Bucket, RngState, synthetic_batch
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +175,12 @@ class StepGraphs:
             return loss.detach()
         source = batch["input_ids"].shape[1]
         target = batch["labels"].shape[1] if "labels" in batch else 0
-        graph, static, loss, norm = self.graphs[choose_bucket(self.buckets, source, target)]
+        if (source, target) not in self.graphs:
+            raise ValueError(
+                f"a batch of shape [{source}, {target}] is no recorded bucket ({list(self.graphs)}): cuda_graph_step "
+                "needs the static-shape collator's batches (LangSpecSeq2SeqTrainer pads them)."
+            )
+        graph, static, loss, norm = self.graphs[(source, target)]
         for name, buffer in static.items():  # the collator padded the batch to this bucket and the full batch size
             if torch.is_tensor(buffer):
                 buffer.copy_(batch[name], non_blocking=True)
