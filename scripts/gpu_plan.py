@@ -7,6 +7,7 @@
     python3 scripts/gpu_plan.py profile --out $OUT      # the training loop as runs use it (bench_loop), per step
     python3 scripts/gpu_plan.py processes --out $OUT    # 1, 2, 4, 8 runs side by side on the GPU: do they add up?
     python3 scripts/gpu_plan.py static  --out $OUT      # issue 57: the static loop, cold and warm compile (~6 min)
+    python3 scripts/gpu_plan.py graph   --out $OUT      # issue 57: the recorded whole step's device tests, then its speed
     python3 scripts/gpu_plan.py decoding --out $OUT     # beam search: static cache, eager and CUDA graphs
     python3 scripts/gpu_plan.py speed   --out $OUT      # step 3: bench_methods at Transformer-base in bf16
     python3 scripts/gpu_plan.py compile --out $OUT      # step 3b: torch.compile against eager (bench_compile)
@@ -289,7 +290,8 @@ def static(args: argparse.Namespace) -> int:
     cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", "/tmp/hf-langspec-inductor"))
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache))
     if args.tiny:
-        parts = [("tiny", ["--settings", "tiny", "--systems", "baseline", "--loops", "loader,static,graph step", "--batch-size",
+        loops = "graph step" if args.parts == "graph-step" else "loader,static,graph step"
+        parts = [("tiny", ["--settings", "tiny", "--systems", "baseline", "--loops", loops, "--batch-size",
                            "8", "--examples", "300", "--warmup", "1", "--steps", "2", "--profile-steps", "1",
                            "--census-steps", "1", "--backend", "aot_eager", "--no-write"])]  # fmt: skip
     else:
@@ -310,6 +312,25 @@ def static(args: argparse.Namespace) -> int:
     record(args.out, "static", {"exit": max(codes, default=0), "seconds": round(time.time() - start, 1),
                                 "finished_parts": done, "cache": str(cache)})  # fmt: skip
     return max(codes, default=0)
+
+
+def graph(args: argparse.Namespace) -> int:
+    """Issue 57's recorded whole step (`training.cuda_graph_step`), checked then measured in one call: its device
+    tests (the recorded step against the eager one on CUDA, tests/test_graph_step.py), then, if they pass, the
+    `graph-step` part of `static` (bible11_gpu's baseline: eager, recorded over compiled and over eager kernels)."""
+    env = dict(os.environ, HF_LANGSPEC_TEST_DEVICE=args.device)
+    # the CPU check of this path: two of the module's quick tests (the device ones skip without CUDA)
+    selected = ["-k", "fused_adamw or warm_ups"] if args.tiny else ["-m", "device"]
+    code = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_graph_step.py",
+                *selected], log=args.out / "graph.log", env=env, cwd=ROOT)  # fmt: skip
+    if code != 0:
+        record(args.out, "graph", {"exit": code, "tests_passed": False})
+        return code
+    args.parts = args.parts or "graph-step"
+    code = static(args)
+    measured = json.loads((args.out / "static.json").read_text())
+    record(args.out, "graph", {"exit": code, "tests_passed": True, "finished_parts": measured["finished_parts"]})
+    return code
 
 
 def decoding(args: argparse.Namespace) -> int:
@@ -447,6 +468,7 @@ STEPS = {
     "profile": profile,
     "processes": processes,
     "static": static,
+    "graph": graph,
     "decoding": decoding,
     "compile": compile_speed,
     "routing": routing,

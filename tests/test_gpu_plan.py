@@ -108,6 +108,14 @@ def test_the_static_step_measures_the_static_loop_against_eager_with_its_compile
 
 
 @pytest.mark.slow
+def test_the_graph_step_runs_the_recorded_steps_tests_then_measures_it(tmp_path):
+    result = plan("graph", tmp_path)
+    assert result["exit"] == 0 and result["finished_parts"] == ["tiny"]
+    assert " passed" in (tmp_path / "graph.log").read_text()
+    assert {row["loop"] for row in json.loads((tmp_path / "static-tiny.json").read_text())} >= {"graph step"}
+
+
+@pytest.mark.slow
 def test_the_decoding_step_times_static_cache_decoding_eager_and_compiled(tmp_path):
     """Issue 47, item 3's decoding half: beam search with the growing cache, the static cache, and the static cache
     under torch.compile, for the backbone beside MarianMTModel."""
