@@ -818,3 +818,17 @@ def test_ranks_probing_one_output_dir_at_once_do_not_fail_each_other(tmp_path):
         worker.join(timeout=120)
     assert [worker.exitcode for worker in workers] == [0, 0]
     assert list((tmp_path / "run").iterdir()) == []  # no probe left behind
+
+
+@pytest.mark.reliability
+def test_a_fresh_runs_card_knows_the_weights_its_results_scored(tmp_path, capsys):
+    """Issue 59: every fresh `train` printed "the results do not record which weights they scored", which was not
+    true: its results.json records them. The card now gets them, and no such note is printed."""
+    from hf_langspec.model_folder import weights_fingerprint
+    from hf_langspec.training.experiment import run_experiment
+
+    run_experiment(_config(tmp_path))
+    out = capsys.readouterr().out
+    assert "do not record which weights" not in out
+    saved = json.loads((tmp_path / "run" / "evaluation" / "results.json").read_text())
+    assert saved["model_weights"] == weights_fingerprint(tmp_path / "run" / "model")

@@ -511,7 +511,8 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     baseline = copy_baseline(tests)
     from ..model_folder import weights_fingerprint
 
-    paths = save_results(results, output_dir / "evaluation", baseline, weights=weights_fingerprint(model_dir))
+    weights = weights_fingerprint(model_dir)
+    paths = save_results(results, output_dir / "evaluation", baseline, weights=weights)
     table = results_table(results, baseline)
     print(table)
     if config.get("expected"):
@@ -523,7 +524,9 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     from ..export.card import write_model_card
 
     card_section = {"datasets": training_data_names(config["data"]), **config.get("card", {})}
-    write_model_card(model_dir, results, force=True, train_sizes=train_sizes, **card_section)  # the run's own folder
+    # the results as saved, with the weights they scored: the card checks them (a fresh run said they were unknown)
+    scored = {**results, "model_weights": weights}
+    write_model_card(model_dir, scored, force=True, train_sizes=train_sizes, **card_section)  # the run's own folder
     outcome |= {"results": results, "results_files": paths}
     example = config.get("translate")
     if example:
