@@ -9,6 +9,8 @@ direction's plain weights), `save_pretrained` / `from_pretrained`.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from conftest import random_batch, tiny_config, with_diverse_outputs
@@ -139,3 +141,26 @@ def test_it_reloads_in_a_fresh_model_with_the_same_outputs(tmp_path):
 def test_impossible_lora_settings_name_the_field(overrides, message):
     with pytest.raises(ValueError, match=message):
         tiny_config(LoRAConfig, **overrides)
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [("lora_rank", 2.5, "whole number of at least 1"), ("lora_rank", 0, "whole number of at least 1"),
+     ("lora_rank", True, "whole number"), ("lora_rank", "8", "whole number"),
+     ("lora_alpha", 0, "positive number"), ("lora_alpha", float("nan"), "positive number"),
+     ("lora_dropout", 1.0, r"in \[0, 1\)"), ("lora_dropout", -0.1, r"in \[0, 1\)")],
+)  # fmt: skip
+def test_every_lora_setting_is_checked_with_its_fix(field, value, message):
+    """Issue 59: `lora_rank: 2.5` was a torch traceback (a float reached a tensor shape)."""
+    with pytest.raises(ValueError, match=rf"{field}={re.escape(repr(value))} must be .*{message}"):
+        tiny_config(LoRAConfig, **{field: value})
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("value", [2.5, 0, "128"])
+def test_the_adapter_size_is_a_positive_whole_number(value):
+    from hf_langspec.modeling.configuration_adapter import AdapterConfig
+
+    with pytest.raises(ValueError, match=r"adapter_dim=.* must be a positive whole number"):
+        tiny_config(AdapterConfig, adapter_dim=value)

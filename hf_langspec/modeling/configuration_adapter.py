@@ -105,8 +105,10 @@ class AdapterConfig(LangSpecConfig):
             check_choice(field, getattr(self, field), allowed)
         if not self.adapter_stacks or any(s not in ADAPTER_STACKS for s in self.adapter_stacks):
             raise ValueError(f"adapter_stacks={self.adapter_stacks} must list one or both of {list(ADAPTER_STACKS)}.")
-        if self.adapter_dim < 1:
-            raise ValueError(f"adapter_dim={self.adapter_dim} must be positive (Bapna & Firat's is 128).")
+        if isinstance(self.adapter_dim, bool) or not isinstance(self.adapter_dim, int) or self.adapter_dim < 1:
+            raise ValueError(
+                f"adapter_dim={self.adapter_dim!r} must be a positive whole number (Bapna & Firat's is 128)."
+            )
         if not self.languages:
             raise ValueError("Adapters need `languages`: one adapter per language or per direction.")
         if self.adapter_key == "pair" and not self.language_pairs:

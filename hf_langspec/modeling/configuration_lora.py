@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from .configuration_langspec import LangSpecConfig
 
 LORA_POINTS = ("enc_self_attn", "dec_self_attn", "dec_cross_attn", "enc_ffn_proj", "dec_ffn_proj")
@@ -56,8 +58,15 @@ class LoRAConfig(LangSpecConfig):
             raise ValueError(
                 f"Unknown LoRA points or projections {unknown}: use {LORA_POINTS} and {LORA_PROJECTIONS}."
             )
-        if lora_rank < 1:
-            raise ValueError(f"lora_rank={lora_rank} must be at least 1.")
+        # checked by type too: a float rank (2.5) reached torch as a tensor shape, a traceback far from the setting
+        if isinstance(lora_rank, bool) or not isinstance(lora_rank, int) or lora_rank < 1:
+            raise ValueError(f"lora_rank={lora_rank!r} must be a whole number of at least 1 (the rank r of A and B).")
+        if isinstance(lora_alpha, bool) or not isinstance(lora_alpha, (int, float)) or not 0 < lora_alpha < math.inf:
+            raise ValueError(
+                f"lora_alpha={lora_alpha!r} must be a positive number (the update is scaled by alpha / r)."
+            )
+        if isinstance(lora_dropout, bool) or not isinstance(lora_dropout, (int, float)) or not 0 <= lora_dropout < 1:
+            raise ValueError(f"lora_dropout={lora_dropout!r} must be a number in [0, 1).")
         if lora_encoder_language not in ("source", "target"):
             raise ValueError(f"lora_encoder_language={lora_encoder_language!r}: use 'source' or 'target'.")
         if not self.languages:
