@@ -78,7 +78,9 @@ def evaluate_run(spec: dict[str, Any], sets: list[str]) -> tuple[dict[str, Any],
 
     model_dir = Path(spec["run_dir"]) / "model"
     tokenizer = LangSpecTokenizer.from_pretrained(model_dir)
-    device = decoding_device(spec["config"])
+    device = decoding_device(
+        spec.get("config", {})
+    )  # the curve's spec has none: its run trained where torch found a GPU
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval().to(device)
     tokenizer.check_model(model)
     if tokenizer.vocabulary_fingerprint() != spec["tokenizer_fingerprint"]:
