@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -186,6 +188,21 @@ def synthetic_batch(batch: dict[str, Any], bucket: Bucket, pad_token_id: int) ->
     return out
 
 
+def use_compile_cache(path: str | os.PathLike) -> None:
+    """Point inductor's caches (FX graphs, AOTAutograd, Triton kernels: TORCHINDUCTOR_CACHE_DIR) at `path`, unless
+    the user chose a folder: torch writes its default into the variable on first use (importing transformers
+    does), so a value equal to that default counts as unset."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:  # older torch: only an unset variable is ours to set
+        default = None
+    else:
+        default = os.path.abspath(default_cache_dir())
+    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if current is None or os.path.abspath(current) == default:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(path).resolve())
+
+
 class RngState:
     """The torch generators' states (CPU and every CUDA device), put back on exit: a warm-up's dropout draws and
     HLT-MT's soft/hard draws leave the run's random stream where it was."""
@@ -260,4 +277,5 @@ __all__ = [
     "pad_batch",
     "parse_buckets",
     "resolve_buckets",
+    "use_compile_cache",
 ]

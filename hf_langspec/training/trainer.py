@@ -46,7 +46,13 @@ from ..modeling.routing import _standing_in, on_accelerator
 from ..pipelines import group_by_target
 from .checkpoints import complete_checkpoints, last_complete_checkpoint, write_manifest
 from .graph_step import StepGraphs, StepTakenInGraph, inner_optimizer, whole_step
-from .static_shapes import StaticShapeCollator, capture_buckets, check_lengths_fit, resolve_buckets
+from .static_shapes import (
+    StaticShapeCollator,
+    capture_buckets,
+    check_lengths_fit,
+    resolve_buckets,
+    use_compile_cache,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -200,8 +206,8 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
             limit = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
             # one compilation per bucket, then evaluation's: dynamo's default limit (8) would fall back to eager
             setattr(torch._dynamo.config, limit, max(getattr(torch._dynamo.config, limit), 2 * len(buckets) + 4))
-            if args.compile_cache_dir and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-                os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(args.compile_cache_dir).resolve())
+            if args.compile_cache_dir:
+                use_compile_cache(args.compile_cache_dir)
         return buckets
 
     def _check_graph_step(self) -> bool | None:
