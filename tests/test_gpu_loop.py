@@ -75,10 +75,15 @@ def test_the_accelerator_path_computes_what_the_cpu_path_computes(name):
     loss, grads = loss_and_grads(model, batch)
     with accelerator_path():
         fast_loss, fast_grads = loss_and_grads(model, batch)
-    torch.testing.assert_close(fast_loss, loss, atol=1e-5, rtol=1e-5)
-    assert fast_grads.keys() == grads.keys()
-    for key, grad in grads.items():
-        torch.testing.assert_close(fast_grads[key], grad, atol=1e-5, rtol=1e-4, msg=key)
+    assert_same_step((fast_loss, fast_grads), (loss, grads), atol=1e-5, rtol=1e-4)
+
+
+def assert_same_step(found: tuple, expected: tuple, atol: float, rtol: float) -> None:
+    """`(loss, grads)` of `loss_and_grads` equal within the tolerances: the loss, and every parameter's gradient."""
+    torch.testing.assert_close(found[0], expected[0], atol=atol, rtol=rtol)
+    assert found[1].keys() == expected[1].keys()
+    for key, grad in expected[1].items():
+        torch.testing.assert_close(found[1][key], grad, atol=atol, rtol=rtol, msg=key)
 
 
 def test_the_census_sees_what_the_cpu_path_reads():
