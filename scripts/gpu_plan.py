@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/gpu_plan.py bundle         # here, with PyPI: the wheels the GPU image lacks, in .whl/
     .venv/bin/python scripts/gpu_plan.py pack --suite examples/suites/bible6.yaml   # here: its shared data, into .whl/
+    .venv/bin/python scripts/gpu_plan.py pack --cache OUT/inductor-cache.tar.xz     # here: a GPU's warm compile cache
     python3 scripts/gpu_plan.py tests   --out $OUT      # step 1: the device-aware tests on cuda
     python3 scripts/gpu_plan.py fsdp    --out $OUT      # step 2: accelerate's FSDP plugin applies, trains, saves
     python3 scripts/gpu_plan.py profile --out $OUT      # the training loop as runs use it (bench_loop), per step
@@ -99,12 +100,19 @@ def bundle(args: argparse.Namespace) -> None:
 
 def pack(args: argparse.Namespace) -> None:
     """Prepare a suite's shared data here (the corpus is built on this machine) and put it into the bundle as one
-    archive, which the compare step unpacks: a GPU machine then runs the suite without the corpus."""
+    archive, which the compare step unpacks: a GPU machine then runs the suite without the corpus. With `--cache
+    FILE` (an `inductor-cache.tar.xz` a GPU call brought back) the warm compile cache goes into the bundle too."""
     from hf_langspec.compare.shared import prepare_shared
     from hf_langspec.compare.suite import load_suite
 
+    if args.cache:
+        BUNDLE.mkdir(exist_ok=True)
+        shutil.copy(args.cache, BUNDLE / CACHE_ARCHIVE)
+        print(f"pack: {args.cache} -> {BUNDLE / CACHE_ARCHIVE} (the next GPU machine compiles from it)")
+        if not args.suite:
+            return
     if not args.suite:
-        raise SystemExit("pack needs --suite.")
+        raise SystemExit("pack needs --suite (and/or --cache).")
     suite = load_suite(args.suite)
     prepare_shared(suite)
     shared = suite.output_dir / "shared"
@@ -129,6 +137,37 @@ def unpack(suite_path: str, output_dir: str | None) -> None:
         with tarfile.open(archive) as tar:
             tar.extractall(shared, filter="data")
         print(f"compare: the shared data of {suite.name} unpacked from {archive} into {shared}")
+
+
+# inductor's caches (FX graphs, AOTAutograd, Triton kernels) travel between GPU machines: a step that compiles
+# leaves them in OUT as one archive, `pack` puts that into the bundle, and the next machine starts from it
+# (H200: bible11_gpu's 4 buckets compiled in 133.7 s cold and 14.1 s warm). Same torch and GPU architecture only
+# (the H100 and the H200 are both sm_90); another machine's cache is only ever a miss, never a wrong kernel.
+INDUCTOR_CACHE = Path("/tmp/hf-langspec-inductor")
+CACHE_ARCHIVE = "inductor-cache.tar.xz"
+CACHE_LIMIT = 15 * 2**20  # a file that comes back from the device machine is at most 16 MB
+
+
+def restore_cache(cache: Path) -> None:
+    """Unpack the bundle's inductor cache into `cache`, unless it already holds one."""
+    archive = BUNDLE / CACHE_ARCHIVE
+    if archive.exists() and not (cache.exists() and any(cache.iterdir())):
+        with tarfile.open(archive) as tar:
+            tar.extractall(cache, filter="data")
+        print(f"inductor cache: {archive} unpacked into {cache}")
+
+
+def save_cache(cache: Path, out: Path) -> None:
+    """`cache` as `out/inductor-cache.tar.xz` (brought back, then `pack`ed for the next machine), if it fits."""
+    if not cache.exists() or not any(cache.iterdir()):
+        return
+    archive = out / CACHE_ARCHIVE
+    with tarfile.open(archive.with_suffix(".tmp"), "w:xz") as tar:
+        tar.add(cache, arcname=".")
+    os.replace(archive.with_suffix(".tmp"), archive)
+    if archive.stat().st_size > CACHE_LIMIT:
+        print(f"inductor cache: {archive.stat().st_size / 2**20:.1f} MiB is more than comes back; not kept")
+        archive.unlink()
 
 
 def ensure_installed() -> None:
@@ -287,8 +326,10 @@ def static(args: argparse.Namespace) -> int:
     step): steady-state steps/s over 300 steps against the eager `loader` loop, compile and capture seconds cold
     and from the warm inductor cache; each part's figures in static-<part>.json, written after every measurement,
     and every part stopped at `--minutes` after the step began (the call's limit)."""
-    cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", "/tmp/hf-langspec-inductor"))
+    cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", INDUCTOR_CACHE))
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache))
+    if not args.tiny:
+        restore_cache(cache)
     if args.tiny:
         loops = "graph step" if args.parts == "graph-step" else "loader,static,graph step"
         parts = [("tiny", ["--settings", "tiny", "--systems", "baseline", "--loops", loops, "--batch-size",
@@ -308,6 +349,8 @@ def static(args: argparse.Namespace) -> int:
         codes.append(run(command, log=args.out / "static.log", minutes=left, cwd=ROOT, env=env))
         if not args.tiny and (ROOT / "BENCHMARKS.md").exists():
             shutil.copy(ROOT / "BENCHMARKS.md", args.out / "BENCHMARKS.md")
+    if not args.tiny:
+        save_cache(cache, args.out)
     done = [name for (name, _), code in zip(parts, codes, strict=False) if code == 0]
     record(args.out, "static", {"exit": max(codes, default=0), "seconds": round(time.time() - start, 1),
                                 "finished_parts": done, "cache": str(cache)})  # fmt: skip
@@ -415,9 +458,16 @@ def compare(args: argparse.Namespace) -> int:
                str(args.workers), "--off-target-later", *(["--systems", args.systems] if args.systems else []),
                *(["--output-dir", args.output_dir] if args.output_dir else [])]  # fmt: skip
     unpack(args.suite, args.output_dir)
+    cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", INDUCTOR_CACHE))
+    if not args.tiny:
+        restore_cache(cache)
     start = time.time()
-    # the suite runs as it is: a run trains on the GPU where one is present (suites leave training.use_cpu unset)
-    code = run(command, log=args.out / "compare.log", minutes=args.minutes, cwd=ROOT)
+    # the suite runs as it is: a run trains on the GPU where one is present (suites leave training.use_cpu unset);
+    # compiled runs share the cache that travels (a chosen TORCHINDUCTOR_CACHE_DIR wins over the suite's own)
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache))
+    code = run(command, log=args.out / "compare.log", minutes=args.minutes, cwd=ROOT, env=env)
+    if not args.tiny:
+        save_cache(cache, args.out)
     from hf_langspec.compare.suite import load_suite
 
     suite = load_suite(args.suite)
@@ -488,6 +538,7 @@ def main() -> int:
     parser.add_argument("--loops", help="profile: bench_loop's loops (default: as is,loader)")
     parser.add_argument("--label", help="profile, processes: the BENCHMARKS.md section's label (e.g. before, after)")
     parser.add_argument("--parts", help=f"static: which parts, of {[name for name, _ in STATIC_PARTS]}")
+    parser.add_argument("--cache", type=Path, help="pack: an inductor-cache.tar.xz a GPU call brought back")
     parser.add_argument("--counts", default="1,2,4,8", help="processes: how many side by side, each count in turn")
     parser.add_argument("--suite", help="compare: the suite to run")
     parser.add_argument(

@@ -297,3 +297,30 @@ def test_a_step_stopped_by_the_calls_timeout_keeps_the_lines_it_logged(tmp_path)
     process.terminate()
     process.wait(timeout=30)
     assert "measured 24.5 steps/s" in log.read_text()
+
+
+def test_a_warm_compile_cache_travels_from_one_gpu_machine_to_the_next(tmp_path, monkeypatch, capsys):
+    """Issue 57, item 3: what a GPU call compiled comes back as one archive (if it fits the 16 MB a file may have),
+    `pack --cache` puts it into the bundle, and the next machine's steps start from it; a cache already there wins."""
+    import argparse
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_plan", PLAN)
+    gpu_plan = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_plan)
+    monkeypatch.setattr(gpu_plan, "BUNDLE", tmp_path / "bundle")
+    first, out = tmp_path / "first-machine", tmp_path / "out"
+    (first / "fxgraph" / "ab").mkdir(parents=True)
+    (first / "fxgraph" / "ab" / "entry").write_bytes(b"compiled graph")
+    out.mkdir()
+    gpu_plan.save_cache(first, out)
+    gpu_plan.pack(argparse.Namespace(cache=out / gpu_plan.CACHE_ARCHIVE, suite=None))
+    second = tmp_path / "second-machine"
+    gpu_plan.restore_cache(second)
+    assert (second / "fxgraph" / "ab" / "entry").read_bytes() == b"compiled graph"
+    (second / "fxgraph" / "ab" / "entry").write_bytes(b"newer")
+    gpu_plan.restore_cache(second)  # a machine's own cache is not overwritten
+    assert (second / "fxgraph" / "ab" / "entry").read_bytes() == b"newer"
+    monkeypatch.setattr(gpu_plan, "CACHE_LIMIT", 10)
+    gpu_plan.save_cache(first, out)
+    assert not (out / gpu_plan.CACHE_ARCHIVE).exists() and "more than comes back" in capsys.readouterr().out
