@@ -105,7 +105,7 @@ def pack(args: argparse.Namespace) -> None:
     from hf_langspec.compare.shared import prepare_shared
     from hf_langspec.compare.suite import load_suite
 
-    if args.cache:
+    if getattr(args, "cache", None):  # a Namespace made in code may lack it
         BUNDLE.mkdir(exist_ok=True)
         shutil.copy(args.cache, BUNDLE / CACHE_ARCHIVE)
         print(f"pack: {args.cache} -> {BUNDLE / CACHE_ARCHIVE} (the next GPU machine compiles from it)")
