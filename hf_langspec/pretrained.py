@@ -238,14 +238,26 @@ def checkpoint_tokenizer(
             f"(lang_tag_template={template!r}, lang_tag_style={style!r}) and pass it instead."
         )
     known = checkpoint_languages(tokenizer, template)
+    renames = {code: same_language(code, known) for code in [*languages, *new_languages] if code not in known}
+    renames = {code: found for code, found in renames.items() if found}
     unknown = [code for code in languages if code not in known and code not in new_languages]
     if unknown:
-        raise ValueError(f"The checkpoint's tokenizer does not know {unknown}; it knows {len(known)} codes: "
+        fix = (f"these are the checkpoint's {renames_text(renames, unknown)}: rename the data's codes with "
+               f"data.language_codes: {{{', '.join(f'{c}: {renames[c]}' for c in unknown if c in renames)}}}; "
+               if any(code in renames for code in unknown) else "")  # fmt: skip
+        raise ValueError(f"The checkpoint's tokenizer does not know {unknown}; {fix}it knows {len(known)} codes: "
                          f"{', '.join(known[:30])}{' ...' if len(known) > 30 else ''} (a language it lacks is "
                          "added with model.add_languages).")  # fmt: skip
     already = [code for code in new_languages if code in known]
     if already:
         raise ValueError(f"The checkpoint already knows {already}; adapt them, do not add them again.")
+    twins = [code for code in new_languages if code in renames]
+    if twins:  # `fr` added beside the checkpoint's `fra_Latn`: one language with two codes, one of them untrained
+        raise ValueError(
+            f"add_languages names {twins}, which are the checkpoint's {renames_text(renames, twins)}: rename the "
+            f"data's codes (data.language_codes: {{{', '.join(f'{c}: {renames[c]}' for c in twins)}}}) instead of "
+            "adding the language again."
+        )
     stray = [code for code in new_languages if code not in languages]
     if stray:
         raise ValueError(f"add_languages names {stray}, which the data does not have ({languages}).")
@@ -262,6 +274,27 @@ def checkpoint_tokenizer(
         tokenizer_object=backend, target_tokenizer_object=target, languages=list(languages), lang_tag_template=template,
         lang_tag_style=style, model_vocab_size=model_vocab_size, **specials,
     )  # fmt: skip
+
+
+def same_language(code: str, known: Sequence[str]) -> str | None:
+    """The code among `known` (a checkpoint's, e.g. NLLB's `fra_Latn`) that names the same language as `code`
+    (`fr`, `fra`), or None: a 3-letter code is matched by its FLORES prefix, a 2-letter one through ISO 639's table
+    (lingua's, where it is installed; otherwise 2-letter codes are not matched)."""
+    base = code.split("_")[0].split("-")[0].lower()
+    matches = [k for k in known if k.split("_")[0].lower() == base]
+    if not matches and len(base) == 2:
+        try:
+            from lingua import IsoCode639_1, Language
+
+            iso3 = Language.from_iso_code_639_1(IsoCode639_1.from_str(base)).iso_code_639_3.name.lower()
+        except (ImportError, ValueError):
+            iso3 = None
+        matches = [k for k in known if iso3 and k.split("_")[0].lower() == iso3]
+    return matches[0] if len(matches) == 1 else None
+
+
+def renames_text(renames: dict[str, str], codes: Sequence[str]) -> str:
+    return ", ".join(f"{renames[c]} ({c})" for c in codes if c in renames)
 
 
 # the checkpoints a method can start from: their config's model_type -> the backbone form (interop's targets)

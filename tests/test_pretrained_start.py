@@ -528,6 +528,28 @@ def test_a_code_the_checkpoint_does_not_know_is_refused_with_the_codes_it_knows(
         load_pretrained(nllb_folder, "laa", languages=["eng_Latn", "ita_Latn"])
 
 
+@pytest.mark.reliability
+def test_an_iso_code_for_a_language_the_checkpoint_knows_is_pointed_to_its_code_not_to_adding_it(nllb_folder):
+    """Issue 59: `fr` for NLLB's `fra_Latn` was told to use add_languages, and following that added a second, untrained
+    French beside the checkpoint's. The error names the checkpoint's code and `data.language_codes`; adding it is
+    refused the same way."""
+    from hf_langspec.pretrained import checkpoint_tokenizer, load_pretrained
+
+    with pytest.raises(
+        ValueError,
+        match=r"does not know \['fr'\]; these are the checkpoint's fra_Latn \(fr\): "
+        r"rename the data's codes with data\.language_codes: \{fr: fra_Latn\}",
+    ):
+        load_pretrained(nllb_folder, "laa", languages=["eng_Latn", "fr"])
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(nllb_folder)
+    with pytest.raises(
+        ValueError, match=r"add_languages names \['fra'\], which are the checkpoint's fra_Latn \(fra\)"
+    ):
+        checkpoint_tokenizer(tokenizer, ["eng_Latn", "fra"], new_languages=["fra"])
+
+
 def test_with_the_base_frozen_untrained_directions_decode_exactly_as_the_checkpoint(nllb_folder, tmp_path):
     """Item 4: train eng->deu only, base frozen (weight decay on): the base stays bit for bit, eng->deu changes,
     and fra->spa, whose adapters were never trained, decodes exactly as before (greedy: as the checkpoint with
