@@ -354,6 +354,13 @@ def pretrained_tokenizer(
     if not languages:
         raise ValueError("Name the languages to adapt (codes as the checkpoint writes them, e.g. eng_Latn).")
     config = pretrained_config(path)
+    tokenizer_files = ("tokenizer.json", "tokenizer_config.json", "sentencepiece.bpe.model", "spm.model", "source.spm")
+    if Path(path).is_dir() and not any((Path(path) / name).is_file() for name in tokenizer_files):
+        # transformers then builds a tokenizer with an empty vocabulary: every text became <unk>, and training ran
+        raise ValueError(
+            f"{path} holds no tokenizer files (none of {list(tokenizer_files)}): save the checkpoint's tokenizer "
+            "beside its weights (tokenizer.save_pretrained(folder)) and start again."
+        )
     with warnings.catch_warnings():  # MarianTokenizer recommends sacremoses, which transformers 5 never applies
         warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
         original = AutoTokenizer.from_pretrained(path)

@@ -550,6 +550,23 @@ def test_an_iso_code_for_a_language_the_checkpoint_knows_is_pointed_to_its_code_
         checkpoint_tokenizer(tokenizer, ["eng_Latn", "fra"], new_languages=["fra"])
 
 
+@pytest.mark.reliability
+def test_a_checkpoint_without_its_tokenizer_is_refused_with_the_fix(nllb_folder, tmp_path):
+    """Issue 59: a checkpoint folder without tokenizer files was accepted; transformers' default tokenizer turned all
+    text into <unk>, training ran, and only evaluation warned."""
+    import shutil
+
+    from hf_langspec.pretrained import load_pretrained
+
+    bare = tmp_path / "weights-only"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors", "generation_config.json"):
+        if (nllb_folder / name).exists():
+            shutil.copy(nllb_folder / name, bare / name)
+    with pytest.raises(ValueError, match=r"holds no tokenizer files .*tokenizer\.save_pretrained\(folder\)"):
+        load_pretrained(bare, "laa", languages=["eng_Latn", "deu_Latn"])
+
+
 def test_with_the_base_frozen_untrained_directions_decode_exactly_as_the_checkpoint(nllb_folder, tmp_path):
     """Item 4: train eng->deu only, base frozen (weight decay on): the base stays bit for bit, eng->deu changes,
     and fra->spa, whose adapters were never trained, decodes exactly as before (greedy: as the checkpoint with
