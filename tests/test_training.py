@@ -832,3 +832,13 @@ def test_a_fresh_runs_card_knows_the_weights_its_results_scored(tmp_path, capsys
     assert "do not record which weights" not in out
     saved = json.loads((tmp_path / "run" / "evaluation" / "results.json").read_text())
     assert saved["model_weights"] == weights_fingerprint(tmp_path / "run" / "model")
+
+
+@pytest.mark.reliability
+def test_a_checkpoint_past_max_steps_is_not_resumed_into_an_untrained_run(tokenizer, tmp_path):
+    """Issue 59: a checkpoint folder from a longer run (step 6) in a run of 3 steps became the run's model with 0 steps
+    trained. Refused before loading, with the fix; a checkpoint at exactly max_steps (a finished run) still resumes."""
+    make_trainer(tokenizer, tmp_path).train()  # checkpoints 3 and 6
+    with pytest.raises(ValueError, match=r"checkpoint-6 is at step 6, past this run's max_steps=3.*new output_dir"):
+        make_trainer(tokenizer, tmp_path, max_steps=3).train(resume_from_checkpoint=True)
+    make_trainer(tokenizer, tmp_path, max_steps=6).train(resume_from_checkpoint=True)  # finished: nothing to train

@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -501,6 +502,8 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
                 logger.info("No complete checkpoint in %s: training from scratch.", self.args.output_dir)
             else:
                 logger.info("Resuming from %s", resume_from_checkpoint)
+        if resume_from_checkpoint:
+            check_resumable(resume_from_checkpoint, self.args.max_steps)
         try:
             result = super().train(resume_from_checkpoint=resume_from_checkpoint or None, **kwargs)
         finally:
@@ -547,6 +550,20 @@ class SmoothedCrossEntropy(LabelSmoother):
         if torch.is_tensor(num_items_in_batch):
             return total / num_items_in_batch.to(total.device)
         return total / num_items_in_batch
+
+
+def check_resumable(checkpoint: str | os.PathLike, max_steps: int) -> None:
+    """A checkpoint past the run's `max_steps` (one from a longer run, copied or left in the folder) would become
+    the run's model with no step trained: a ValueError says so and the fix, before anything is loaded."""
+    state_file = Path(checkpoint) / "trainer_state.json"
+    if max_steps <= 0 or not state_file.is_file():
+        return
+    step = json.loads(state_file.read_text(encoding="utf-8")).get("global_step", 0)
+    if step > max_steps:
+        raise ValueError(
+            f"{checkpoint} is at step {step}, past this run's max_steps={max_steps}: resuming would train nothing and "
+            "keep that checkpoint's weights as the run's model. Use a new output_dir, or raise max_steps."
+        )
 
 
 class _TokensAtEpochEnd(TrainerCallback):
