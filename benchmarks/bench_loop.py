@@ -252,7 +252,6 @@ def measure(setting: str, system: str, loop: str, parts, args, seed: int = 1, ba
         trainer.add_callback(census)
         graphs_before = dynamo_graphs()
         start = time.perf_counter()
-        # a CPU takes the GPU's path for the recorded step (run eagerly there): the code path of a GPU's call
         trainer.train()
         train_s = time.perf_counter() - start
         graphs = dynamo_graphs() - graphs_before

@@ -243,8 +243,7 @@ def checkpoint_tokenizer(
     unknown = [code for code in languages if code not in known and code not in new_languages]
     if unknown:
         fix = (f"these are the checkpoint's {renames_text(renames, unknown)}: rename the data's codes with "
-               f"data.language_codes: {{{', '.join(f'{c}: {renames[c]}' for c in unknown if c in renames)}}}; "
-               if any(code in renames for code in unknown) else "")  # fmt: skip
+               f"{language_codes_setting(renames, unknown)}; " if any(code in renames for code in unknown) else "")  # fmt: skip
         raise ValueError(f"The checkpoint's tokenizer does not know {unknown}; {fix}it knows {len(known)} codes: "
                          f"{', '.join(known[:30])}{' ...' if len(known) > 30 else ''} (a language it lacks is "
                          "added with model.add_languages).")  # fmt: skip
@@ -255,7 +254,7 @@ def checkpoint_tokenizer(
     if twins:  # `fr` added beside the checkpoint's `fra_Latn`: one language with two codes, one of them untrained
         raise ValueError(
             f"add_languages names {twins}, which are the checkpoint's {renames_text(renames, twins)}: rename the "
-            f"data's codes (data.language_codes: {{{', '.join(f'{c}: {renames[c]}' for c in twins)}}}) instead of "
+            f"data's codes ({language_codes_setting(renames, twins)}) instead of "
             "adding the language again."
         )
     stray = [code for code in new_languages if code not in languages]
@@ -294,7 +293,13 @@ def same_language(code: str, known: Sequence[str]) -> str | None:
 
 
 def renames_text(renames: dict[str, str], codes: Sequence[str]) -> str:
+    """`fra_Latn (fr), ...`: the checkpoint's code for each of `codes` that has one."""
     return ", ".join(f"{renames[c]} ({c})" for c in codes if c in renames)
+
+
+def language_codes_setting(renames: dict[str, str], codes: Sequence[str]) -> str:
+    """The config setting that renames `codes` to the checkpoint's: `data.language_codes: {fr: fra_Latn}`."""
+    return f"data.language_codes: {{{', '.join(f'{c}: {renames[c]}' for c in codes if c in renames)}}}"
 
 
 # the checkpoints a method can start from: their config's model_type -> the backbone form (interop's targets)

@@ -27,6 +27,7 @@ how tests/test_gpu_plan.py checks every step here. Standard library only until t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -155,6 +156,19 @@ def restore_cache(cache: Path) -> None:
         with tarfile.open(archive) as tar:
             tar.extractall(cache, filter="data")
         print(f"inductor cache: {archive} unpacked into {cache}")
+
+
+@contextlib.contextmanager
+def travelling_cache(args: argparse.Namespace):
+    """The environment a compiling step runs in: inductor's cache in TORCHINDUCTOR_CACHE_DIR (the user's, else
+    INDUCTOR_CACHE), restored from the bundle before and left in OUT after (on a GPU; a CPU check carries none).
+    Yields `(env, cache)`."""
+    cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", INDUCTOR_CACHE))
+    if not args.tiny:
+        restore_cache(cache)
+    yield dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache)), cache
+    if not args.tiny:
+        save_cache(cache, args.out)
 
 
 def save_cache(cache: Path, out: Path) -> None:
@@ -326,10 +340,6 @@ def static(args: argparse.Namespace) -> int:
     step): steady-state steps/s over 300 steps against the eager `loader` loop, compile and capture seconds cold
     and from the warm inductor cache; each part's figures in static-<part>.json, written after every measurement,
     and every part stopped at `--minutes` after the step began (the call's limit)."""
-    cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", INDUCTOR_CACHE))
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache))
-    if not args.tiny:
-        restore_cache(cache)
     if args.tiny:
         loops = "graph step" if args.parts == "graph-step" else "loader,static,graph step"
         parts = [("tiny", ["--settings", "tiny", "--systems", "baseline", "--loops", loops, "--batch-size",
@@ -340,17 +350,16 @@ def static(args: argparse.Namespace) -> int:
         parts = [(name, [*arguments, "--steps", "300", "--warmup", "20", "--no-throwaway", "--label", f"static-{name}"])
                  for name, arguments in STATIC_PARTS if name in wanted]  # fmt: skip
     codes, start = [], time.time()
-    for name, arguments in parts:
-        left = args.minutes - (time.time() - start) / 60
-        if left <= 0.5:
-            break
-        command = [sys.executable, str(ROOT / "benchmarks" / "bench_loop.py"), "--device", args.device, *arguments,
-                   "--json", str(args.out / f"static-{name}.json")]  # fmt: skip
-        codes.append(run(command, log=args.out / "static.log", minutes=left, cwd=ROOT, env=env))
-        if not args.tiny and (ROOT / "BENCHMARKS.md").exists():
-            shutil.copy(ROOT / "BENCHMARKS.md", args.out / "BENCHMARKS.md")
-    if not args.tiny:
-        save_cache(cache, args.out)
+    with travelling_cache(args) as (env, cache):
+        for name, arguments in parts:
+            left = args.minutes - (time.time() - start) / 60
+            if left <= 0.5:
+                break
+            command = [sys.executable, str(ROOT / "benchmarks" / "bench_loop.py"), "--device", args.device,
+                       *arguments, "--json", str(args.out / f"static-{name}.json")]  # fmt: skip
+            codes.append(run(command, log=args.out / "static.log", minutes=left, cwd=ROOT, env=env))
+            if not args.tiny and (ROOT / "BENCHMARKS.md").exists():
+                shutil.copy(ROOT / "BENCHMARKS.md", args.out / "BENCHMARKS.md")
     done = [name for (name, _), code in zip(parts, codes, strict=False) if code == 0]
     record(args.out, "static", {"exit": max(codes, default=0), "seconds": round(time.time() - start, 1),
                                 "finished_parts": done, "cache": str(cache)})  # fmt: skip
@@ -458,16 +467,11 @@ def compare(args: argparse.Namespace) -> int:
                str(args.workers), "--off-target-later", *(["--systems", args.systems] if args.systems else []),
                *(["--output-dir", args.output_dir] if args.output_dir else [])]  # fmt: skip
     unpack(args.suite, args.output_dir)
-    cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", INDUCTOR_CACHE))
-    if not args.tiny:
-        restore_cache(cache)
     start = time.time()
     # the suite runs as it is: a run trains on the GPU where one is present (suites leave training.use_cpu unset);
     # compiled runs share the cache that travels (a chosen TORCHINDUCTOR_CACHE_DIR wins over the suite's own)
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache))
-    code = run(command, log=args.out / "compare.log", minutes=args.minutes, cwd=ROOT, env=env)
-    if not args.tiny:
-        save_cache(cache, args.out)
+    with travelling_cache(args) as (env, _):
+        code = run(command, log=args.out / "compare.log", minutes=args.minutes, cwd=ROOT, env=env)
     from hf_langspec.compare.suite import load_suite
 
     suite = load_suite(args.suite)

@@ -106,14 +106,13 @@ class StepGraphs:
         body: Callable[[dict[str, Any]], tuple[torch.Tensor, torch.Tensor]],
         optimizer: torch.optim.Optimizer,
         buckets: Sequence[Bucket],
-        rows: int,
         pad_token_id: int,
         device: torch.device,
         record: bool,
     ):
         check_capturable(optimizer)
         self.body, self.optimizer, self.buckets = body, optimizer, list(buckets)
-        self.rows, self.pad_token_id, self.device, self.record = rows, pad_token_id, device, record
+        self.pad_token_id, self.device, self.record = pad_token_id, device, record
         # CUDA's fused AdamW reads a float32 rate (and turns a float one into float32 too); a CPU's reads doubles
         dtype = torch.float32 if device.type == "cuda" else torch.float64
         self.rates = [torch.tensor(float(g["lr"]), dtype=dtype, device=device) for g in optimizer.param_groups]
@@ -172,7 +171,7 @@ class StepGraphs:
             rate.fill_(group["lr"])  # the scheduler's rate for this step, written on the device (no sync)
         if not self.record:
             loss, self.grad_norm = self._step(batch)
-            return loss.detach()
+            return loss
         source = batch["input_ids"].shape[1]
         target = batch["labels"].shape[1] if "labels" in batch else 0
         if (source, target) not in self.graphs:
@@ -192,18 +191,14 @@ class StepGraphs:
 def whole_step(
     trainer: Any, model: torch.nn.Module, params: list[torch.nn.Parameter], optimizer: torch.optim.Optimizer
 ):
-    """The Trainer's step as one function of the batch (what `StepGraphs` records): its `compute_loss` (label
-    smoothing, auxiliary losses, the batch's own token count as transformers divides), `accelerator.backward`,
-    `clip_grad_norm_` to `max_grad_norm` (the norm is computed with no clipping at 0), the optimizer's step, and
-    the gradients dropped (each step makes its own, in the graph's memory)."""
+    """The Trainer's step as one function of the batch (what `StepGraphs` records): its `loss_and_backward` (label
+    smoothing, auxiliary losses, the batch's own token count as transformers divides), `clip_grad_norm_` to
+    `max_grad_norm` (the norm is computed with no clipping at 0), the optimizer's step, and the gradients dropped
+    (each step makes its own, in the graph's memory)."""
     max_norm = trainer.args.max_grad_norm or math.inf
 
     def body(inputs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        inputs = dict(inputs)  # compute_loss pops the labels
-        count = inputs["labels"].ne(-100).sum() if "labels" in inputs else None
-        with trainer.compute_loss_context_manager():
-            loss = trainer.compute_loss(model, inputs, num_items_in_batch=count)
-        trainer.accelerator.backward(loss)
+        loss = trainer.loss_and_backward(model, inputs)
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)  # foreach on CUDA, as the Trainer clips
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

@@ -51,8 +51,7 @@ FILL = {
     "decoder_input_ids": "pad",
     "decoder_attention_mask": 0,
 }
-SOURCE_FIELDS = ("input_ids", "attention_mask")
-TARGET_FIELDS = ("labels", "decoder_input_ids", "decoder_attention_mask")
+SOURCE_FIELDS = ("input_ids", "attention_mask")  # the other FILL fields are the target's
 ROW_FIELDS = ("src_lang_ids", "tgt_lang_ids")  # one value per example: extra rows copy the first
 
 
@@ -128,6 +127,12 @@ def choose_bucket(buckets: Sequence[Bucket], source: int, target: int) -> Bucket
     )
 
 
+def _fill_and_length(name: str, bucket: Bucket, pad_token_id: int) -> tuple[int, int]:
+    """What a `FILL` field is padded with, and to which of the bucket's lengths (source or target)."""
+    fill = pad_token_id if FILL[name] == "pad" else FILL[name]
+    return fill, bucket[0] if name in SOURCE_FIELDS else bucket[1]
+
+
 def pad_to(tensor: torch.Tensor, rows: int, length: int | None, fill: int) -> torch.Tensor:
     """`tensor` `[b, n]` (or `[b]` with `length` None) padded at the end to `[rows, length]` with `fill`."""
     if tensor.shape[0] > rows:
@@ -151,8 +156,8 @@ def pad_batch(batch: dict[str, Any], bucket: Bucket, rows: int, pad_token_id: in
         if name in ROW_FIELDS:
             out[name] = pad_to(value, rows, None, int(value[0]) if value.numel() else 0)
         elif name in FILL:
-            fill = pad_token_id if FILL[name] == "pad" else FILL[name]
-            out[name] = pad_to(value, rows, bucket[0] if name in SOURCE_FIELDS else bucket[1], fill)
+            fill, length = _fill_and_length(name, bucket, pad_token_id)
+            out[name] = pad_to(value, rows, length, fill)
         else:
             raise ValueError(
                 f"training.static_shapes cannot pad the batch field {name!r} (it pads {sorted([*FILL, *ROW_FIELDS])}); "
@@ -182,8 +187,7 @@ def synthetic_batch(batch: dict[str, Any], bucket: Bucket, pad_token_id: int) ->
         if not isinstance(value, torch.Tensor) or name not in FILL:
             out[name] = value
             continue
-        length = bucket[0] if name in SOURCE_FIELDS else bucket[1]
-        fill = pad_token_id if FILL[name] == "pad" else FILL[name]
+        fill, length = _fill_and_length(name, bucket, pad_token_id)
         out[name] = F.pad(value[:, :length], (0, max(0, length - value.shape[1])), value=fill)
     return out
 

@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -190,18 +191,16 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
         """`args.static_shapes` as buckets (checked against the training set's lengths before any step), and the
         compiled step set to trace them statically: one compilation per bucket, never one per length."""
         args = self.args
-        lengths: list[tuple[np.ndarray, np.ndarray]] = []
+        lengths = functools.cache(lambda: example_lengths(self.train_dataset))  # read once, if at all
 
         def longest() -> int:
-            lengths.append(example_lengths(self.train_dataset))
-            return int(max(lengths[0][0].max(initial=0), lengths[0][1].max(initial=0)))
+            return int(max(side.max(initial=0) for side in lengths()))
 
         compiled = bool(args.torch_compile or getattr(args, "cuda_graph_step", False))
         buckets = resolve_buckets(getattr(args, "static_shapes", None), compiled, longest)
         if buckets is None or self.train_dataset is None:
             return buckets
-        source, target = lengths[0] if lengths else example_lengths(self.train_dataset)
-        check_lengths_fit(buckets, source, target)
+        check_lengths_fit(buckets, *lengths())
         if args.torch_compile:
             self.accelerator.state.dynamo_plugin.dynamic = False  # transformers leaves it None: dynamic at the 2nd
             limit = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
@@ -278,8 +277,8 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
             optimizer = inner_optimizer(self.optimizer)
             params = [p for group in optimizer.param_groups for p in group["params"]]
             self._step_graphs = StepGraphs(
-                whole_step(self, model, params, optimizer), optimizer, self.static_buckets, self._train_batch_size,
-                self._pad_token_id(), self.args.device, record=bool(self._records_steps),
+                whole_step(self, model, params, optimizer), optimizer, self.static_buckets, self._pad_token_id(),
+                self.args.device, record=bool(self._records_steps),
             )  # fmt: skip
             recorded = self._step_graphs.capture(inputs)
             if recorded:
@@ -298,19 +297,22 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
             grad_norm = self._step_graphs.grad_norm
         return super()._get_grad_norm(model, grad_norm)
 
+    def loss_and_backward(self, model, inputs: dict[str, Any]) -> torch.Tensor:
+        """`compute_loss` on a whole batch (its own token count as transformers divides; label smoothing and the
+        model's auxiliary losses) and `accelerator.backward`: the part of a step the warm-ups and the recorded step
+        run outside the Trainer's loop. Returns the loss."""
+        inputs = dict(inputs)  # compute_loss pops the labels
+        count = inputs["labels"].ne(-100).sum() if "labels" in inputs else None
+        with self.compute_loss_context_manager():
+            loss = self.compute_loss(model, inputs, num_items_in_batch=count)
+        self.accelerator.backward(loss)
+        return loss
+
     def _capture_static_buckets(self, model, inputs) -> dict[str, Any]:
         model.train()
         batch = self._prepare_inputs(inputs)
-
-        def forward_backward(bucket_batch: dict[str, Any]) -> None:
-            bucket_batch = dict(bucket_batch)  # compute_loss pops the labels
-            count = bucket_batch["labels"].ne(-100).sum() if "labels" in bucket_batch else None
-            with self.compute_loss_context_manager():
-                loss = self.compute_loss(model, bucket_batch, num_items_in_batch=count)
-            self.accelerator.backward(loss)
-
-        record = capture_buckets(forward_backward, model, batch, self.static_buckets, self._pad_token_id(),
-                                 self.args.device)  # fmt: skip
+        record = capture_buckets(functools.partial(self.loss_and_backward, model), model, batch, self.static_buckets,
+                                 self._pad_token_id(), self.args.device)  # fmt: skip
         self.log({"static_compile_s": record["compile_s"], "static_capture_s": record["capture_s"]})
         return record
 
