@@ -45,7 +45,20 @@ import torch
 from _report import interleaved, keep_freed_memory, publish
 from bench_training import SHAPES, backbone_kwargs, make_batch, shape_arguments
 
-KINDS = ["marian", "baseline", "xlp", "laa", "lee", "cll", "baseline_ffn6d", "hlt1", "hlt2", "adapter", "ls_mnmt"]
+KINDS = [
+    "marian",
+    "baseline",
+    "xlp",
+    "laa",
+    "lee",
+    "cll",
+    "baseline_ffn6d",
+    "hlt1",
+    "hlt2",
+    "adapter",
+    "ls_mnmt",
+    "lsl",
+]
 NAMES = {
     "marian": "MarianMTModel",
     "baseline": "baseline backbone",
@@ -58,6 +71,7 @@ NAMES = {
     "hlt2": "HLT-MT stage 2 (fixed assignment, universal adapter)",
     "adapter": "monolingual adapters (bottleneck d/2, every layer)",
     "ls_mnmt": "LS-MNMT (one FFN layer per target, decoder top)",
+    "lsl": "LSL (encoder: lowest layer per source, top layer per target)",
 }
 
 
@@ -86,6 +100,8 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
         LAAForConditionalGeneration,
         LangSpecConfig,
         LangSpecForConditionalGeneration,
+        LSLConfig,
+        LSLForConditionalGeneration,
         XLPForConditionalGeneration,
         XLPMTConfig,
     )
@@ -119,6 +135,9 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
         return AdapterForConditionalGeneration(AdapterConfig(**common, **contract, **preset))
     if kind == "ls_mnmt":
         return AdapterForConditionalGeneration(AdapterConfig(**common, **contract, adapter_preset="ls_mnmt"))
+    if kind == "lsl":  # bible_lsl_cpu.yaml's placement at any depth: the paper's pattern, source low, target high
+        placement = dict(lsl_encoder_source_layers=[0], lsl_encoder_target_layers=[shape["layers"] - 1])
+        return LSLForConditionalGeneration(LSLConfig(**common, **contract, **placement))
     if kind in ("laa", "lee"):
         tags = dict(lang_tag_token_ids=list(range(4, 4 + languages)), lang_tag_style="none")
         points = dict(laa_points=["dec_self_attn"]) if kind == "laa" else dict(laa_points=[], lee_points=[4, 5])

@@ -35,6 +35,9 @@ from .modeling import (
     LoRAConfig,
     LoRAForConditionalGeneration,
     LoRAModel,
+    LSLConfig,
+    LSLForConditionalGeneration,
+    LSLModel,
     XLPConfig,
     XLPForConditionalGeneration,
     XLPForMaskedLM,
@@ -59,6 +62,7 @@ VARIANTS = [
     (LAAConfig, LAAModel, LAAForConditionalGeneration),
     (AdapterConfig, AdapterModel, AdapterForConditionalGeneration),
     (LoRAConfig, LoRAModel, LoRAForConditionalGeneration),
+    (LSLConfig, LSLModel, LSLForConditionalGeneration),
 ]
 
 
@@ -101,6 +105,9 @@ __all__ = [
     "LAAConfig",
     "LAAForConditionalGeneration",
     "LAAModel",
+    "LSLConfig",
+    "LSLForConditionalGeneration",
+    "LSLModel",
     "LangSpecConfig",
     "LangSpecForConditionalGeneration",
     "LangSpecModel",

@@ -222,7 +222,12 @@ def adapt(source: PreTrainedModel, kind: str, **fields: Any) -> PreTrainedModel:
     names = [n for n in inspect.signature(LangSpecConfig.__init__).parameters if n not in ("self", "kwargs")]
     backbone = {n: getattr(base.config, n) for n in names if hasattr(base.config, n)}
     model = model_class(config_class(**{**backbone, **fields}))
-    missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
+    state = base.state_dict()
+    if hasattr(
+        model, "load_shared_layers"
+    ):  # LSL: each language's layer starts as the shared one (dense pre-training)
+        state = model.load_shared_layers(state)
+    missing, unexpected = model.load_state_dict(state, strict=False)
     stray = [k for k in missing if not language_module_parameter(k) and not k.endswith("lm_head.weight")]
     if unexpected or stray:
         raise ValueError(f"The {kind} model does not hold the source's weights: missing {stray[:5]}, "

@@ -19,6 +19,8 @@ import torch
 from conftest import DEVICE, generation_inputs, random_batch, run_without_package, tiny_config, with_diverse_outputs
 from test_decoding import CLASSES
 
+from hf_langspec.modeling.modeling_langspec import language_module_parameter
+
 pytestmark = pytest.mark.device
 
 
@@ -51,8 +53,10 @@ def training_step(model, autocast: bool) -> tuple[float, float]:
         losses.append(loss.item())
         optimizer.zero_grad()
         loss.backward()
-        grads = [p.grad for name, p in model.named_parameters() if ".insertions." in f".{name}" and p.grad is not None]
-        assert grads or not any(".insertions." in n for n, _ in model.named_parameters())  # the language modules learn
+        grads = [
+            p.grad for name, p in model.named_parameters() if language_module_parameter(name) and p.grad is not None
+        ]
+        assert grads or not any(language_module_parameter(n) for n, _ in model.named_parameters())  # they learn
         assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
         optimizer.step()
     return losses[0], losses[1]

@@ -54,10 +54,11 @@ def training_device(config: dict[str, Any]) -> str:
 
 
 def count_parameters(model: Any) -> dict[str, int]:
-    """Total parameters and those the method adds to the plain backbone (its modules at the insertion points)."""
-    total = sum(p.numel() for p in model.parameters())
-    added = sum(p.numel() for name, p in model.named_parameters() if ".insertions." in f".{name}")
-    return {"total": total, "added": added}
+    """Total parameters and those the method adds to the plain backbone (its modules at the insertion points, the
+    languages' layers less the shared one at an LSL position)."""
+    from ..modeling.modeling_langspec import added_parameters
+
+    return {"total": sum(p.numel() for p in model.parameters()), "added": added_parameters(model)}
 
 
 def decoding_device(config: dict[str, Any]) -> str:

@@ -47,6 +47,10 @@ HU = (
     "Hu, Shen, Wallis, Allen-Zhu, Li, Wang, Wang and Chen (2022). LoRA: Low-Rank Adaptation of Large Language "
     "Models. ICLR 2022. https://openreview.net/forum?id=nZeVKeeFYf9"
 )
+PIRES = (
+    "Pessoa Pires, Schmidt, Liao and Peitz (2023). Learning Language-Specific Layers for Multilingual Machine "
+    "Translation. ACL 2023. https://arxiv.org/abs/2305.02665"
+)
 # model_type -> (what the model is, the paper to cite)
 METHODS = {
     "langspec_base": (
@@ -83,6 +87,11 @@ METHODS = {
         "the multilingual Transformer with per-language adapters, the adapter-family baseline (Bapna and Firat "
         "2019; monolingual adapters of Philip et al. 2020; LS-MNMT's language-specific layers of Fan et al.)",
         BAPNA,
+    ),
+    "langspec_lsl": (
+        "the multilingual Transformer with language-specific Transformer layers (LSL, Pires et al. 2023): at chosen "
+        "positions a layer per language, chosen by each example's source or target language, the other layers shared",
+        PIRES,
     ),
     "langspec_lora": (
         "the multilingual Transformer with language-specific LoRA: a low-rank update (alpha / r) B A of the attention "
@@ -124,6 +133,15 @@ def method_settings(config: Any) -> str:
             f"- Rank {config.lora_rank}, alpha {config.lora_alpha:g}, dropout {config.lora_dropout:g}; the encoder's "
             f"keyed by the {config.lora_encoder_language} language",
         ])  # fmt: skip
+    if config.model_type == "langspec_lsl":
+        lines = []
+        for stack in ("encoder", "decoder"):
+            for side in ("source", "target"):
+                layers = getattr(config, f"lsl_{stack}_{side}_layers")
+                if layers:
+                    lines.append(f"- {stack.capitalize()} layers {layers} (from 0): one per {side} language")
+        preset = " (the paper's searched placement)" if config.lsl_preset == "paper" else ""
+        return "\n".join(lines) + f"\n- Other layers shared{preset}; {config.num_languages} languages"
     if config.model_type == "langspec_cll":
         named = {"fcll": "every decoder layer (FCLL)", "sd": f"decoder layer {config.decoder_layers // 2} (SD)"}
         where = (

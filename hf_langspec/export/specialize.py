@@ -14,6 +14,7 @@ What folds where (exact in float arithmetic up to rounding; checked by tests on 
   last LayerNorm.
 * LAA: `x (W_p^T + M_p)` for p in q, k, v, o, so `W_p <- W_p + M_p^T` in every layer with LAA; language-specific
   LoRA likewise (`M_p = (alpha / r) A B` of the language), also on the FFN's fc1 and fc2.
+* LSL: a language-specific layer becomes the layer of the direction's source or target language.
 * CLL: `FFN(h) + t LSL(h)` is one wider ReLU FFN: the LSL's units appended to fc1 and `t W2` to fc2
   (`t b2` into fc2's bias); layers without a CLL get the same number of zero units, so all layers keep
   one width.
@@ -110,6 +111,7 @@ def fold(model: Any, src_lang: str, tgt_lang: str) -> Folded:
         raise ValueError("Cannot specialize LAA^R (laa_random=True): its matrices are drawn at random per example.")
     state = {k: v.detach().clone().float() for k, v in model.state_dict().items() if ".insertions." not in k}
     state = {k[len("model.") :]: v for k, v in state.items() if k.startswith("model.")}  # lm_head is `shared`
+    _take_languages_layers(model, state, src, tgt)  # before the modules below add to those layers' weights
     embeddings = {side: (None, None) for side in ("encoder", "decoder")}  # (A, c): embedding = E A + c / s
     widths = {}
     with torch.no_grad():
@@ -198,6 +200,19 @@ def plain_target(config) -> str:
             + ". These are fixed when the model is built; train with the target's settings to serve it plainly."
         )
     return target
+
+
+def _take_languages_layers(model, state: dict[str, torch.Tensor], src: int, tgt: int) -> None:
+    """LSL: at each language-specific layer, the weights of the direction's language (the source's or the target's,
+    as the layer is indexed) under the shared layer's names (`per_language_weight [L, d_in, d_out]` -> `weight`)."""
+    ids = {"source": src, "target": tgt}
+    for name, module in model.model.named_modules():
+        if not hasattr(module, "per_language_weight"):
+            continue
+        for key in ("per_language_weight", "per_language_bias"):
+            del state[f"{name}.{key}"]
+        for key, value in module.plain(ids[module.side]).items():
+            state[f"{name}.{key}"] = value.detach().clone().float()
 
 
 def _context(model, stack, src: int, tgt: int) -> LanguageContext:

@@ -7,6 +7,7 @@ from .configuration_hlt import HLTConfig
 from .configuration_laa import LAAConfig
 from .configuration_langspec import LangSpecConfig
 from .configuration_lora import LoRAConfig
+from .configuration_lsl import LSLConfig
 from .configuration_xlp import XLPConfig
 from .configuration_xlp_mt import XLPMTConfig
 from .modeling_adapter import AdapterForConditionalGeneration, AdapterModel
@@ -16,6 +17,7 @@ from .modeling_hlt import HLTForConditionalGeneration, HLTModel
 from .modeling_laa import LAAForConditionalGeneration, LAAModel
 from .modeling_langspec import LangSpecForConditionalGeneration, LangSpecModel, LangSpecPreTrainedModel
 from .modeling_lora import LoRAForConditionalGeneration, LoRAModel
+from .modeling_lsl import LSLForConditionalGeneration, LSLModel
 from .modeling_xlp import XLPForMaskedLM, XLPForSequenceClassification, XLPModel
 from .modeling_xlp_mt import XLPForConditionalGeneration, XLPMTModel
 
@@ -36,6 +38,9 @@ __all__ = [
     "LAAConfig",
     "LAAForConditionalGeneration",
     "LAAModel",
+    "LSLConfig",
+    "LSLForConditionalGeneration",
+    "LSLModel",
     "LangSpecConfig",
     "LangSpecForConditionalGeneration",
     "LangSpecModel",

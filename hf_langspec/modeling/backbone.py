@@ -32,11 +32,15 @@ method gets it called once per stack forward, after the embeddings and before th
 work (gathering per-example matrices, looking up tag embeddings) done there is shared by every layer
 and stays outside gradient-checkpointed layers. An empty `insertions` dict is the plain multilingual
 Transformer (Johnson et al. 2017).
+
+A variant may also replace whole layers (`LayerFactory`, `LangSpecModel.build_layer`): LSL's language-specific
+layers are the shared layer's code with every weight stacked per language and applied through the router.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -102,6 +106,9 @@ INSERTION_POINTS: dict[str, tuple[str, ...]] = {
 }
 
 Slots = dict[str, nn.Module]
+# `(config, side, layer index) -> layer`: how a variant replaces whole layers of a stack (LSL's language-specific
+# layers); the default builds the shared layer
+LayerFactory = Callable[[LangSpecConfig, str, int], nn.Module]
 
 
 def _insert(slots: Slots, point: str, hidden: torch.Tensor, lang: LanguageContext, layer_idx: int | None, *extra):
@@ -310,17 +317,21 @@ class _Sublayers(GradientCheckpointingLayer):
         inner = F.dropout(self.activation_fn(inner), p=self.activation_dropout, training=self.training)
         return self.fc2(inner) + hook(inner, lang, self.layer_idx, "fc2")
 
-    def _residual_block(self, hidden, norm: nn.LayerNorm, body, parallel=None, sublayer: str = "ffn"):
+    def _norm(self, norm: nn.Module, hidden: torch.Tensor, lang: LanguageContext | None) -> torch.Tensor:
+        """One of the layer's LayerNorms (a language-specific layer's take the examples' languages: LSL)."""
+        return norm(hidden)
+
+    def _residual_block(self, hidden, norm: nn.LayerNorm, body, parallel=None, sublayer: str = "ffn", lang=None):
         residual = hidden
         if self.normalize_before:
-            hidden = norm(hidden)
+            hidden = self._norm(norm, hidden, lang)
         out = F.dropout(body(hidden), p=self.dropout, training=self.training)
         if parallel is not None:
             # a parallel branch (CLL) sees the sublayer's own input and applies its own dropout
             out = out + parallel(hidden)
         # Liu et al. 2021 / CLL's SD: a middle encoder layer drops a residual to loosen positional correspondence
         hidden = out if sublayer in self.no_residual else residual + out
-        return hidden if self.normalize_before else norm(hidden)
+        return hidden if self.normalize_before else self._norm(norm, hidden, lang)
 
     def _attention_block(self, hidden, slots: Slots, lang, points: tuple[str, str], norm, attention, **kwargs):
         """`points` = (point before the block, attention point); `kwargs` go to the attention."""
@@ -328,7 +339,7 @@ class _Sublayers(GradientCheckpointingLayer):
         hook = slots.get(points[1])
         sublayer = "cross_attn" if points[1] == "dec_cross_attn" else "self_attn"
         hidden = self._residual_block(
-            hidden, norm, lambda x: attention(x, lang, hook=hook, **kwargs), sublayer=sublayer
+            hidden, norm, lambda x: attention(x, lang, hook=hook, **kwargs), sublayer=sublayer, lang=lang
         )
         return _insert(slots, "sublayer_out", hidden, lang, self.layer_idx, sublayer)
 
@@ -338,7 +349,7 @@ class _Sublayers(GradientCheckpointingLayer):
         hidden = _insert(slots, in_point, hidden, lang, self.layer_idx)
         module = slots.get(parallel_point) if parallel_point else None
         hook = slots.get(proj_point)
-        body, parallel = (self.feed_forward if hook is None else lambda x: self.feed_forward(x, hook, lang)), None
+        body, parallel = (lambda x: self.feed_forward(x, hook, lang)), None
         if module is not None:
             # a parallel branch may fold itself into a wider FFN (CLL at inference, one language in the batch)
             fold = getattr(module, "folded_ffn", None) if hook is None else None  # a hook needs fc1, fc2 apart
@@ -348,7 +359,7 @@ class _Sublayers(GradientCheckpointingLayer):
                 body = lambda x: F.linear(self.activation_fn(F.linear(x, fc1_weight, fc1_bias)), fc2_weight, fc2_bias)  # noqa: E731
             else:
                 parallel = lambda x: module(x, lang, self.layer_idx)  # noqa: E731
-        hidden = self._residual_block(hidden, self.final_layer_norm, body, parallel)
+        hidden = self._residual_block(hidden, self.final_layer_norm, body, parallel, lang=lang)
         hidden = _insert(slots, "sublayer_out", hidden, lang, self.layer_idx, "ffn")
         return _insert(slots, "ffn_out", hidden, lang, self.layer_idx)
 
@@ -570,9 +581,10 @@ class LangSpecEncoder(_Stack):
     side = "encoder"
     main_input_name = "input_ids"
 
-    def __init__(self, config, embed_tokens, insertions=None):
+    def __init__(self, config, embed_tokens, insertions=None, build_layer: LayerFactory | None = None):
         super().__init__(config, embed_tokens, insertions)
-        self.layers = nn.ModuleList([LangSpecEncoderLayer(config, i) for i in range(config.encoder_layers)])
+        build_layer = build_layer or (lambda config, side, i: LangSpecEncoderLayer(config, i))
+        self.layers = nn.ModuleList([build_layer(config, self.side, i) for i in range(config.encoder_layers)])
 
     def forward(
         self,
@@ -609,9 +621,10 @@ class LangSpecDecoder(_Stack):
 
     side = "decoder"
 
-    def __init__(self, config, embed_tokens, insertions=None):
+    def __init__(self, config, embed_tokens, insertions=None, build_layer: LayerFactory | None = None):
         super().__init__(config, embed_tokens, insertions)
-        self.layers = nn.ModuleList([LangSpecDecoderLayer(config, i) for i in range(config.decoder_layers)])
+        build_layer = build_layer or (lambda config, side, i: LangSpecDecoderLayer(config, i))
+        self.layers = nn.ModuleList([build_layer(config, self.side, i) for i in range(config.decoder_layers)])
 
     def forward(
         self,

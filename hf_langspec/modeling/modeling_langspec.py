@@ -67,8 +67,22 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
 
 
 def language_module_parameter(name: str) -> bool:
-    """Whether a parameter belongs to a language module (the modules a method inserts; `.insertions.` in its name)."""
-    return ".insertions." in f".{name}"
+    """Whether a parameter is language-specific: in a module a method inserts (`.insertions.` in its name) or
+    stacked over the languages in a language-specific layer (LSL's `per_language_weight` / `per_language_bias`)."""
+    return ".insertions." in f".{name}" or ".per_language_" in f".{name}"
+
+
+def added_parameters(model: nn.Module) -> int:
+    """The parameters a method adds to the plain backbone: its inserted modules', and for each language-specific
+    layer (LSL) its `L` languages' weights less the one shared layer they replace."""
+    languages = max(getattr(model.config, "num_languages", 0), 1)
+    added = 0
+    for name, parameter in model.named_parameters():
+        if ".insertions." in f".{name}":
+            added += parameter.numel()
+        elif ".per_language_" in f".{name}":
+            added += parameter.numel() - parameter.numel() // languages
+    return added
 
 
 class LangSpecPreTrainedModel(PreTrainedModel):
@@ -135,12 +149,24 @@ class LangSpecModel(LangSpecPreTrainedModel):
         self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
         encoder_insertions, decoder_insertions = self.build_insertions(config)
         self.encoder = LangSpecEncoder(
-            config, nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id), encoder_insertions
+            config,
+            nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id),
+            encoder_insertions,
+            self.build_layer,
         )
         self.decoder = LangSpecDecoder(
-            config, nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id), decoder_insertions
+            config,
+            nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id),
+            decoder_insertions,
+            self.build_layer,
         )
         self.post_init()
+
+    @staticmethod
+    def build_layer(config: LangSpecConfig, side: str, index: int) -> nn.Module:
+        """Layer `index` of the `side` stack ("encoder" or "decoder"): the shared layer. Variants that replace
+        whole layers (LSL) override this."""
+        return LangSpecEncoderLayer(config, index) if side == "encoder" else LangSpecDecoderLayer(config, index)
 
     @staticmethod
     def build_insertions(config: LangSpecConfig) -> tuple[dict[str, nn.Module], dict[str, nn.Module]]:

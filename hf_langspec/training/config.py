@@ -147,6 +147,8 @@ def model_classes() -> dict[str, tuple[type, type]]:
         LangSpecForConditionalGeneration,
         LoRAConfig,
         LoRAForConditionalGeneration,
+        LSLConfig,
+        LSLForConditionalGeneration,
         XLPForConditionalGeneration,
         XLPMTConfig,
     )
@@ -160,6 +162,7 @@ def model_classes() -> dict[str, tuple[type, type]]:
         "hlt": (HLTConfig, HLTForConditionalGeneration),
         "adapter": (AdapterConfig, AdapterForConditionalGeneration),
         "lora": (LoRAConfig, LoRAForConditionalGeneration),
+        "lsl": (LSLConfig, LSLForConditionalGeneration),
     }
 
 

@@ -419,9 +419,9 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
             f"{base_args.weight_decay} would still shrink them; set training.weight_decay: 0."
         )
     tokenizer.check_model(model)
-    from ..modeling.modeling_langspec import language_module_parameter
+    from ..modeling.modeling_langspec import added_parameters
 
-    added = sum(p.numel() for name, p in model.named_parameters() if language_module_parameter(name))
+    added = added_parameters(model)
     from .trainer import ROWS_ONLY
 
     # a matrix trained in some rows only (a new language's code rows) counts those rows

@@ -1,0 +1,191 @@
+"""Language-specific Transformer layers (LSL; Pires et al. 2023): each example runs through its language's layer.
+
+`LSL(x) = sum_l 1[lang(x) = l] Layer_l(x)`, `lang` the source or the target language as the position is indexed.
+Checked against that definition computed independently: the plain baseline model holding, at every LSL position,
+the weights of one example's languages, run on that example alone. Then the package's paths: the paper's placement,
+parameter counts, the dense start (`interop.adapt`), folding one direction (`specialize`) and the experiment config.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import LANGUAGES, random_batch, tiny_config, with_diverse_outputs
+
+from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, LSLConfig, LSLForConditionalGeneration
+from hf_langspec.modeling.modeling_langspec import added_parameters
+
+PLACEMENT = {"lsl_encoder_source_layers": [0], "lsl_encoder_target_layers": [1], "lsl_decoder_target_layers": [2]}
+SIDE_OF = {("encoder", 0): "source", ("encoder", 1): "target", ("decoder", 2): "target"}
+
+
+def lsl_model(**overrides) -> LSLForConditionalGeneration:
+    torch.manual_seed(0)
+    fields = {**PLACEMENT, **overrides}
+    return with_diverse_outputs(LSLForConditionalGeneration(tiny_config(LSLConfig, **fields))).eval()
+
+
+def plain_model_for(model: LSLForConditionalGeneration, src: int, tgt: int) -> LangSpecForConditionalGeneration:
+    """The baseline with, at every LSL position, the `src`/`tgt` language's weights (sliced and transposed here by
+    hand, as `nn.Linear` stores them), so that it is what one example's pass through the LSL model should be."""
+    config = model.config.to_dict()
+    for key in ("lsl_encoder_source_layers", "lsl_encoder_target_layers", "lsl_decoder_source_layers",
+                "lsl_decoder_target_layers", "lsl_preset", "model_type", "architectures"):  # fmt: skip
+        config.pop(key, None)
+    plain = LangSpecForConditionalGeneration(LangSpecConfig(**config)).eval()
+    state = {}
+    for name, value in model.state_dict().items():
+        if ".per_language_" not in name:
+            state[name] = value
+            continue
+        stack, index = name.split(".")[1], int(name.split(".")[3])
+        language = src if SIDE_OF[(stack, index)] == "source" else tgt
+        weight = value[language]
+        plain_name = name.replace("per_language_", "")
+        state[plain_name] = weight.t() if weight.dim() == 2 and not name.split(".")[-2].endswith("norm") else weight
+    missing, unexpected = plain.load_state_dict(state, strict=False)
+    assert not unexpected and all(k.endswith("lm_head.weight") for k in missing)
+    return plain
+
+
+@pytest.mark.parametrize("strategy", ["auto", "gather", "group", "dense"])
+def test_each_example_runs_through_its_own_languages_layers(strategy):
+    """A batch of four directions: every example's logits equal the plain model holding its languages' layers."""
+    model = lsl_model(routing_strategy=strategy)
+    batch = random_batch(batch=4, seed=3)
+    batch["src_lang_ids"], batch["tgt_lang_ids"] = torch.tensor([0, 2, 1, 2]), torch.tensor([1, 0, 3, 3])
+    with torch.no_grad():
+        logits = model(**batch).logits
+        for b in range(4):
+            plain = plain_model_for(model, int(batch["src_lang_ids"][b]), int(batch["tgt_lang_ids"][b]))
+            alone = {k: v[b : b + 1] for k, v in batch.items() if not k.endswith("lang_ids")}
+            torch.testing.assert_close(logits[b : b + 1], plain(**alone).logits, atol=1e-4, rtol=1e-4)
+
+
+def test_a_layer_reads_only_the_language_it_is_indexed_by():
+    model = lsl_model()
+    batch = random_batch(batch=2, seed=4)
+    batch["src_lang_ids"], batch["tgt_lang_ids"] = torch.tensor([0, 0]), torch.tensor([1, 1])
+    source_layer = model.model.encoder.layers[0].self_attn.q_proj.per_language_weight
+    with torch.no_grad():
+        before = model(**batch).logits
+        source_layer[1].mul_(3)  # language 1 is these examples' target, not their source: nothing changes
+        torch.testing.assert_close(model(**batch).logits, before)
+        source_layer[0].mul_(3)  # their source's layer: a change
+        assert (model(**batch).logits - before).abs().max() > 1e-3
+
+
+def layer_parameters(layer: torch.nn.Module) -> int:
+    return sum(p.numel() for p in layer.parameters())
+
+
+@pytest.mark.parametrize(
+    "placement", [PLACEMENT, {"lsl_encoder_target_layers": [0, 1]}, {"lsl_decoder_source_layers": [0]}]
+)
+def test_each_lsl_position_holds_one_layer_per_language(placement):
+    """Parameters: the baseline's plus `L - 1` copies of the shared layer at each LSL position, counted from the
+    baseline's own layers; `added_parameters` reports exactly that difference."""
+    lsl = LSLForConditionalGeneration(tiny_config(LSLConfig, **placement))
+    base = LangSpecForConditionalGeneration(tiny_config(LangSpecConfig))
+    extra = 0
+    for key, layers in placement.items():
+        stack = getattr(base.model, key.split("_")[1])
+        extra += sum((len(LANGUAGES) - 1) * layer_parameters(stack.layers[i]) for i in layers)
+    assert lsl.num_parameters() == base.num_parameters() + extra
+    assert added_parameters(lsl) == extra
+
+
+def test_the_papers_placement_is_source_low_and_target_high_in_a_16_layer_encoder():
+    config = tiny_config(LSLConfig, encoder_layers=16, lsl_preset="paper")
+    assert config.lsl_encoder_source_layers == [2, 3] and config.lsl_encoder_target_layers == [12, 13, 14]
+    sides = [config.lsl_side("encoder", i) for i in range(16)]
+    assert sides.count(None) == 11 and sides[2:4] == ["source"] * 2 and sides[12:15] == ["target"] * 3
+    model = LSLForConditionalGeneration(
+        tiny_config(LSLConfig, encoder_layers=16, decoder_layers=3, lsl_preset="paper")
+    )
+    kinds = [type(layer).__name__ for layer in model.model.encoder.layers]
+    assert kinds.count("LanguageSpecificEncoderLayer") == 5
+    again = LSLConfig.from_dict(config.to_dict())  # a saved preset reloads (its lists are the preset's)
+    assert again.lsl_encoder_target_layers == [12, 13, 14]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [({"lsl_preset": "paper"}, "16-layer encoder"),
+     ({"lsl_preset": "nas"}, "lsl_preset='nas' is unknown"),
+     ({}, "at least one language-specific layer"),
+     ({"lsl_encoder_target_layers": [2]}, r"encoder layers \[2\] do not exist"),
+     ({"lsl_encoder_source_layers": [1], "lsl_encoder_target_layers": [1]}, "as source- and as target-indexed"),
+     ({"lsl_decoder_target_layers": [1, 1]}, "more than once"),
+     ({"lsl_encoder_source_layers": [0.5]}, "whole numbers from 0"),
+     ({"lsl_encoder_source_layers": [0], "languages": [], "lang_tag_token_ids": None}, "needs `languages`")],
+)  # fmt: skip
+def test_impossible_lsl_settings_name_the_field(fields, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(LSLConfig, **fields)
+
+
+def test_the_dense_start_copies_the_shared_layer_to_every_language():
+    """Dense pre-training's start (`interop.adapt` from a baseline): every language's layer is the shared one,
+    so the LSL model computes the baseline's logits (adapt checks them itself); then training one language's layer
+    changes that language's examples only."""
+    from hf_langspec.interop import adapt
+
+    torch.manual_seed(0)
+    base = with_diverse_outputs(LangSpecForConditionalGeneration(tiny_config(LangSpecConfig))).eval()
+    model = adapt(base, "lsl", **PLACEMENT).eval()
+    shared = base.model.encoder.layers[1].fc1.weight
+    stacked = model.model.encoder.layers[1].fc1.per_language_weight
+    assert all(torch.equal(stacked[language], shared.t()) for language in range(len(LANGUAGES)))
+    batch = random_batch(batch=2, seed=5)
+    batch["src_lang_ids"], batch["tgt_lang_ids"] = torch.tensor([0, 1]), torch.tensor([2, 3])
+    with torch.no_grad():
+        stacked[3].add_(
+            torch.randn_like(stacked[3])
+        )  # the second example's target: the encoder's target-indexed layer
+        changed = (model(**batch).logits - base(**batch).logits).abs().amax(dim=(1, 2))
+    assert changed[0] == 0 and changed[1] > 1e-3
+
+
+@pytest.mark.parametrize(("src", "tgt"), [("fr", "en"), ("en", "es")])
+def test_one_direction_folds_into_a_plain_model(src, tgt):
+    from hf_langspec.export import specialize
+
+    model = lsl_model(normalize_before=True)
+    batch = random_batch(batch=3, seed=2)
+    batch["src_lang_ids"] = torch.full((3,), LANGUAGES.index(src))
+    batch["tgt_lang_ids"] = torch.full((3,), LANGUAGES.index(tgt))
+    plain = specialize(model, src, tgt).model
+    plain_inputs = {k: v for k, v in batch.items() if not k.endswith("lang_ids")}
+    with torch.no_grad():
+        torch.testing.assert_close(plain(**plain_inputs).logits, model(**batch).logits, atol=1e-4, rtol=1e-4)
+
+
+def test_the_example_config_builds_an_lsl_model_with_the_documented_layers():
+    from pathlib import Path
+
+    from hf_langspec.training.experiment import load_config, model_classes
+
+    config = load_config(Path(__file__).parents[1] / "examples/configs/bible_lsl_cpu.yaml")
+    fields = {k: v for k, v in config["model"].items() if k != "class"}
+    config_class, model_class = model_classes()[config["model"]["class"]]
+    model = model_class(tiny_config(config_class, **{**fields, "d_model": 32, "encoder_ffn_dim": 64,
+                                                     "decoder_ffn_dim": 48}))  # fmt: skip
+    kinds = [(type(layer).__name__, getattr(layer, "language_side", None)) for layer in model.model.encoder.layers]
+    assert kinds == [("LanguageSpecificEncoderLayer", "source"), ("LanguageSpecificEncoderLayer", "target")]
+    assert all(type(layer).__name__ == "LangSpecDecoderLayer" for layer in model.model.decoder.layers)
+
+
+def test_the_readmes_lsl_example_runs_and_builds_what_it_says():
+    """The README's code block of its LSL section, executed as written."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    section = readme.split("## LSL: language-specific Transformer layers", 1)[1].split("\n## ", 1)[0]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    scope: dict = {}
+    exec(compile(code, "README.md (LSL)", "exec"), scope)  # the README's own example
+    model = scope["model"]
+    assert [type(layer).__name__ for layer in model.model.encoder.layers] == ["LanguageSpecificEncoderLayer"] * 2
+    assert [layer.language_side for layer in model.model.encoder.layers] == ["source", "target"]
