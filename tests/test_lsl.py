@@ -189,3 +189,26 @@ def test_the_readmes_lsl_example_runs_and_builds_what_it_says():
     model = scope["model"]
     assert [type(layer).__name__ for layer in model.model.encoder.layers] == ["LanguageSpecificEncoderLayer"] * 2
     assert [layer.language_side for layer in model.model.encoder.layers] == ["source", "target"]
+
+
+def test_a_layer_run_on_its_rows_sorted_by_language_trains_as_the_gathered_one(monkeypatch):
+    """`group` routing runs an LSL layer once on its rows sorted by language (`LanguageContext.sorted_by`): its loss
+    and every gradient equal `gather`'s, which keeps the batch order, in training with dropout off."""
+    from hf_langspec.modeling.routing import LanguageContext
+
+    sorted_by, calls = LanguageContext.sorted_by, []
+    monkeypatch.setattr(LanguageContext, "sorted_by", lambda self, side: calls.append(side) or sorted_by(self, side))
+    batch = random_batch(batch=6, seed=8)
+    batch["src_lang_ids"], batch["tgt_lang_ids"] = torch.tensor([2, 0, 2, 1, 0, 2]), torch.tensor([1, 3, 0, 0, 3, 1])
+    grads = {}
+    for strategy in ("gather", "group"):
+        model = lsl_model(routing_strategy=strategy).train()
+        model.config.dropout = 0.0
+        loss = model(**batch, labels=batch["decoder_input_ids"]).loss
+        loss.backward()
+        grads[strategy] = (loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None})
+    assert calls == ["source", "target", "target"]  # group's three LSL layers, each sorted once; gather's none
+    torch.testing.assert_close(grads["group"][0], grads["gather"][0])
+    assert grads["group"][1].keys() == grads["gather"][1].keys()
+    for name, grad in grads["gather"][1].items():
+        torch.testing.assert_close(grads["group"][1][name], grad, atol=1e-5, rtol=1e-4, msg=name)

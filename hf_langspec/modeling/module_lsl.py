@@ -26,6 +26,7 @@ from .backbone import LangSpecAttention, LangSpecDecoderLayer, LangSpecEncoderLa
 from .routing import LanguageContext, decoding_cache
 
 LANGUAGE_SIDES = ("source", "target")
+OUTSIDE_THE_LAYERS = ("embed", "enc_out", "dec_top")  # insertion points that act outside every layer
 
 
 class LanguageSpecificLinear(nn.Module):
@@ -125,6 +126,22 @@ class _LanguageSpecificSublayers:
     def _norm(self, norm, hidden, lang):
         return norm(hidden, lang)
 
+    def _sorted_context(self, lang: LanguageContext, slots: dict, cached: bool):
+        """`(context, order, inverse)` to run this layer on its rows put in language order once, or None.
+
+        Where the router would group rows by language at each of the layer's six matmuls (and look up its norms),
+        sorting the rows once at the layer's input and once at its output is cheaper (measured on the CPU: a
+        routed d x 4d matmul of 32 x 32 rows, 6 languages, forward and backward: 6.7 ms grouped each time, 4.3 ms
+        presorted, 2.8 ms shared). Not when another module acts inside the layer (it may hold per-example state
+        in batch order) or a decoding cache holds the batch's order."""
+        if cached or any(point not in OUTSIDE_THE_LAYERS for point in slots):
+            return None
+        router = lang.router(self.language_side, needed_by=f"a language-specific layer ({self.language_side})")
+        fc1 = self.fc1.per_language_weight
+        if router.choose(*fc1.shape[1:]) != "group" or router.single_language() is not None:
+            return None
+        return lang.sorted_by(self.language_side)
+
     def feed_forward(self, x: torch.Tensor, hook: nn.Module | None = None, lang=None) -> torch.Tensor:
         inner = self.fc1(x, lang)
         if hook is not None:
@@ -144,6 +161,14 @@ class LanguageSpecificEncoderLayer(_LanguageSpecificSublayers, LangSpecEncoderLa
             config, side, config.encoder_ffn_dim, ("self_attn_layer_norm", "final_layer_norm")
         )
 
+    def forward(self, hidden_states, attention_mask, lang: LanguageContext, slots):
+        sorted_ = self._sorted_context(lang, slots, cached=False)
+        if sorted_ is None:
+            return super().forward(hidden_states, attention_mask, lang, slots)
+        context, order, inverse = sorted_
+        mask = None if attention_mask is None else attention_mask.index_select(0, order)
+        return super().forward(hidden_states.index_select(0, order), mask, context, slots).index_select(0, inverse)
+
 
 class LanguageSpecificDecoderLayer(_LanguageSpecificSublayers, LangSpecDecoderLayer):
     """A decoder layer per language; its cross-attention's keys and values too are the example's language's."""
@@ -159,6 +184,21 @@ class LanguageSpecificDecoderLayer(_LanguageSpecificSublayers, LangSpecDecoderLa
             config.decoder_ffn_dim,
             ("self_attn_layer_norm", "encoder_attn_layer_norm", "final_layer_norm"),
         )
+
+    def forward(self, hidden_states, self_attn_mask, is_causal, encoder_hidden_states, encoder_attention_mask,
+                past_key_values, lang: LanguageContext, slots):  # fmt: skip
+        sorted_ = self._sorted_context(lang, slots, cached=past_key_values is not None)
+        if sorted_ is None:
+            return super().forward(hidden_states, self_attn_mask, is_causal, encoder_hidden_states,
+                                   encoder_attention_mask, past_key_values, lang, slots)  # fmt: skip
+        context, order, inverse = sorted_
+
+        def rows(tensor):  # masks may broadcast over the batch ([1, 1, T, S])
+            return tensor if tensor is None or tensor.shape[0] == 1 else tensor.index_select(0, order)
+
+        out = super().forward(rows(hidden_states), rows(self_attn_mask), is_causal, rows(encoder_hidden_states),
+                              rows(encoder_attention_mask), None, context, slots)  # fmt: skip
+        return out.index_select(0, inverse)
 
 
 __all__ = [
