@@ -14,7 +14,14 @@ import pytest
 import torch
 from test_specialize import _strip, assert_greedy_alike, tiny_tokenizer
 
-from hf_langspec import LAAConfig, LAAForConditionalGeneration, XLPForConditionalGeneration, XLPMTConfig
+from hf_langspec import (
+    LAAConfig,
+    LAAForConditionalGeneration,
+    LSLConfig,
+    LSLForConditionalGeneration,
+    XLPForConditionalGeneration,
+    XLPMTConfig,
+)
 from hf_langspec.export.ct2 import DIRECTION_FILE, export_direction, export_directions, translate_ctranslate2
 
 ctranslate2 = pytest.importorskip("ctranslate2")
@@ -25,6 +32,8 @@ METHODS = {
     "laa+lee (tied)": (LAAConfig, LAAForConditionalGeneration,
                        {"laa_points": ["enc_self_attn", "dec_cross_attn"], "lee_points": [1, 4]}),
     "xlp (per-stack embeddings)": (XLPMTConfig, XLPForConditionalGeneration, {}),
+    "lsl (source- and target-indexed layers)": (LSLConfig, LSLForConditionalGeneration,
+                                                {"lsl_encoder_source_layers": [0], "lsl_decoder_target_layers": [1]}),
 }  # fmt: skip
 BACKBONES = [
     {"normalize_before": pre, "position_embedding_type": positions, "layernorm_embedding": norm}

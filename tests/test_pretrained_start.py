@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from transformers import M2M100Config, M2M100ForConditionalGeneration, MarianConfig, MarianMTModel
 
 from hf_langspec.interop import adapt
+from hf_langspec.modeling.modeling_langspec import language_module_parameter
 
 CONTRACT = {"languages": LANGUAGES, "lang_tag_token_ids": TAG_IDS}
 PAIRS = [[s, t] for s in LANGUAGES for t in LANGUAGES if s != t]
@@ -37,6 +38,8 @@ STARTS = {
     "ls_mnmt with a pre-norm layer": ("adapter", {"adapter_preset": "ls_mnmt", "adapter_norm": "pre"}),
     "additive language embedding": ("baseline", {"language_embedding": "additive"}),
     "language-specific lora": ("lora", {"lora_rank": 4}),
+    "lsl (dense start)": ("lsl", {"lsl_encoder_source_layers": [0], "lsl_encoder_target_layers": [1],
+                                  "lsl_decoder_target_layers": [1]}),
 }
 # fmt: on
 CANNOT = {
@@ -77,12 +80,14 @@ def test_an_adapted_checkpoint_starts_with_the_checkpoints_logits(source, name):
     with torch.no_grad():
         got = model(**probe(), **LANGUAGE_IDS).logits
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
-    assert any(".insertions." in n for n, _ in model.named_parameters()) or name == "additive language embedding"
+    assert (
+        any(language_module_parameter(n) for n, _ in model.named_parameters()) or name == "additive language embedding"
+    )
     # the modules are live: one step of training moves the logits away from the checkpoint's
     model.train()
     loss = model(**probe(), **LANGUAGE_IDS, labels=probe()["decoder_input_ids"]).loss
     loss.backward()
-    modules = [p for n, p in model.named_parameters() if ".insertions." in f".{n}" or "language_embedding" in n]
+    modules = [p for n, p in model.named_parameters() if language_module_parameter(n) or "language_embedding" in n]
     assert any(p.grad is not None and bool(p.grad.abs().sum()) for p in modules), "no gradient reaches the modules"
 
 
