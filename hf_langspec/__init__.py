@@ -32,6 +32,9 @@ from .modeling import (
     LangSpecForConditionalGeneration,
     LangSpecModel,
     LangSpecPreTrainedModel,
+    LMSConfig,
+    LMSForConditionalGeneration,
+    LMSModel,
     LoRAConfig,
     LoRAForConditionalGeneration,
     LoRAModel,
@@ -63,6 +66,7 @@ VARIANTS = [
     (AdapterConfig, AdapterModel, AdapterForConditionalGeneration),
     (LoRAConfig, LoRAModel, LoRAForConditionalGeneration),
     (LSLConfig, LSLModel, LSLForConditionalGeneration),
+    (LMSConfig, LMSModel, LMSForConditionalGeneration),
 ]
 
 
@@ -105,6 +109,9 @@ __all__ = [
     "LAAConfig",
     "LAAForConditionalGeneration",
     "LAAModel",
+    "LMSConfig",
+    "LMSForConditionalGeneration",
+    "LMSModel",
     "LSLConfig",
     "LSLForConditionalGeneration",
     "LSLModel",

@@ -17,6 +17,8 @@ from test_specialize import _strip, assert_greedy_alike, tiny_tokenizer
 from hf_langspec import (
     LAAConfig,
     LAAForConditionalGeneration,
+    LMSConfig,
+    LMSForConditionalGeneration,
     LSLConfig,
     LSLForConditionalGeneration,
     XLPForConditionalGeneration,
@@ -32,6 +34,8 @@ METHODS = {
     "laa+lee (tied)": (LAAConfig, LAAForConditionalGeneration,
                        {"laa_points": ["enc_self_attn", "dec_cross_attn"], "lee_points": [1, 4]}),
     "xlp (per-stack embeddings)": (XLPMTConfig, XLPForConditionalGeneration, {}),
+    "lms (pair-wise, ffn and self-attention)": (LMSConfig, LMSForConditionalGeneration,
+                                                {"lms_rank": 2, "lms_points": ["ffn", "self_attn"]}),
     "lsl (source- and target-indexed layers)": (LSLConfig, LSLForConditionalGeneration,
                                                 {"lsl_encoder_source_layers": [0], "lsl_decoder_target_layers": [1]}),
 }  # fmt: skip

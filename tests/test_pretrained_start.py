@@ -38,6 +38,8 @@ STARTS = {
     "ls_mnmt with a pre-norm layer": ("adapter", {"adapter_preset": "ls_mnmt", "adapter_norm": "pre"}),
     "additive language embedding": ("baseline", {"language_embedding": "additive"}),
     "language-specific lora": ("lora", {"lora_rank": 4}),
+    "lms with fuse distillation": ("lms", {"lms_rank": 2, "lms_points": ["ffn", "self_attn"],
+                                           "lms_fuse_distillation": True}),
     "lsl (dense start)": ("lsl", {"lsl_encoder_source_layers": [0], "lsl_encoder_target_layers": [1],
                                   "lsl_decoder_target_layers": [1]}),
 }

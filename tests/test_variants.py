@@ -18,6 +18,7 @@ OVERRIDES = {
     "adapter": {"adapter_preset": "monolingual", "adapter_dim": 8},
     "lora": {"lora_rank": 4, "lora_dropout": 0.1},
     "lsl": {"lsl_encoder_source_layers": [0], "lsl_encoder_target_layers": [1], "lsl_decoder_target_layers": [2]},
+    "lms": {"lms_rank": 3, "lms_points": ["ffn", "self_attn"], "lms_fuse_distillation": True, "lms_every": 2},
 }
 VARIANTS = {name: (*model_classes()[name], overrides) for name, overrides in OVERRIDES.items()}
 

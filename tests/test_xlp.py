@@ -110,7 +110,7 @@ def test_the_config_pipeline_trains_an_xlp_model_with_its_card(tmp_path):
     assert "Luo" in (outcome["model_dir"] / "README.md").read_text()
     with pytest.raises(
         ConfigError,
-        match=r"class='xlm' is unknown; use one of \['adapter', 'baseline', 'cll', 'clm', 'hlt', 'laa', 'lora', 'lsl', 'xlp'\]",
+        match=r"class='xlm' is unknown; use one of \['adapter', 'baseline', 'cll', 'clm', 'hlt', 'laa', 'lms', 'lora', 'lsl', 'xlp'\]",
     ):
         validate_config(_config(tmp_path, model={"class": "xlm"}))
     with pytest.raises(ConfigError, match=r"unknown keys \['xlp_decoder'\]"):

@@ -51,6 +51,10 @@ PIRES = (
     "Pessoa Pires, Schmidt, Liao and Peitz (2023). Learning Language-Specific Layers for Multilingual Machine "
     "Translation. ACL 2023. https://arxiv.org/abs/2305.02665"
 )
+XU = (
+    "Xu, Tan, Li, Chen, Van Durme, Koehn and Murray (2023). Condensing Multilingual Knowledge with Lightweight "
+    "Language-Specific Modules. EMNLP 2023. https://arxiv.org/abs/2305.13993"
+)
 # model_type -> (what the model is, the paper to cite)
 METHODS = {
     "langspec_base": (
@@ -93,6 +97,12 @@ METHODS = {
         "positions a layer per language, chosen by each example's source or target language, the other layers shared",
         PIRES,
     ),
+    "langspec_lms": (
+        "the multilingual Transformer with language-specific matrix synthesis (LMS, Xu et al. 2023): each chosen "
+        "projection W gains a low-rank W_v W_f of the example's languages, optionally condensed by fuse distillation "
+        "into one shared pair that inference uses alone",
+        XU,
+    ),
     "langspec_lora": (
         "the multilingual Transformer with language-specific LoRA: a low-rank update (alpha / r) B A of the attention "
         "projections for each language, the encoder's chosen by the source language and the decoder's by the target",
@@ -132,6 +142,16 @@ def method_settings(config: Any) -> str:
             f"- LoRA in: {', '.join(config.lora_points)}; projections {', '.join(config.lora_projections)}",
             f"- Rank {config.lora_rank}, alpha {config.lora_alpha:g}, dropout {config.lora_dropout:g}; the encoder's "
             f"keyed by the {config.lora_encoder_language} language",
+        ])  # fmt: skip
+    if config.model_type == "langspec_lms":
+        synthesis = ("pair-wise (W_v of the source, W_f of the target)" if config.lms_synthesis == "pair"
+                     else "language-wise (the encoder's source, the decoder's target)")  # fmt: skip
+        route = (f"fuse distillation, inference through the {config.lms_inference_route} matrices"
+                 if config.lms_fuse_distillation else "no fuse distillation")  # fmt: skip
+        return "\n".join([
+            f"- LMS in: {', '.join(config.lms_points)}, every {config.lms_every} layer(s); rank {config.lms_rank}",
+            f"- Synthesis: {synthesis}",
+            f"- {route.capitalize()}",
         ])  # fmt: skip
     if config.model_type == "langspec_lsl":
         lines = []

@@ -6,6 +6,7 @@ from .configuration_clm import CLMConfig
 from .configuration_hlt import HLTConfig
 from .configuration_laa import LAAConfig
 from .configuration_langspec import LangSpecConfig
+from .configuration_lms import LMSConfig
 from .configuration_lora import LoRAConfig
 from .configuration_lsl import LSLConfig
 from .configuration_xlp import XLPConfig
@@ -16,6 +17,7 @@ from .modeling_clm import CLMForConditionalGeneration, CLMModel
 from .modeling_hlt import HLTForConditionalGeneration, HLTModel
 from .modeling_laa import LAAForConditionalGeneration, LAAModel
 from .modeling_langspec import LangSpecForConditionalGeneration, LangSpecModel, LangSpecPreTrainedModel
+from .modeling_lms import LMSForConditionalGeneration, LMSModel
 from .modeling_lora import LoRAForConditionalGeneration, LoRAModel
 from .modeling_lsl import LSLForConditionalGeneration, LSLModel
 from .modeling_xlp import XLPForMaskedLM, XLPForSequenceClassification, XLPModel
@@ -38,6 +40,9 @@ __all__ = [
     "LAAConfig",
     "LAAForConditionalGeneration",
     "LAAModel",
+    "LMSConfig",
+    "LMSForConditionalGeneration",
+    "LMSModel",
     "LSLConfig",
     "LSLForConditionalGeneration",
     "LSLModel",

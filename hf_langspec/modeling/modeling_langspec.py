@@ -40,9 +40,12 @@ from .routing import check_language_ids
 
 @dataclass
 class LangSpecSeq2SeqLMOutput(Seq2SeqLMOutput):
-    """`Seq2SeqLMOutput` plus `aux_loss`: the language modules' auxiliary losses, already included in `loss`."""
+    """`Seq2SeqLMOutput` plus `aux_loss`: the language modules' auxiliary losses, already included in `loss`; and
+    `extra_logits`: the logits of more passes of the same batch that the loss scores against the same labels (LMS's
+    fuse distillation, whose second pass runs the shared matrices)."""
 
     aux_loss: torch.FloatTensor | None = None
+    extra_logits: tuple[torch.FloatTensor, ...] | None = None
 
 
 # Arguments some transformers versions pass to every forward and that this model has no use for: the

@@ -145,6 +145,8 @@ def model_classes() -> dict[str, tuple[type, type]]:
         LAAForConditionalGeneration,
         LangSpecConfig,
         LangSpecForConditionalGeneration,
+        LMSConfig,
+        LMSForConditionalGeneration,
         LoRAConfig,
         LoRAForConditionalGeneration,
         LSLConfig,
@@ -163,6 +165,7 @@ def model_classes() -> dict[str, tuple[type, type]]:
         "adapter": (AdapterConfig, AdapterForConditionalGeneration),
         "lora": (LoRAConfig, LoRAForConditionalGeneration),
         "lsl": (LSLConfig, LSLForConditionalGeneration),
+        "lms": (LMSConfig, LMSForConditionalGeneration),
     }
 
 

@@ -6,7 +6,8 @@
   default, as fairseq's length buckets: far less padding);
 * label smoothing that keeps a model's auxiliary loss: with `label_smoothing_factor > 0` the Trainer
   recomputes the loss from the logits and would drop, e.g., HLT-MT's disparity loss, so the
-  `aux_loss` the model returns is added back;
+  `aux_loss` the model returns is added back, and the logits of a model's extra passes of the batch
+  (`extra_logits`: LMS's fuse distillation) are smoothed and averaged with the first pass's;
 * inverse square-root schedule with warm-up (`lr_scheduler_type="inverse_sqrt"`: lr * sqrt(warmup / step)
   after warm-up, fairseq's `inverse_sqrt`) by default;
 * resuming only from complete checkpoints (`resume_from_checkpoint=True`), and averaging of the last
@@ -432,8 +433,16 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         smoothing = self.label_smoother is not None and "labels" in inputs
+        labels = inputs.get("labels")  # the Trainer pops them before the forward when it smooths
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
         aux = outputs.get("aux_loss") if isinstance(outputs, dict) else getattr(outputs, "aux_loss", None)
+        extra = outputs.get("extra_logits") if isinstance(outputs, dict) else getattr(outputs, "extra_logits", None)
+        if (
+            smoothing and extra
+        ):  # more passes of the batch (LMS's fuse distillation): the mean of their smoothed losses
+            passes = [self.label_smoother({"logits": logits}, labels, num_items_in_batch=num_items_in_batch)
+                      for logits in extra]  # fmt: skip
+            loss = (loss + sum(passes)) / (1 + len(passes))
         if smoothing and aux is not None:
             loss = loss + aux  # the model's own loss (which includes it) was replaced by the smoothed one
         return (loss, outputs) if return_outputs else loss
