@@ -373,3 +373,15 @@ def cli_exit_code(args: list[str]) -> int:
         return main(args)
     except SystemExit as exited:
         return exited.code
+
+
+def run_readme_example(heading: str) -> dict:
+    """Execute, as written, the first Python block of the README's section `heading`; returns its variables."""
+    import re
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    scope: dict = {}
+    exec(compile(code, f"README.md ({heading})", "exec"), scope)  # the README's own example
+    return scope

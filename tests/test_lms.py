@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import LANGUAGES, random_batch, tiny_config, with_diverse_outputs
+from conftest import LANGUAGES, random_batch, run_readme_example, tiny_config, with_diverse_outputs
 
 from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, LMSConfig, LMSForConditionalGeneration
 from hf_langspec.modeling.routing import LanguageContext
@@ -252,3 +252,30 @@ def test_a_run_with_fuse_distillation_trains_both_routes_and_reloads(tmp_path):
     inputs = {k: v for k, v in batch.items() if not k.endswith("lang_ids")}
     with torch.no_grad():
         torch.testing.assert_close(plain(**inputs).logits, model(**batch).logits, atol=1e-5, rtol=1e-5)
+    # the CLI's export of the condensed model: a plain baseline folder that the package's checked loader takes
+    from hf_langspec.cli import main
+    from hf_langspec.model_folder import load_model_folder
+
+    assert (
+        main(["export", "--model", str(outcome["model_dir"]), "--condensed", "--output-dir", str(tmp_path / "x")]) == 0
+    )
+    exported = load_model_folder(tmp_path / "x" / "transformers").eval()
+    assert type(exported) is LangSpecForConditionalGeneration
+    with torch.no_grad():
+        torch.testing.assert_close(exported(**inputs).logits, plain(**inputs).logits)
+
+
+def test_only_a_fuse_distilled_lms_model_translating_through_its_shared_matrices_condenses(tmp_path):
+    from hf_langspec.export.specialize import save_condensed
+
+    with pytest.raises(ValueError, match="LangSpecForConditionalGeneration has none"):
+        save_condensed(LangSpecForConditionalGeneration(tiny_config(LangSpecConfig)), None, tmp_path / "a")
+    with pytest.raises(ValueError, match="lms_inference_route='language'"):
+        save_condensed(lms_model(lms_fuse_distillation=True, lms_inference_route="language"), None, tmp_path / "b")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_the_readmes_lms_example_runs_and_condenses():
+    scope = run_readme_example("LMS and fuse distillation: low-rank language-specific matrices, condensed")
+    assert type(scope["plain"]) is LangSpecForConditionalGeneration
+    assert scope["model"].config.lms_fuse_distillation and scope["model"].config.lms_rank == 16

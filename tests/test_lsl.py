@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import LANGUAGES, random_batch, tiny_config, with_diverse_outputs
+from conftest import LANGUAGES, random_batch, run_readme_example, tiny_config, with_diverse_outputs
 
 from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, LSLConfig, LSLForConditionalGeneration
 from hf_langspec.modeling.modeling_langspec import added_parameters
@@ -177,16 +177,7 @@ def test_the_example_config_builds_an_lsl_model_with_the_documented_layers():
 
 
 def test_the_readmes_lsl_example_runs_and_builds_what_it_says():
-    """The README's code block of its LSL section, executed as written."""
-    import re
-    from pathlib import Path
-
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    section = readme.split("## LSL: language-specific Transformer layers", 1)[1].split("\n## ", 1)[0]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    scope: dict = {}
-    exec(compile(code, "README.md (LSL)", "exec"), scope)  # the README's own example
-    model = scope["model"]
+    model = run_readme_example("LSL: language-specific Transformer layers")["model"]
     assert [type(layer).__name__ for layer in model.model.encoder.layers] == ["LanguageSpecificEncoderLayer"] * 2
     assert [layer.language_side for layer in model.model.encoder.layers] == ["source", "target"]
 

@@ -42,6 +42,12 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
         help="the whole model (a baseline, NLLB's tag convention) as a plain M2M-100 checkpoint with an NLLB "
         "tokenizer, written into --output-dir: a start for model.init_from_pretrained",
     )  # fmt: skip
+    p.add_argument(
+        "--condensed", action="store_true",
+        help="an LMS model trained with fuse distillation as the plain multilingual Transformer it runs at inference "
+        "(its shared matrices merged), with its tokenizer, into --output-dir/transformers: every direction, no "
+        "language modules (translate, evaluate and serve --model take it)",
+    )  # fmt: skip
     p.add_argument("--output-dir", required=True, help="gets transformers/ and ctranslate2/ (or SRC-TGT/ each)")
     p.add_argument("--no-ctranslate2", action="store_true", help="write only the plain transformers model")
     p.add_argument("--quantization", type=quantization, help="CTranslate2 weight type, e.g. int8 or int8_float32")
@@ -58,12 +64,23 @@ def cmd_export(args: argparse.Namespace) -> None:
     from ..export.ct2 import export_direction, export_directions
 
     single = args.src_lang is not None or args.tgt_lang is not None
-    modes = [single, args.directions is not None, args.multilingual]
+    modes = [single, args.directions is not None, args.multilingual, args.condensed]
     if sum(modes) != 1 or (single and not (args.src_lang and args.tgt_lang)):
         raise ValueError(
             "give one of --src-lang and --tgt-lang (one direction), --directions en-de,de-en,... (one CTranslate2 "
-            "model each, for `hf-langspec serve`) or --multilingual (the whole model as a plain checkpoint)"
+            "model each, for `hf-langspec serve`), --multilingual (the whole model as a plain checkpoint) or "
+            "--condensed (an LMS model trained with fuse distillation as one plain model)"
         )
+    if args.condensed:
+        from ..export.ct2 import refuse_to_overwrite
+        from ..export.specialize import save_condensed
+
+        target = Path(args.output_dir) / "transformers"
+        refuse_to_overwrite(target, args.force)  # before the model is loaded
+        model, tokenizer = load_model(args.model, "cpu")
+        save_condensed(model, tokenizer, target)
+        print(f"transformers: {target} (one plain model for every direction; translate/serve --model take it)")
+        return
     if args.multilingual:
         from ..export.ct2 import refuse_to_overwrite
         from ..pretrained import save_as_checkpoint

@@ -37,6 +37,7 @@ vocabulary still holds those pieces, and only the package's readers (`encode_wit
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
@@ -157,6 +158,28 @@ def specialize(model: Any, src_lang: str, tgt_lang: str, tokenizer: Any = None) 
     _set_generation(plain, model, model.config.language_id(tgt_lang))
     plain_tokenizer = specialize_tokenizer(tokenizer, src_lang, tgt_lang) if tokenizer is not None else None
     return Specialized(plain.eval(), plain_tokenizer)
+
+
+def save_condensed(model: Any, tokenizer: Any, output_dir: str | Path) -> Path:
+    """An LMS model trained with fuse distillation, as the plain multilingual Transformer its shared route is
+    (`LMSForConditionalGeneration.condense`), saved with its tokenizer into `output_dir` (a new folder)."""
+    condense = getattr(model, "condense", None)
+    if condense is None:
+        raise ValueError(
+            f"--condensed folds LMS's fuse-distilled shared matrices; {type(model).__name__} has none. Export one "
+            "direction (--src-lang/--tgt-lang) to fold a model's language modules."
+        )
+    if model.config.lms_inference_route != "shared":
+        raise ValueError(
+            "This LMS model translates through its languages' matrices (lms_inference_route='language'), so the "
+            "condensed model would not be the one its results describe; export directions instead."
+        )
+    tokenizer.check_model(model)
+    plain = condense()
+    output_dir = Path(output_dir)
+    plain.save_pretrained(output_dir)
+    tokenizer.save_pretrained(output_dir)
+    return output_dir
 
 
 def specialize_tokenizer(tokenizer: Any, src_lang: str, tgt_lang: str) -> PreTrainedTokenizerFast:
