@@ -9,6 +9,8 @@ inference can then use the shared pair alone, which condenses into one plain Tra
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -241,6 +243,8 @@ def test_a_run_with_fuse_distillation_trains_both_routes_and_reloads(tmp_path):
     config = _config(tmp_path, model={"class": "lms", "lms_rank": 2, "lms_fuse_distillation": True},
                      training={"max_steps": 6, "label_smoothing_factor": 0.1, "learning_rate": 0.01})  # fmt: skip
     outcome = run_experiment(config)
+    card = (Path(outcome["model_dir"]) / "README.md").read_text()
+    assert "## LMS settings" in card and "Synthesis: pair-wise (W_v of the source, W_f of the target)" in card
     model = AutoModelForSeq2SeqLM.from_pretrained(outcome["model_dir"]).eval()
     flat = model.model.encoder.insertions["enc_ffn_proj"].fc1_flat
     assert flat[:, -1].abs().sum() > 0 and flat[:, :-1].abs().sum() > 0  # started at zero: both trained

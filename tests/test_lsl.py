@@ -8,6 +8,8 @@ parameter counts, the dense start (`interop.adapt`), folding one direction (`spe
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from conftest import LANGUAGES, random_batch, run_readme_example, tiny_config, with_diverse_outputs
@@ -203,3 +205,20 @@ def test_a_layer_run_on_its_rows_sorted_by_language_trains_as_the_gathered_one(m
     assert grads["group"][1].keys() == grads["gather"][1].keys()
     for name, grad in grads["gather"][1].items():
         torch.testing.assert_close(grads["group"][1][name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.slow
+def test_a_run_trains_the_languages_layers_and_writes_its_card(tmp_path):
+    """`train` end to end: the card names the language-specific layers and the saved model reloads as LSL."""
+    from test_training import _config
+    from transformers import AutoModelForSeq2SeqLM
+
+    from hf_langspec.training.experiment import run_experiment
+
+    config = _config(tmp_path, model={"class": "lsl", "lsl_encoder_target_layers": [0]},
+                     training={"max_steps": 4, "learning_rate": 0.01})  # fmt: skip
+    outcome = run_experiment(config)
+    card = (Path(outcome["model_dir"]) / "README.md").read_text()
+    assert "## Language-specific layers" in card and "Encoder layers [0] (from 0): one per target language" in card
+    model = AutoModelForSeq2SeqLM.from_pretrained(outcome["model_dir"]).eval()
+    assert type(model.model.encoder.layers[0]).__name__ == "LanguageSpecificEncoderLayer"
