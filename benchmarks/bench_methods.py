@@ -58,6 +58,8 @@ KINDS = [
     "adapter",
     "ls_mnmt",
     "lsl",
+    "lms",
+    "lms_fd",
 ]
 NAMES = {
     "marian": "MarianMTModel",
@@ -72,6 +74,8 @@ NAMES = {
     "adapter": "monolingual adapters (bottleneck d/2, every layer)",
     "ls_mnmt": "LS-MNMT (one FFN layer per target, decoder top)",
     "lsl": "LSL (encoder: lowest layer per source, top layer per target)",
+    "lms": "LMS (pair-wise, rank d/8, every FFN)",
+    "lms_fd": "LMS + fuse distillation (training: two passes; generation: the shared route)",
 }
 
 
@@ -100,6 +104,8 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
         LAAForConditionalGeneration,
         LangSpecConfig,
         LangSpecForConditionalGeneration,
+        LMSConfig,
+        LMSForConditionalGeneration,
         LSLConfig,
         LSLForConditionalGeneration,
         XLPForConditionalGeneration,
@@ -138,6 +144,9 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
     if kind == "lsl":  # bible_lsl_cpu.yaml's placement at any depth: the paper's pattern, source low, target high
         placement = dict(lsl_encoder_source_layers=[0], lsl_encoder_target_layers=[shape["layers"] - 1])
         return LSLForConditionalGeneration(LSLConfig(**common, **contract, **placement))
+    if kind in ("lms", "lms_fd"):  # bible6's lms systems: rank 16 at d 128
+        lms = dict(lms_rank=shape["d_model"] // 8, lms_fuse_distillation=kind == "lms_fd")
+        return LMSForConditionalGeneration(LMSConfig(**common, **contract, **lms))
     if kind in ("laa", "lee"):
         tags = dict(lang_tag_token_ids=list(range(4, 4 + languages)), lang_tag_style="none")
         points = dict(laa_points=["dec_self_attn"]) if kind == "laa" else dict(laa_points=[], lee_points=[4, 5])
