@@ -142,7 +142,8 @@ def build(kind: str, shape: dict, vocab: int, languages: int):
     if kind == "ls_mnmt":
         return AdapterForConditionalGeneration(AdapterConfig(**common, **contract, adapter_preset="ls_mnmt"))
     if kind == "lsl":  # bible_lsl_cpu.yaml's placement at any depth: the paper's pattern, source low, target high
-        placement = dict(lsl_encoder_source_layers=[0], lsl_encoder_target_layers=[shape["layers"] - 1])
+        top = shape["layers"] - 1  # a 1-layer encoder (the tiny shape) has room for the target-indexed one only
+        placement = dict(lsl_encoder_source_layers=[0] if top else [], lsl_encoder_target_layers=[top])
         return LSLForConditionalGeneration(LSLConfig(**common, **contract, **placement))
     if kind in ("lms", "lms_fd"):  # bible6's lms systems: rank 16 at d 128
         lms = dict(lms_rank=shape["d_model"] // 8, lms_fuse_distillation=kind == "lms_fd")

@@ -330,8 +330,8 @@ STATIC_PARTS = [
     ("warm-cache", ["--settings", "bible11_gpu", "--systems", "baseline", "--loops", "static graphs"]),
     ("base", ["--settings", "base", "--systems", "baseline", "--loops", "loader,static graphs"]),
     ("base32k", ["--settings", "base32k", "--systems", "baseline", "--loops", "loader,static graphs"]),
-    ("methods", ["--settings", "bible11_gpu", "--systems", "fcll,laa,sclm,xlp,ls_mnmt", "--loops", "static graphs",
-                 "--compiled-systems", "fcll,laa,sclm,xlp,ls_mnmt"]),
+    ("methods", ["--settings", "bible11_gpu", "--systems", "fcll,laa,sclm,xlp,ls_mnmt,lsl,lms,lms_fd", "--loops",
+                 "static graphs", "--compiled-systems", "fcll,laa,sclm,xlp,ls_mnmt,lsl,lms,lms_fd"]),
 ]  # fmt: skip
 
 
