@@ -385,3 +385,16 @@ def run_readme_example(heading: str) -> dict:
     scope: dict = {}
     exec(compile(code, f"README.md ({heading})", "exec"), scope)  # the README's own example
     return scope
+
+
+def assert_direction_folds(model, src: str, tgt: str) -> None:
+    """`specialize(model, src, tgt)`'s plain model gives the generic model's logits on a batch of that direction."""
+    from hf_langspec.export import specialize
+
+    batch = random_batch(batch=3, seed=2)
+    batch["src_lang_ids"] = torch.full((3,), LANGUAGES.index(src))
+    batch["tgt_lang_ids"] = torch.full((3,), LANGUAGES.index(tgt))
+    plain = specialize(model, src, tgt).model
+    plain_inputs = {k: v for k, v in batch.items() if not k.endswith("lang_ids")}
+    with torch.no_grad():
+        torch.testing.assert_close(plain(**plain_inputs).logits, model(**batch).logits, atol=1e-4, rtol=1e-4)

@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import LANGUAGES, random_batch, run_readme_example, tiny_config, with_diverse_outputs
+from conftest import (
+    assert_direction_folds,
+    random_batch,
+    run_readme_example,
+    tiny_config,
+    with_diverse_outputs,
+)
 
 from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, LMSConfig, LMSForConditionalGeneration
 from hf_langspec.modeling.routing import LanguageContext
@@ -200,16 +206,7 @@ def test_the_inference_route_is_the_configured_one(route):
 
 @pytest.mark.parametrize(("src", "tgt"), [("fr", "en"), ("en", "es")])
 def test_one_direction_folds_into_a_plain_model(src, tgt):
-    from hf_langspec.export import specialize
-
-    model = lms_model(normalize_before=True, lms_points=["ffn", "self_attn"])
-    batch = random_batch(batch=3, seed=2)
-    batch["src_lang_ids"] = torch.full((3,), LANGUAGES.index(src))
-    batch["tgt_lang_ids"] = torch.full((3,), LANGUAGES.index(tgt))
-    plain = specialize(model, src, tgt).model
-    inputs = {k: v for k, v in batch.items() if not k.endswith("lang_ids")}
-    with torch.no_grad():
-        torch.testing.assert_close(plain(**inputs).logits, model(**batch).logits, atol=1e-4, rtol=1e-4)
+    assert_direction_folds(lms_model(normalize_before=True, lms_points=["ffn", "self_attn"]), src, tgt)
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import LANGUAGES, random_batch, run_readme_example, tiny_config, with_diverse_outputs
+from conftest import (
+    LANGUAGES,
+    assert_direction_folds,
+    random_batch,
+    run_readme_example,
+    tiny_config,
+    with_diverse_outputs,
+)
 
 from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, LSLConfig, LSLForConditionalGeneration
 from hf_langspec.modeling.modeling_langspec import added_parameters
@@ -151,16 +158,7 @@ def test_the_dense_start_copies_the_shared_layer_to_every_language():
 
 @pytest.mark.parametrize(("src", "tgt"), [("fr", "en"), ("en", "es")])
 def test_one_direction_folds_into_a_plain_model(src, tgt):
-    from hf_langspec.export import specialize
-
-    model = lsl_model(normalize_before=True)
-    batch = random_batch(batch=3, seed=2)
-    batch["src_lang_ids"] = torch.full((3,), LANGUAGES.index(src))
-    batch["tgt_lang_ids"] = torch.full((3,), LANGUAGES.index(tgt))
-    plain = specialize(model, src, tgt).model
-    plain_inputs = {k: v for k, v in batch.items() if not k.endswith("lang_ids")}
-    with torch.no_grad():
-        torch.testing.assert_close(plain(**plain_inputs).logits, model(**batch).logits, atol=1e-4, rtol=1e-4)
+    assert_direction_folds(lsl_model(normalize_before=True), src, tgt)
 
 
 def test_the_example_config_builds_an_lsl_model_with_the_documented_layers():
