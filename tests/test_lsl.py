@@ -220,3 +220,42 @@ def test_a_run_trains_the_languages_layers_and_writes_its_card(tmp_path):
     assert "## Language-specific layers" in card and "Encoder layers [0] (from 0): one per target language" in card
     model = AutoModelForSeq2SeqLM.from_pretrained(outcome["model_dir"]).eval()
     assert type(model.model.encoder.layers[0]).__name__ == "LanguageSpecificEncoderLayer"
+
+
+def test_the_placement_search_mixes_three_layers_and_reads_its_largest_weights():
+    """Section 3's search: each encoder position is `softmax(alpha)`-weighted shared, source- and target-indexed
+    layers (checked against the three layers run alone), and the placement is each position's largest weight."""
+    torch.manual_seed(0)
+    model = with_diverse_outputs(LSLForConditionalGeneration(tiny_config(LSLConfig, lsl_search=True))).eval()
+    layer = model.model.encoder.layers[1]
+    assert torch.equal(layer.choice_logits, torch.zeros(3))  # equal weights to start
+    from hf_langspec.modeling.routing import LanguageContext
+
+    with torch.no_grad():
+        layer.choice_logits.copy_(torch.tensor([0.2, -0.4, 1.0]))
+        x = torch.randn(3, 5, 32)
+        lang = LanguageContext(torch.tensor([0, 2, 1]), torch.tensor([1, 0, 3]), num_languages=4, batch_size=3)
+        weights = torch.softmax(torch.tensor([0.2, -0.4, 1.0]), 0)
+        parts = [layer.shared(x, None, lang, {}), layer.source(x, None, lang, {}), layer.target(x, None, lang, {})]
+        torch.testing.assert_close(
+            layer(x, None, lang, {}), sum(w * part for w, part in zip(weights, parts, strict=True))
+        )
+        model.model.encoder.layers[0].choice_logits.copy_(torch.tensor([0.0, 3.0, 1.0]))
+    found = model.searched_placement()
+    assert found["lsl_encoder_source_layers"] == [0] and found["lsl_encoder_target_layers"] == [1]
+    assert len(found["weights"]) == 2 and abs(sum(found["weights"][0]) - 1) < 1e-6
+    LSLConfig(**{**model.config.to_dict(), "lsl_search": False, **{k: v for k, v in found.items() if k != "weights"}})
+    batch = random_batch(batch=2, seed=1)
+    model.train()
+    model(**batch, labels=batch["decoder_input_ids"]).loss.backward()
+    assert model.model.encoder.layers[0].choice_logits.grad.abs().sum() > 0  # the mix is learned
+
+
+def test_the_search_is_refused_with_a_placement_or_a_dense_start():
+    with pytest.raises(ValueError, match="searches the placement itself"):
+        tiny_config(LSLConfig, lsl_search=True, lsl_encoder_target_layers=[1])
+    from hf_langspec.interop import adapt
+
+    base = LangSpecForConditionalGeneration(tiny_config(LangSpecConfig))
+    with pytest.raises(ValueError, match="trained from scratch"):
+        adapt(base, "lsl", lsl_search=True)

@@ -35,6 +35,11 @@ class LSLConfig(LangSpecConfig):
         lsl_preset (`str`, *optional*): `"paper"`: the paper's searched placement for its 16-layer encoder (source
             layers 2-3, target layers 12-14 from 0; the paper's 3-4 and 13-15), refused at another depth; the
             lists above must then be empty.
+        lsl_search (`bool`, *optional*, defaults to `False`): the paper's architecture search as an analysis: every
+            encoder layer is `a_shared Layer(x) + a_source LSL_source(x) + a_target LSL_target(x)` with
+            `a = softmax(alpha)` learned per layer (three times the compute), trained once; then
+            `LSLForConditionalGeneration.searched_placement()` reads each layer's largest weight as its placement.
+            The lists and the preset must then be empty.
         kwargs: every [`LangSpecConfig`] argument; `languages` must be given.
     """
 
@@ -47,9 +52,11 @@ class LSLConfig(LangSpecConfig):
         lsl_decoder_source_layers: Sequence[int] | None = None,
         lsl_decoder_target_layers: Sequence[int] | None = None,
         lsl_preset: str | None = None,
+        lsl_search: bool = False,
         **kwargs,
     ):
         self.lsl_preset = lsl_preset
+        self.lsl_search = lsl_search
         lists = [lsl_encoder_source_layers, lsl_encoder_target_layers, lsl_decoder_source_layers,
                  lsl_decoder_target_layers]  # fmt: skip
         for name, value in zip(LSL_FIELDS, lists, strict=True):
@@ -58,6 +65,13 @@ class LSLConfig(LangSpecConfig):
         self._check_lsl()
 
     def _check_lsl(self) -> None:
+        if not isinstance(self.lsl_search, bool):
+            raise ValueError(f"lsl_search={self.lsl_search!r} must be true or false.")
+        if self.lsl_search and (self.lsl_preset is not None or any(getattr(self, name) for name in LSL_FIELDS)):
+            raise ValueError(
+                "lsl_search=True searches the placement itself (every encoder layer a weighted mix of a shared, a "
+                "source- and a target-indexed layer); leave the layer lists and lsl_preset empty."
+            )
         if self.lsl_preset is not None:
             if self.lsl_preset != "paper":
                 raise ValueError(f"lsl_preset={self.lsl_preset!r} is unknown; the preset is 'paper' (or none).")
@@ -75,7 +89,7 @@ class LSLConfig(LangSpecConfig):
                 )
             self.lsl_encoder_source_layers = list(PAPER_PLACEMENT["source"])
             self.lsl_encoder_target_layers = list(PAPER_PLACEMENT["target"])
-        if not any(getattr(self, name) for name in LSL_FIELDS):
+        if not self.lsl_search and not any(getattr(self, name) for name in LSL_FIELDS):
             raise ValueError(
                 "LSL needs at least one language-specific layer: list layer indices (from 0) in "
                 "lsl_encoder_source_layers / lsl_encoder_target_layers (or the decoder's), or set lsl_preset='paper'."

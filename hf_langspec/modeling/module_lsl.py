@@ -201,6 +201,34 @@ class LanguageSpecificDecoderLayer(_LanguageSpecificSublayers, LangSpecDecoderLa
         return out.index_select(0, inverse)
 
 
+class LanguageSpecificSearchLayer(nn.Module):
+    """The paper's architecture search at one encoder position: `sum_k softmax(alpha)_k Layer_k(x)` over a shared
+    layer, a source-indexed LSL and a target-indexed LSL (section 3; the mix is trained with the model, then each
+    position takes its largest weight). Three layers' compute; an analysis, not a model to serve."""
+
+    CHOICES = ("shared", "source", "target")
+
+    def __init__(self, config, layer_idx: int):
+        super().__init__()
+        self.shared = LangSpecEncoderLayer(config, layer_idx)
+        self.source = LanguageSpecificEncoderLayer(config, layer_idx, "source")
+        self.target = LanguageSpecificEncoderLayer(config, layer_idx, "target")
+        self.choice_logits = nn.Parameter(torch.zeros(len(self.CHOICES)))
+
+    def initialize(self, init, config=None) -> None:
+        init.zeros_(self.choice_logits)  # the three choices start equally weighted
+
+    def choice_weights(self) -> torch.Tensor:
+        return torch.softmax(self.choice_logits, dim=0)
+
+    def forward(self, hidden_states, attention_mask, lang: LanguageContext, slots):
+        weights = self.choice_weights()
+        layers = (self.shared, self.source, self.target)
+        return sum(
+            w * layer(hidden_states, attention_mask, lang, slots) for w, layer in zip(weights, layers, strict=True)
+        )
+
+
 __all__ = [
     "LANGUAGE_SIDES",
     "LANGUAGE_SPECIFIC_MODULES",
@@ -209,4 +237,5 @@ __all__ = [
     "LanguageSpecificEncoderLayer",
     "LanguageSpecificLayerNorm",
     "LanguageSpecificLinear",
+    "LanguageSpecificSearchLayer",
 ]
