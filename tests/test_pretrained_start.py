@@ -8,6 +8,7 @@ package). Methods whose modules renormalise the stream cannot start that way and
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -438,6 +439,36 @@ def test_an_adapted_marian_direction_exports_to_ctranslate2_and_decodes_as_the_m
     inputs = tokenizer(texts, src_lang="eng", tgt_lang="deu", padding=True, return_tensors="pt")
     expected = model.generate(**inputs, num_beams=1, max_new_tokens=7)[:, 1:-1].tolist()  # no start, no forced </s>
     assert got == expected and all(pad not in ids for ids in got)
+
+
+def test_an_adapted_nllb_direction_with_spare_rows_exports_to_ctranslate2_and_decodes_as_the_model(
+    nllb_folder, tmp_path
+):
+    """Issue 58, item 4: an NLLB-shaped checkpoint has embedding rows past its tokenizer (NLLB-200 and M2M-100 do);
+    the CTranslate2 export gave them `null` and CTranslate2 refused to load it. Each now gets a placeholder token, the
+    engine loads, and greedy it gives the adapted model's tokens, its target code forced first."""
+    import ctranslate2
+    from transformers import AutoTokenizer
+
+    from hf_langspec.export.ct2 import DIRECTION_FILE, export_direction, translate_ctranslate2
+    from hf_langspec.pretrained import load_pretrained
+
+    model, tokenizer = load_pretrained(nllb_folder, "lora", languages=CODES, lora_rank=2)
+    assert len(tokenizer) < model.config.vocab_size  # spare rows, as in the real checkpoints
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".insertions." in name:
+                p.add_(torch.randn_like(p) * 0.3)
+    folder = export_direction(model.eval(), tokenizer, "eng_Latn", "deu_Latn", tmp_path)["ctranslate2"]
+    settings = json.loads((folder / DIRECTION_FILE).read_text())
+    assert settings["forced_first_token"] == "deu_Latn"
+    plain = AutoTokenizer.from_pretrained(folder)
+    texts = ["the cat sat on the mat", "el gato"]
+    got = translate_ctranslate2(ctranslate2.Translator(str(folder)), plain, texts, beam_size=1, max_new_tokens=7,
+                                forced_first_token="deu_Latn")  # fmt: skip
+    inputs = tokenizer(texts, src_lang="eng_Latn", tgt_lang="deu_Latn", padding=True, return_tensors="pt")
+    expected = model.generate(**inputs, num_beams=1, max_new_tokens=6, min_new_tokens=6)[:, 1:].tolist()
+    assert [ids[: len(want)] for ids, want in zip(got, expected, strict=True)] == expected
 
 
 def test_a_token_added_to_a_two_model_tokenizer_reaches_both_sides_and_survives_a_reload(marian_folder, tmp_path):

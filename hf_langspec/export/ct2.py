@@ -152,6 +152,19 @@ def _position_table(config: Any, state: dict, side: str):
     return fairseq_sinusoidal_table(rows + offset, config.d_model, config.pad_token_id)[offset:]
 
 
+def engine_vocabulary(tokenizer: Any, rows: int) -> list[str]:
+    """The token of each of the model's `rows` embedding rows, as CTranslate2 needs a string for every one: a row past
+    the tokenizer's vocabulary (a pretrained checkpoint's spare rows: NLLB-200 and M2M-100 have some) gets a
+    placeholder that no text can produce (before, `null`, which CTranslate2 refused to load)."""
+    tokens = tokenizer.convert_ids_to_tokens(list(range(rows)))
+    known = {token for token in tokens if token is not None}
+    placeholders = {i: f"<hf_langspec_unused_row_{i}>" for i, token in enumerate(tokens) if token is None}
+    clash = sorted(set(placeholders.values()) & known)
+    if clash:
+        raise ValueError(f"The vocabulary already holds {clash[0]}, the placeholder for an embedding row it lacks.")
+    return [placeholders.get(i, token) for i, token in enumerate(tokens)]
+
+
 def export_ctranslate2(
     folded: Any, tokenizer: Any, output_dir: str | os.PathLike, quantization: str | None = None, force: bool = False
 ) -> Path:
@@ -159,7 +172,7 @@ def export_ctranslate2(
     output_dir = Path(output_dir)
     refuse_to_overwrite(output_dir, force)
     config = folded.config
-    tokens = tokenizer.convert_ids_to_tokens(list(range(config.vocab_size)))
+    tokens = engine_vocabulary(tokenizer, config.vocab_size)
     special = {
         "bos_token": tokenizer.bos_token,
         "eos_token": tokenizer.eos_token,
