@@ -492,27 +492,34 @@ def save_as_checkpoint(
         raise ValueError(f"The tokenizer is a {vocabulary['type']} vocabulary; NllbTokenizer (transformers 5) holds a "
                          "BPE one (vocabulary and merges): train the tokenizer with model_type: bpe.")  # fmt: skip
     plain = to_m2m100(model).eval()  # a backbone M2M-100 cannot hold is refused here, with what it needs
-    codes = list(tokenizer.languages)
+    languages = list(tokenizer.languages)
+    # the checkpoint's whole code list, not only the languages this model was trained on: every special token the
+    # tokenizer added besides <s> </s> <unk> <pad> <mask>, in id order (a model fine-tuned on 2 of NLLB's 202 codes
+    # keeps the other 200 as codes, where they were)
+    mask = "<mask>" if "<mask>" in tokenizer.get_vocab() else None
+    plain_specials = {tokenizer.bos_token, tokenizer.eos_token, tokenizer.unk_token, tokenizer.pad_token, mask}
+    added = sorted(tokenizer.backend_tokenizer.get_added_tokens_decoder().items())
+    codes = [token.content for _, token in added if token.special and token.content not in plain_specials]
+    codes += [code for code in languages if code not in codes]
     # built as from_pretrained rebuilds it (a BPE over the vocabulary and merges, Metaspace, no normaliser), so the
     # check below is the check of the saved folder
     merges = [tuple(m.split(" ") if isinstance(m, str) else m) for m in vocabulary["merges"]]  # either format
     nllb = NllbTokenizerFast(
-        vocab=vocabulary["vocab"], merges=merges, src_lang=codes[0], tgt_lang=codes[-1], additional_special_tokens=codes,
-        bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
-        unk_token=tokenizer.unk_token, pad_token=tokenizer.pad_token,
-        mask_token=tokenizer.mask_token if "<mask>" in tokenizer.get_vocab() else None,
+        vocab=vocabulary["vocab"], merges=merges, src_lang=languages[0], tgt_lang=languages[-1],
+        additional_special_tokens=codes, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
+        unk_token=tokenizer.unk_token, pad_token=tokenizer.pad_token, mask_token=mask,
     )  # fmt: skip
     if len(nllb) != len(tokenizer):
         raise ValueError(f"NllbTokenizer over this vocabulary has {len(nllb)} entries, the model's {len(tokenizer)}.")
     probe = "A probe: 1, 2, 3."
-    for src, tgt in [(codes[0], codes[-1]), (codes[-1], codes[0])]:
+    for src, tgt in [(languages[0], languages[-1]), (languages[-1], languages[0])]:
         nllb.src_lang, nllb.tgt_lang = src, tgt
         theirs = nllb(probe, text_target=probe)
         ours = tokenizer(probe, text_target=probe, src_lang=src, tgt_lang=tgt)
         if theirs["input_ids"] != ours["input_ids"] or theirs["labels"] != ours["labels"]:
             raise ValueError(f"NllbTokenizer does not encode as the model's tokenizer ({theirs['input_ids']} "
                              f"against {ours['input_ids']}); the checkpoint would not be the model.")  # fmt: skip
-    nllb.src_lang = codes[0]
+    nllb.src_lang = languages[0]
     plain.generation_config.max_new_tokens = model.generation_config.max_new_tokens
     folder.mkdir(parents=True, exist_ok=True)
     plain.save_pretrained(folder)

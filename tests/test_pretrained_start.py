@@ -880,6 +880,31 @@ def test_a_trained_baseline_saves_as_a_plain_nllb_checkpoint_that_starts_a_metho
     )  # fmt: skip  (nothing a user owns is overwritten)
 
 
+def test_a_baseline_tuned_on_some_of_a_checkpoints_languages_saves_with_the_whole_code_list(nllb_folder, tmp_path):
+    """Issue 58, item 4: a baseline started from an NLLB-shaped checkpoint (with a `<mask>` and spare rows) and
+    fine-tuned on 2 of its 4 codes: `save_as_checkpoint` refused it (its NllbTokenizer lacked `<mask>`, so one entry
+    short); now the saved tokenizer keeps every code of the checkpoint as a code, and plain transformers translates
+    as the package's model does."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from hf_langspec.pretrained import load_pretrained, save_as_checkpoint
+
+    model, tokenizer = load_pretrained(nllb_folder, "baseline", languages=CODES[:2])
+    save_as_checkpoint(model.eval(), tokenizer, tmp_path / "out")
+    nllb = AutoTokenizer.from_pretrained(tmp_path / "out")
+    plain = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "out").eval()
+    assert len(nllb) == len(tokenizer) and set(CODES) <= set(nllb.all_special_tokens)
+    assert nllb.tokenize("fra_Latn") == ["fra_Latn"]  # still one code, not pieces
+    nllb.src_lang = CODES[0]
+    theirs = nllb([TEXTS[0], TEXTS[3]], padding=True, return_tensors="pt")
+    ours = tokenizer([TEXTS[0], TEXTS[3]], src_lang=CODES[0], tgt_lang=CODES[1], padding=True, return_tensors="pt")
+    assert torch.equal(theirs["input_ids"], ours["input_ids"])
+    expected = model.generate(**ours, max_new_tokens=6, num_beams=2)
+    got = plain.generate(**theirs, forced_bos_token_id=nllb.convert_tokens_to_ids(CODES[1]), max_new_tokens=7,
+                         num_beams=2)  # fmt: skip
+    assert got.tolist() == expected.tolist()
+
+
 def test_a_language_the_checkpoint_lacks_is_added_with_its_code_row_and_modules_the_rest_frozen(
     nllb_folder, tmp_path, capsys
 ):
