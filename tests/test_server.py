@@ -38,8 +38,8 @@ def model_and_export(tmp_path_factory):
     return model, tokenizer, folder
 
 
-def running(backend) -> TranslationServer:
-    server = TranslationServer(backend, port=0, max_batch=8, max_wait=0.02)
+def running(backend, mixed: bool = True) -> TranslationServer:
+    server = TranslationServer(backend, port=0, max_batch=8, max_wait=0.02, mixed=mixed)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -63,11 +63,19 @@ def expected(model, tokenizer, items: list[dict]) -> list[str]:
                      [i["tgt_lang"] for i in items], num_beams=4, max_new_tokens=10, show_progress=False)  # fmt: skip
 
 
-@pytest.mark.parametrize("backend_name", ["ctranslate2", "transformers"])
+@pytest.mark.parametrize("backend_name", ["ctranslate2", "transformers", "transformers per direction"])
 def test_concurrent_mixed_direction_requests_get_translates_outputs(model_and_export, backend_name):
+    """Concurrent single requests and a list request over three directions get `translate()`'s outputs. The generic
+    model batches the directions together (issue 58, item 1: one forward and one beam search for what arrives
+    together, each example through its own modules), seen here in the batches it was given."""
     model, tokenizer, folder = model_and_export
     backend = CTranslate2Backend(folder) if backend_name == "ctranslate2" else ModelBackend(model, tokenizer)
-    server = running(backend)
+    batches: list[set[str]] = []
+    if backend_name == "transformers":
+        mixed = backend.translate_mixed
+        backend.translate_mixed = lambda directions, texts: batches.append(set(directions)) or mixed(directions, texts)
+    server = running(backend, mixed=backend_name != "transformers per direction")
+    backend_name = backend_name.split()[0]
     try:
         with urllib.request.urlopen(f"{server.url}/health", timeout=10) as response:
             health = json.loads(response.read())
@@ -84,6 +92,8 @@ def test_concurrent_mixed_direction_requests_get_translates_outputs(model_and_ex
         status, answers = post(server.url, items)
         assert status == 200 and [a["translation"] for a in answers] == want
         assert [(a["src_lang"], a["tgt_lang"]) for a in answers] == [(i["src_lang"], i["tgt_lang"]) for i in items]
+        if batches:  # the mixed batcher: the list request's three directions went through in one batch
+            assert {"en-de", "de-en", "fr-de"} in batches
     finally:
         server.close()
 
@@ -161,7 +171,7 @@ def test_the_cli_exports_directions_and_serves_them(model_and_export, tmp_path):
          "--directions writes CTranslate2 models"),
         (["export", "--model", "m", "--src-lang", "en", "--output-dir", "o"], "give one of --src-lang and --tgt-lang"),
         (["export", "--model", "m", "--multilingual", "--directions", "en-de", "--output-dir", "o"],
-         "or --multilingual (the whole model as a plain checkpoint)"),
+         "--multilingual (the whole model as a plain checkpoint) or --condensed"),
         (["serve"], "give --export DIR (CTranslate2 directions) or --model DIR"),
         (["serve", "--model", "m", "--port", "70000"], "argument --port: port 70000 is not a TCP port; give one in 1-65535 (0: any free one)"),
         (["serve", "--model", "m", "--port", "-1"], "argument --port: port -1 is not a TCP port"),
@@ -178,13 +188,13 @@ def test_export_and_serve_usage_errors_are_one_line_before_any_work(args, messag
 
 
 def test_the_server_refuses_a_port_or_batching_it_cannot_use_before_any_socket_or_thread():
-    from hf_langspec.export.server import DirectionBatcher, check_port_free
+    from hf_langspec.export.server import Batcher, check_port_free
 
     with pytest.raises(ValueError, match=r"port 70000 is not a TCP port; give one in 1-65535 \(0: any free one\)"):
         check_port_free("127.0.0.1", 70000)  # the socket's own OverflowError was a traceback
     for batch, wait in [(0, 0.005), (32, -0.001), (32, float("nan"))]:
         with pytest.raises(ValueError, match="must be at least 1 and max_wait"):
-            DirectionBatcher(backend=None, direction="en-de", max_batch=batch, max_wait=wait)
+            Batcher(translate=None, name="en-de", max_batch=batch, max_wait=wait)
 
 
 def _remove(folder, name):

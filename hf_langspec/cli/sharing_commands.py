@@ -129,10 +129,20 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=port, default=8080, help="0: any free port (the URL is printed)")
     p.add_argument("--device", type=device, default="cpu")
     p.add_argument("--threads", type=positive, default=1, help="CTranslate2 threads per direction")
-    p.add_argument("--max-batch", type=positive, default=32, help="sentences of one direction decoded together")
+    p.add_argument(
+        "--max-batch",
+        type=positive,
+        default=32,
+        help="sentences decoded together (of one direction with --export or --per-direction)",
+    )
     p.add_argument(
         "--max-wait-ms", type=non_negative_number, default=5.0, help="how long a batch waits for more requests"
     )
+    p.add_argument(
+        "--per-direction", action="store_true",
+        help="with --model: a batch per direction (before: every direction's requests in one batch, each example "
+        "through its own modules)",
+    )  # fmt: skip
 
 
 @command("serve", _serve_arguments, help="translate many directions over HTTP on localhost (JSON)")
@@ -152,8 +162,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
         model, tokenizer = load_model(args.model, args.device)
         backend = ModelBackend(model, tokenizer, args.directions)
     server = TranslationServer(
-        backend, args.host, args.port, max_batch=args.max_batch, max_wait=args.max_wait_ms / 1000
-    )
+        backend, args.host, args.port, max_batch=args.max_batch, max_wait=args.max_wait_ms / 1000,
+        mixed=not args.per_direction,
+    )  # fmt: skip
     print(f"serving {len(backend.directions)} directions ({backend.name}) at {server.url}: "
           f"GET /health, POST /translate; Ctrl-C stops", flush=True)  # fmt: skip
     try:

@@ -30,12 +30,14 @@ def translate(
     max_new_tokens: int = 256,
     max_source_length: int | None = 256,
     show_progress: bool = True,
+    one_batch: bool = False,
     **generate_kwargs: Any,
 ) -> list[str]:
     """Translate `texts`; `src_lang` / `tgt_lang` are a code or one per text (directions may mix).
 
     Each batch holds one target language and texts of similar length, and outputs come back in input
-    order. One target language per batch matters for speed: a decoding step of a language-specific
+    order (`one_batch=True`: the texts in order, `batch_size` at a time, whatever their targets: the server's
+    mixed-direction batches). One target language per batch matters for speed: a decoding step of a language-specific
     module reads the weights of every language present in the batch (LAA's matrices, CLL's LSLs,
     adapters), and with one language LAA folds its matrices into the attention projections.
 
@@ -75,9 +77,14 @@ def translate(
         check_direction(*pair, model.config)
     todo = [i for i, text in enumerate(texts) if text.strip()]  # blank texts stay blank
     _warn_about_inputs(tokenizer, [texts[i] for i in todo], max_source_length)
+    groups = (
+        [list(range(len(todo)))]
+        if one_batch
+        else group_by_target([tgt[i] for i in todo], [len(texts[i]) for i in todo])
+    )
     batches = [
         [todo[j] for j in group[start : start + batch_size]]
-        for group in group_by_target([tgt[i] for i in todo], [len(texts[i]) for i in todo])
+        for group in groups
         for start in range(0, len(group), batch_size)
     ]
     outputs: list[str] = [""] * n

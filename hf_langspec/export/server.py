@@ -8,9 +8,10 @@ Two backends answer the same API:
 * `ModelBackend`: the generic model itself, every direction through one copy of the weights (slower per
   sentence, and the only way for methods that do not fold: CLM, HLT-MT, adapters).
 
-Requests for one direction that arrive together are translated together: a worker thread per direction
-takes what is queued (up to `max_batch` sentences, waiting at most `max_wait` seconds after the first)
-and answers every request of that batch. The HTTP layer is the standard library's threading server:
+Requests that arrive together are translated together: a worker thread takes what is queued (up to `max_batch`
+sentences, waiting at most `max_wait` seconds after the first) and answers every request of that batch. The
+generic model batches every direction together (one forward, one beam search, each example through its own
+languages' modules; `mixed=False` keeps a worker per direction); CTranslate2 has a worker per direction. The HTTP layer is the standard library's threading server:
 
     GET  /health     -> {"status": "ok", "backend": ..., "directions": ["en-de", ...]}
     POST /translate  {"text": ..., "src_lang": ..., "tgt_lang": ...}  or a list of such objects
@@ -148,31 +149,39 @@ class ModelBackend:
         return self.model.config.max_position_embeddings
 
     def translate(self, direction: str, texts: list[str]) -> list[str]:
+        return self.translate_mixed([direction] * len(texts), texts)
+
+    def translate_mixed(self, directions: list[str], texts: list[str]) -> list[str]:
+        """Texts of any directions (one per text) in one batch: one forward and one beam search, each example
+        through its own languages' modules."""
         from ..evaluation.translate import translate
 
-        src, tgt = split_direction(direction)
+        pairs = [split_direction(direction) for direction in directions]
         with self._lock:
             return translate(
-                self.model, self.tokenizer, texts, src, tgt, batch_size=len(texts), max_source_length=None,
-                show_progress=False, **generation_budget(self.model),
+                self.model, self.tokenizer, texts, [s for s, _ in pairs], [t for _, t in pairs], batch_size=len(texts),
+                max_source_length=None, show_progress=False, one_batch=True, **generation_budget(self.model),
             )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- batching
-class DirectionBatcher:
-    """One worker thread for one direction: joins the texts of requests queued together into one batch."""
+class Batcher:
+    """One worker thread that joins the texts of requests queued together into one batch and translates them with
+    `translate(directions, texts)` (one direction per text): texts wait at most `max_wait` seconds after the first
+    for more, up to `max_batch` of them. A batcher per direction (CTranslate2: a model each) or one for all
+    directions (the generic model: `ModelBackend.translate_mixed`, every example its own modules)."""
 
-    def __init__(self, backend: Any, direction: str, max_batch: int = 32, max_wait: float = 0.005):
+    def __init__(self, translate: Any, name: str, max_batch: int = 32, max_wait: float = 0.005):
         if max_batch < 1 or not max_wait >= 0:  # a batch of 0 would never be taken; a negative wait raises later
             raise ValueError(f"max_batch={max_batch} must be at least 1 and max_wait={max_wait} at least 0 seconds.")
-        self.backend, self.direction, self.max_batch, self.max_wait = backend, direction, max_batch, max_wait
-        self.queue: queue.Queue[tuple[list[str], Future] | None] = queue.Queue()
-        self.thread = threading.Thread(target=self._work, name=f"batcher-{direction}", daemon=True)
+        self.translate, self.name, self.max_batch, self.max_wait = translate, name, max_batch, max_wait
+        self.queue: queue.Queue[tuple[list[str], list[str], Future] | None] = queue.Queue()
+        self.thread = threading.Thread(target=self._work, name=f"batcher-{name}", daemon=True)
         self.thread.start()
 
-    def submit(self, texts: list[str]) -> Future:
+    def submit(self, directions: list[str], texts: list[str]) -> Future:
         future: Future = Future()
-        self.queue.put((texts, future))
+        self.queue.put((directions, texts, future))
         return future
 
     def close(self) -> None:
@@ -181,7 +190,7 @@ class DirectionBatcher:
 
     def _work(self) -> None:
         while (first := self.queue.get()) is not None:
-            jobs, size, stop = [first], len(first[0]), False
+            jobs, size, stop = [first], len(first[1]), False
             while size < self.max_batch:  # what arrives within max_wait joins this batch
                 try:
                     job = self.queue.get(timeout=self.max_wait)
@@ -191,22 +200,23 @@ class DirectionBatcher:
                     stop = True
                     break
                 jobs.append(job)
-                size += len(job[0])
+                size += len(job[1])
             self._run(jobs)
             if stop:
                 return
 
-    def _run(self, jobs: list[tuple[list[str], Future]]) -> None:
-        texts = [text for job_texts, _ in jobs for text in job_texts]
+    def _run(self, jobs: list[tuple[list[str], list[str], Future]]) -> None:
+        directions = [direction for job_directions, _, _ in jobs for direction in job_directions]
+        texts = [text for _, job_texts, _ in jobs for text in job_texts]
         try:
-            outputs = self.backend.translate(self.direction, texts)
+            outputs = self.translate(directions, texts)
         except Exception as error:  # the requests of this batch fail; the worker keeps serving
-            logger.exception("translation of %d texts (%s) failed", len(texts), self.direction)
-            for _, future in jobs:
+            logger.exception("translation of %d texts (%s) failed", len(texts), self.name)
+            for _, _, future in jobs:
                 future.set_exception(error)
             return
         start = 0
-        for job_texts, future in jobs:
+        for _, job_texts, future in jobs:
             future.set_result(outputs[start : start + len(job_texts)])
             start += len(job_texts)
 
@@ -253,13 +263,18 @@ class TranslationServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, backend: Any, host: str = "127.0.0.1", port: int = 8080, max_batch: int = 32,
-                 max_wait: float = 0.005):  # fmt: skip
+                 max_wait: float = 0.005, mixed: bool = True):  # fmt: skip
         self.backend = backend
         try:
             super().__init__((host, port), _Handler)
         except OSError as err:  # the port is taken, or the host is not this machine's
             raise _cannot_listen(host, port, err) from None
-        self.batchers = {d: DirectionBatcher(backend, d, max_batch, max_wait) for d in backend.directions}
+        if hasattr(backend, "translate_mixed") and mixed:  # one batch for every direction: the routed model
+            batcher = Batcher(backend.translate_mixed, "mixed", max_batch, max_wait)
+            self.batchers = dict.fromkeys(backend.directions, batcher)
+        else:
+            self.batchers = {d: Batcher(lambda _, texts, d=d: backend.translate(d, texts), d, max_batch, max_wait)
+                             for d in backend.directions}  # fmt: skip
 
     @property
     def url(self) -> str:
@@ -269,7 +284,8 @@ class TranslationServer(ThreadingHTTPServer):
     def translate_items(self, items: list[dict[str, Any]]) -> list[str]:
         """Translations of checked request items, in order; each direction's texts go to its batcher at once."""
         rows = rows_by_direction(items)
-        futures = {d: self.batchers[d].submit([items[i]["text"] for i in members]) for d, members in rows.items()}
+        futures = {d: self.batchers[d].submit([d] * len(members), [items[i]["text"] for i in members])
+                   for d, members in rows.items()}  # fmt: skip
         outputs = [""] * len(items)
         for direction, members in rows.items():
             for i, text in zip(members, futures[direction].result(), strict=True):
@@ -315,7 +331,7 @@ class TranslationServer(ThreadingHTTPServer):
     def close(self) -> None:
         self.shutdown()
         self.server_close()
-        for batcher in self.batchers.values():
+        for batcher in set(self.batchers.values()):  # the mixed batcher serves every direction: closed once
             batcher.close()
 
 
@@ -378,4 +394,4 @@ class _Handler(BaseHTTPRequestHandler):
         logger.info("%s %s", self.address_string(), format % args)
 
 
-__all__ = ["CTranslate2Backend", "DirectionBatcher", "ModelBackend", "RequestError", "TranslationServer"]
+__all__ = ["Batcher", "CTranslate2Backend", "ModelBackend", "RequestError", "TranslationServer"]
