@@ -81,6 +81,10 @@ def test_concurrent_mixed_direction_requests_get_translates_outputs(model_and_ex
             health = json.loads(response.read())
         assert health["status"] == "ok" and health["backend"] == backend_name
         assert set(health["directions"]) >= {"en-de", "de-en", "fr-de"}
+        if backend_name == "transformers":  # one base and LAA's matrices beside it, counted by their parameters
+            laa = sum(p.numel() * 4 for n, p in model.named_parameters() if ".insertions." in n)
+            total = sum(p.numel() * 4 for p in model.parameters())
+            assert health["memory"] == {"base_bytes": total - laa, "language_modules_bytes": laa} and laa > 0
         items = requests_mixed()
         want = expected(model, tokenizer, items)
         assert any(want)  # the model says something

@@ -13,7 +13,8 @@ sentences, waiting at most `max_wait` seconds after the first) and answers every
 generic model batches every direction together (one forward, one beam search, each example through its own
 languages' modules; `mixed=False` keeps a worker per direction); CTranslate2 has a worker per direction. The HTTP layer is the standard library's threading server:
 
-    GET  /health     -> {"status": "ok", "backend": ..., "directions": ["en-de", ...]}
+    GET  /health     -> {"status": "ok", "backend": ..., "directions": ["en-de", ...]} (and, for the generic
+                        model, "memory": {"base_bytes": ..., "language_modules_bytes": ...})
     POST /translate  {"text": ..., "src_lang": ..., "tgt_lang": ...}  or a list of such objects
                      -> {"translation": ..., "src_lang": ..., "tgt_lang": ...}  (or a list, in order)
 
@@ -140,6 +141,16 @@ class ModelBackend:
     @property
     def directions(self) -> list[str]:
         return sorted(self._directions)
+
+    def memory(self) -> dict[str, int]:
+        """Bytes of weights: the shared base and the language modules beside it (one copy for every direction)."""
+        from ..modeling.modeling_langspec import language_module_parameter
+
+        sizes = {"base_bytes": 0, "language_modules_bytes": 0}
+        for name, parameter in self.model.named_parameters():
+            key = "language_modules_bytes" if language_module_parameter(name) else "base_bytes"
+            sizes[key] += parameter.numel() * parameter.element_size()
+        return sizes
 
     def source_lengths(self, direction: str, texts: Sequence[str]) -> list[int]:
         src, tgt = split_direction(direction)
@@ -343,7 +354,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/health":
             backend = self.server.backend
-            self._send(HTTPStatus.OK, {"status": "ok", "backend": backend.name, "directions": backend.directions})
+            health = {"status": "ok", "backend": backend.name, "directions": backend.directions}
+            if hasattr(backend, "memory"):  # the generic model: one base, the language modules beside it
+                health["memory"] = backend.memory()
+            self._send(HTTPStatus.OK, health)
         else:
             self._send(HTTPStatus.NOT_FOUND, {"error": f"no {self.path}; use GET /health or POST /translate"})
 
