@@ -455,6 +455,7 @@ def test_an_adapted_nllb_direction_with_spare_rows_exports_to_ctranslate2_and_de
 
     model, tokenizer = load_pretrained(nllb_folder, "lora", languages=CODES, lora_rank=2)
     assert len(tokenizer) < model.config.vocab_size  # spare rows, as in the real checkpoints
+    torch.manual_seed(3)  # a perturbation under which the model generates spare rows too (ids 85, 93, 112)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if ".insertions." in name:
@@ -469,6 +470,7 @@ def test_an_adapted_nllb_direction_with_spare_rows_exports_to_ctranslate2_and_de
     inputs = tokenizer(texts, src_lang="eng_Latn", tgt_lang="deu_Latn", padding=True, return_tensors="pt")
     expected = model.generate(**inputs, num_beams=1, max_new_tokens=6, min_new_tokens=6)[:, 1:].tolist()
     assert [ids[: len(want)] for ids, want in zip(got, expected, strict=True)] == expected
+    assert any(i >= len(tokenizer) for ids in expected for i in ids)  # the spare rows' placeholders came back as rows
 
 
 def test_a_token_added_to_a_two_model_tokenizer_reaches_both_sides_and_survives_a_reload(marian_folder, tmp_path):

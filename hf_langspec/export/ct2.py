@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,8 @@ CT2_MISSING = (
     "CTranslate2 export needs the `ctranslate2` package: pip install 'hf_langspec[export]' (or ctranslate2>=4)."
 )
 DIRECTION_FILE = "direction.json"  # how to decode an exported direction (read by the server)
+UNUSED_ROW = "<hf_langspec_unused_row_{}>"  # the token of an embedding row past the tokenizer (`engine_vocabulary`)
+_UNUSED_ROW = re.compile(r"<hf_langspec_unused_row_(\d+)>")
 
 
 def _ctranslate2():
@@ -152,13 +155,22 @@ def _position_table(config: Any, state: dict, side: str):
     return fairseq_sinusoidal_table(rows + offset, config.d_model, config.pad_token_id)[offset:]
 
 
+def engine_token_ids(tokenizer: Any, tokens: list[str]) -> list[int]:
+    """Ids of tokens a CTranslate2 model produced: a spare row's placeholder is that row again (the generic model
+    gives the row's id, which decoding skips; the tokenizer would read the placeholder as `<unk>`)."""
+    ids = tokenizer.convert_tokens_to_ids(tokens)
+    return [
+        int(m.group(1)) if (m := _UNUSED_ROW.fullmatch(token)) else i for token, i in zip(tokens, ids, strict=True)
+    ]
+
+
 def engine_vocabulary(tokenizer: Any, rows: int) -> list[str]:
     """The token of each of the model's `rows` embedding rows, as CTranslate2 needs a string for every one: a row past
     the tokenizer's vocabulary (a pretrained checkpoint's spare rows: NLLB-200 and M2M-100 have some) gets a
     placeholder that no text can produce (before, `null`, which CTranslate2 refused to load)."""
     tokens = tokenizer.convert_ids_to_tokens(list(range(rows)))
     known = {token for token in tokens if token is not None}
-    placeholders = {i: f"<hf_langspec_unused_row_{i}>" for i, token in enumerate(tokens) if token is None}
+    placeholders = {i: UNUSED_ROW.format(i) for i, token in enumerate(tokens) if token is None}
     clash = sorted(set(placeholders.values()) & known)
     if clash:
         raise ValueError(f"The vocabulary already holds {clash[0]}, the placeholder for an embedding row it lacks.")
@@ -330,7 +342,7 @@ def translate_ctranslate2(
     results = translator.translate_batch(
         sources, target_prefix=prefix, beam_size=beam_size, max_decoding_length=max_new_tokens, **options
     )
-    return [tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
+    return [engine_token_ids(tokenizer, result.hypotheses[0]) for result in results]
 
 
 __all__ = [
