@@ -453,9 +453,9 @@ def test_an_adapted_nllb_direction_with_spare_rows_exports_to_ctranslate2_and_de
     from hf_langspec.export.ct2 import DIRECTION_FILE, export_direction, translate_ctranslate2
     from hf_langspec.pretrained import load_pretrained
 
+    torch.manual_seed(3)  # the LoRA start and the perturbation: the model then generates spare rows too
     model, tokenizer = load_pretrained(nllb_folder, "lora", languages=CODES, lora_rank=2)
     assert len(tokenizer) < model.config.vocab_size  # spare rows, as in the real checkpoints
-    torch.manual_seed(3)  # a perturbation under which the model generates spare rows too (ids 85, 93, 112)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if ".insertions." in name:
