@@ -16,13 +16,13 @@ tag style) is not part of Marian/M2M100 configs, so pass it to the `from_*` func
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import torch
 from transformers import M2M100Config, M2M100ForConditionalGeneration, MarianConfig, MarianMTModel, PreTrainedModel
 
 from .modeling import LangSpecConfig, LangSpecForConditionalGeneration
+from .modeling.configuration_langspec import backbone_fields
 
 _SHARED_FIELDS = (
     "vocab_size",
@@ -219,13 +219,10 @@ def adapt(source: PreTrainedModel, kind: str, **fields: Any) -> PreTrainedModel:
         raise ValueError(f"adapt() starts from a MarianMTModel, an M2M100ForConditionalGeneration or a baseline, "
                          f"not a {type(source).__name__}.")  # fmt: skip
     config_class, model_class = model_classes()[kind]
-    names = [n for n in inspect.signature(LangSpecConfig.__init__).parameters if n not in ("self", "kwargs")]
-    backbone = {n: getattr(base.config, n) for n in names if hasattr(base.config, n)}
-    model = model_class(config_class(**{**backbone, **fields}))
+    model = model_class(config_class(**{**backbone_fields(base.config), **fields}))
     state = base.state_dict()
-    if hasattr(
-        model, "load_shared_layers"
-    ):  # LSL: each language's layer starts as the shared one (dense pre-training)
+    # LSL: each language's layer starts as the shared one (dense pre-training); the rest loads by name
+    if hasattr(model, "load_shared_layers"):
         state = model.load_shared_layers(state)
     missing, unexpected = model.load_state_dict(state, strict=False)
     stray = [k for k in missing if not language_module_parameter(k) and not k.endswith("lm_head.weight")]

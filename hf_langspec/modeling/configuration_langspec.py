@@ -10,6 +10,7 @@ standard modules and transformers.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Sequence
 
 from transformers import PretrainedConfig
@@ -301,6 +302,13 @@ class LangSpecConfig(PretrainedConfig):
                     f"encoder_drop_residual entry [{layer}, {sublayer!r}] must name an encoder layer in "
                     f"[0, {self.encoder_layers}) and a sublayer 'self_attn' or 'ffn'."
                 )
+
+
+def backbone_fields(config: PretrainedConfig) -> dict:
+    """The fields of `config` that `LangSpecConfig` itself takes (the backbone and the language contract): a variant's
+    config without its method's fields, or a converted checkpoint's, as keyword arguments of another config."""
+    names = [n for n in inspect.signature(LangSpecConfig.__init__).parameters if n not in ("self", "kwargs")]
+    return {n: getattr(config, n) for n in names if hasattr(config, n)}
 
 
 def check_choice(field: str, value: object, allowed: Sequence[str]) -> None:

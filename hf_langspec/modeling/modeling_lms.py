@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .configuration_langspec import LangSpecConfig
+from .configuration_langspec import LangSpecConfig, backbone_fields
 from .configuration_lms import LMSConfig
 from .modeling_langspec import LangSpecForConditionalGeneration, LangSpecModel
 from .module_lms import LanguageMatrixSynthesis
@@ -126,9 +125,7 @@ class LMSForConditionalGeneration(LangSpecForConditionalGeneration):
                 "condense() folds the shared matrices that fuse distillation trains; this model has none "
                 "(lms_fuse_distillation=False). Fold one direction instead (hf_langspec.specialize)."
             )
-        names = [n for n in inspect.signature(LangSpecConfig.__init__).parameters if n not in ("self", "kwargs")]
-        config = LangSpecConfig(**{n: getattr(self.config, n) for n in names if hasattr(self.config, n)})
-        plain = LangSpecForConditionalGeneration(config)
+        plain = LangSpecForConditionalGeneration(LangSpecConfig(**backbone_fields(self.config)))
         state = {k: v for k, v in self.state_dict().items() if ".insertions." not in k}
         for side in ("encoder", "decoder"):
             stack = getattr(self.model, side)
