@@ -7,8 +7,8 @@
     python3 scripts/compat_matrix.py gpu-image             # torch 2.11 + transformers 5.17 (the GPU machines)
     python3 scripts/compat_matrix.py newest-torch          # newest, torch too (the registry's CUDA build on the CPU)
 
-Each cell is a venv under `.matrix/<cell>` made anew, the package installed editable with its `dev`, `eval`
-and `export` extras, then `pytest -m "not slow"`. The versions it installed and the outcome go into
+Each cell is a venv under `.matrix/<cell>` made anew, the package installed editable with its `dev`, `eval`,
+`export` and `serve` extras, then `pytest -m "not slow"`. The versions it installed and the outcome go into
 `docs/compat_matrix.json`, and the table between the `<!-- compat-matrix -->` markers of README.md is
 rebuilt from that file. Standard library only: it runs before anything is installed.
 
@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements" / "lock.txt"
 RESULTS = ROOT / "docs" / "compat_matrix.json"
 README = ROOT / "README.md"
-EXTRAS = ".[dev,eval,export]"
+EXTRA_NAMES = ("dev", "eval", "export", "serve")
+EXTRAS = f".[{','.join(EXTRA_NAMES)}]"
 # the packages whose versions the table shows (every installed version is kept in the results file)
 SHOWN = ["torch", "transformers", "tokenizers", "datasets", "accelerate", "huggingface-hub", "safetensors",
          "evaluate", "sacrebleu", "ctranslate2", "numpy"]  # fmt: skip
@@ -70,7 +71,7 @@ def lower_bounds() -> list[str]:
     """Each dependency of pyproject.toml (and of the extras installed) pinned at its declared lower bound."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     requirements = list(project["dependencies"])
-    for extra in ("dev", "eval", "export"):
+    for extra in EXTRA_NAMES:
         requirements += project["optional-dependencies"][extra]
     pins = []
     for requirement in requirements:
@@ -95,9 +96,9 @@ def lowest_resolution(python: Path, work: Path) -> str:
     is an error naming it: the bound must be raised to what resolves."""
     run([str(python), "-m", "pip", "install", "-q", "uv"])
     compiled = subprocess.run(
-        [str(work / "bin" / "uv"), "pip", "compile", "pyproject.toml", "--extra", "dev", "--extra", "eval",
-         "--extra", "export", "--resolution", "lowest-direct", "--python", str(python), "--no-header",
-         "--no-annotate", "--quiet"],
+        [str(work / "bin" / "uv"), "pip", "compile", "pyproject.toml",
+         *(arg for extra in EXTRA_NAMES for arg in ("--extra", extra)), "--resolution", "lowest-direct",
+         "--python", str(python), "--no-header", "--no-annotate", "--quiet"],
         cwd=ROOT, check=True, capture_output=True, text=True,
     ).stdout  # fmt: skip
     resolved = {normalize(line.split("==")[0]): line.split("==")[1] for line in compiled.split() if "==" in line}
