@@ -98,6 +98,10 @@ def test_concurrent_mixed_direction_requests_get_translates_outputs(model_and_ex
         assert [(a["src_lang"], a["tgt_lang"]) for a in answers] == [(i["src_lang"], i["tgt_lang"]) for i in items]
         if batches:  # the mixed batcher: the list request's three directions went through in one batch
             assert {"en-de", "de-en", "fr-de"} in batches
+        from libretranslatepy import LibreTranslateAPI  # LibreTranslate's own client gets the same translations
+
+        client = LibreTranslateAPI(server.url)
+        assert [client.translate(i["text"], i["src_lang"], i["tgt_lang"]) for i in items] == want
     finally:
         server.close()
 
@@ -182,6 +186,8 @@ def test_the_cli_exports_directions_and_serves_them(model_and_export, tmp_path):
         (["serve", "--model", "m", "--max-batch", "0"], "argument --max-batch: must be at least 1, got 0"),
         (["serve", "--model", "m", "--max-wait-ms", "-5"], "argument --max-wait-ms: must be a finite number of 0 or more, got -5"),
         (["serve", "--model", "m", "--threads", "0"], "argument --threads: must be at least 1, got 0"),
+        (["serve", "--model", "m", "--timeout", "0"], "argument --timeout: must be more than 0, got 0"),
+        (["serve", "--model", "m", "--max-queue", "-3"], "argument --max-queue: must be at least 1, got -3"),
         (["serve", "--model", "m", "--device", "tpu"], "argument --device: 'tpu' is not a PyTorch device"),
     ],
 )  # fmt: skip
@@ -192,7 +198,8 @@ def test_export_and_serve_usage_errors_are_one_line_before_any_work(args, messag
 
 
 def test_the_server_refuses_a_port_or_batching_it_cannot_use_before_any_socket_or_thread():
-    from hf_langspec.export.server import Batcher, check_port_free
+    from hf_langspec.export.batching import Batcher
+    from hf_langspec.export.sockets import check_port_free
 
     with pytest.raises(ValueError, match=r"port 70000 is not a TCP port; give one in 1-65535 \(0: any free one\)"):
         check_port_free("127.0.0.1", 70000)  # the socket's own OverflowError was a traceback

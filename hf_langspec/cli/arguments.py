@@ -57,6 +57,14 @@ def non_negative_number(text: str) -> float:
     return value
 
 
+def positive_number(text: str) -> float:
+    """A finite number > 0: a timeout in seconds."""
+    value = non_negative_number(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be more than 0, got 0")
+    return value
+
+
 def language_code(text: str) -> str:
     """A new language's code, lowercase ISO 639 like the corpora's (`IT` was accepted and tagged as it stood)."""
     from ..data.checks import check_code
@@ -69,7 +77,7 @@ def language_code(text: str) -> str:
 
 
 def port(text: str) -> int:
-    from ..export.server import port_problem
+    from ..export.sockets import port_problem
 
     value = whole_number(text, -sys.maxsize)
     if problem := port_problem(value):

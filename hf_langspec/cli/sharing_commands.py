@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .arguments import device, directions, load_model, non_negative_number, port, positive, quantization
+from .arguments import (
+    device,
+    directions,
+    load_model,
+    non_negative_number,
+    port,
+    positive,
+    positive_number,
+    quantization,
+)
 from .registry import command
 
 
@@ -138,6 +147,10 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-wait-ms", type=non_negative_number, default=5.0, help="how long a batch waits for more requests"
     )
+    p.add_argument("--max-queue", type=positive, default=1024,
+                   help="texts that may wait for a batch; more get 503 with Retry-After")  # fmt: skip
+    p.add_argument("--timeout", type=positive_number, default=60.0,
+                   help="seconds a request may wait for its translations; longer gets 504")  # fmt: skip
     p.add_argument(
         "--per-direction", action="store_true",
         help="with --model: a batch per direction (before: every direction's requests in one batch, each example "
@@ -145,9 +158,14 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-@command("serve", _serve_arguments, help="translate many directions over HTTP on localhost (JSON)")
+@command(
+    "serve",
+    _serve_arguments,
+    help="translate many directions over HTTP on localhost (an ASGI app, LibreTranslate-compatible)",
+)
 def cmd_serve(args: argparse.Namespace) -> None:
-    from ..export.server import CTranslate2Backend, ModelBackend, TranslationServer, check_port_free
+    from ..export.server import CTranslate2Backend, ModelBackend, ServerLimits, TranslationServer
+    from ..export.sockets import check_port_free
 
     if (args.export is None) == (args.model is None):
         raise ValueError("give --export DIR (CTranslate2 directions) or --model DIR (the generic model)")
@@ -161,18 +179,14 @@ def cmd_serve(args: argparse.Namespace) -> None:
             raise ValueError(f"Not serving {args.model}: {problem}.")
         model, tokenizer = load_model(args.model, args.device)
         backend = ModelBackend(model, tokenizer, args.directions)
+    limits = ServerLimits(max_queue=max(args.max_queue, args.max_batch), timeout=args.timeout)
     server = TranslationServer(
         backend, args.host, args.port, max_batch=args.max_batch, max_wait=args.max_wait_ms / 1000,
-        mixed=not args.per_direction,
+        mixed=not args.per_direction, limits=limits,
     )  # fmt: skip
-    print(f"serving {len(backend.directions)} directions ({backend.name}) at {server.url}: "
-          f"GET /health, POST /translate; Ctrl-C stops", flush=True)  # fmt: skip
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.close()
+    print(f"serving {len(backend.directions)} directions ({backend.name}) at {server.url}: POST /translate "
+          f"(LibreTranslate's too), GET /health, /ready, /languages, /metrics, /docs; Ctrl-C stops", flush=True)  # fmt: skip
+    server.serve_forever()  # SIGINT / SIGTERM: answers what is queued, then stops
 
 
 def _push_arguments(p: argparse.ArgumentParser) -> None:

@@ -52,7 +52,7 @@ class Batcher:
         """Queue texts (one direction each); the future gets their translations in order. Raises `QueueFull`."""
         with self._count_lock:
             if self._waiting + len(texts) > self.max_queue:
-                raise QueueFull(f"{self._waiting} texts are waiting for {self.name} (at most {self.max_queue})")
+                raise QueueFull(f"{self._waiting} texts are waiting for {self.name}, at most {self.max_queue} may")
             self._waiting += len(texts)
         future: Future = Future()
         self.queue.put((directions, texts, future))

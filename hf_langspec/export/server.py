@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -62,6 +61,7 @@ from .api import (
 )
 from .backends import CTranslate2Backend, ModelBackend
 from .batching import Batcher, QueueFull
+from .sockets import listening_socket
 
 logger = logging.getLogger(__name__)
 ROUTES = "GET /health, /ready, /languages, /metrics, /docs or POST /translate"
@@ -149,7 +149,7 @@ class TranslationService:
         except QueueFull as full:
             for future in futures.values():  # what was queued of this request is dropped, not translated
                 future.cancel()
-            raise RequestError(f"the server is busy ({full}); retry after {self.limits.retry_after} s",
+            raise RequestError(f"the server is busy: {full}; retry after {self.limits.retry_after} s",
                                HTTPStatus.SERVICE_UNAVAILABLE, {"Retry-After": str(self.limits.retry_after)}) from None  # fmt: skip
         waits = [asyncio.wrap_future(future) for future in futures.values()]
         try:
@@ -312,39 +312,6 @@ def create_app(service: TranslationService) -> FastAPI:
 
 
 # ---------------------------------------------------------------------------- the server
-def _cannot_listen(host: str, port: int, err: OSError) -> ValueError:
-    return ValueError(f"cannot listen on {host}:{port}: {err.strerror}; choose another --port / --host")
-
-
-def port_problem(port: int) -> str | None:
-    """Why `port` cannot be listened on whatever the machine (the CLI's argument check and the server share it)."""
-    return None if 0 <= port <= 65535 else f"port {port} is not a TCP port; give one in 1-65535 (0: any free one)"
-
-
-def check_port_free(host: str, port: int) -> None:
-    """Refuse a host and port this machine cannot listen on, before anything expensive (a model) is loaded."""
-    listening_socket(host, port, listen=False).close()
-
-
-def listening_socket(host: str, port: int, listen: bool = True) -> socket.socket:
-    """A socket bound to `host:port` (port 0: a free one), listening: connections wait in its backlog until the
-    server takes them, so a client may connect as soon as this returns."""
-    problem = port_problem(port)
-    if problem:
-        raise ValueError(f"{problem}.")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restarted server gets its port back at once
-    try:
-        sock.bind((host, port))
-        if listen:
-            sock.listen(2048)
-    except OSError as err:  # the port is taken, or the host is not this machine's
-        sock.close()
-        raise _cannot_listen(host, port, err) from None
-    return sock
-
-
 class TranslationServer:
     """The application under uvicorn on one socket: `serve_forever()` to run (in the main thread it stops on SIGINT
     or SIGTERM, after answering what is queued), `close()` to stop it from another thread."""
@@ -352,6 +319,8 @@ class TranslationServer:
     def __init__(self, backend: Any, host: str = "127.0.0.1", port: int = 8080, max_batch: int = 32,
                  max_wait: float = 0.005, mixed: bool = True, limits: ServerLimits | None = None):  # fmt: skip
         self.socket = listening_socket(host, port)
+        bound_host, bound_port = self.socket.getsockname()[:2]  # port 0: the one the system chose
+        self.url = f"http://[{bound_host}]:{bound_port}" if ":" in bound_host else f"http://{bound_host}:{bound_port}"
         self.service = TranslationService(backend, max_batch, max_wait, mixed, limits)
         self.app = create_app(self.service)
         config = uvicorn.Config(
@@ -371,11 +340,6 @@ class TranslationServer:
     @property
     def backend(self) -> Any:
         return self.service.backend
-
-    @property
-    def url(self) -> str:
-        host, port = self.socket.getsockname()[:2]
-        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def serve_forever(self) -> None:
         self._served.set()
