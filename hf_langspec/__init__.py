@@ -49,29 +49,16 @@ from .modeling import (
     XLPMTConfig,
     XLPMTModel,
 )
+from .modeling.registry import VARIANTS, Variant
 from .pipelines import LangSpecTranslationPipeline, register_pipeline
 from .tokenization import LangSpecTokenizer, train_tokenizer
 
 __version__ = "0.1.0"
 
 
-# (config, bare model, translation model) of every variant
-VARIANTS = [
-    (LangSpecConfig, LangSpecModel, LangSpecForConditionalGeneration),
-    (XLPMTConfig, XLPMTModel, XLPForConditionalGeneration),
-    (CLMConfig, CLMModel, CLMForConditionalGeneration),
-    (CLLConfig, CLLModel, CLLForConditionalGeneration),
-    (HLTConfig, HLTModel, HLTForConditionalGeneration),
-    (LAAConfig, LAAModel, LAAForConditionalGeneration),
-    (AdapterConfig, AdapterModel, AdapterForConditionalGeneration),
-    (LoRAConfig, LoRAModel, LoRAForConditionalGeneration),
-    (LSLConfig, LSLModel, LSLForConditionalGeneration),
-    (LMSConfig, LMSModel, LMSForConditionalGeneration),
-]
-
-
 def _register() -> None:
-    for config_class, model_class, seq2seq_class in VARIANTS:
+    for variant in VARIANTS:
+        config_class, model_class, seq2seq_class = variant.config_class, variant.model_class, variant.translation_class
         AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
         AutoModel.register(config_class, model_class, exist_ok=True)
         AutoModelForSeq2SeqLM.register(config_class, seq2seq_class, exist_ok=True)
@@ -94,6 +81,7 @@ def _register() -> None:
 _register()
 
 __all__ = [
+    "VARIANTS",
     "AdapterConfig",
     "AdapterForConditionalGeneration",
     "AdapterModel",
@@ -124,6 +112,7 @@ __all__ = [
     "LoRAConfig",
     "LoRAForConditionalGeneration",
     "LoRAModel",
+    "Variant",
     "XLPConfig",
     "XLPForConditionalGeneration",
     "XLPForMaskedLM",

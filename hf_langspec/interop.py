@@ -23,6 +23,8 @@ from transformers import M2M100Config, M2M100ForConditionalGeneration, MarianCon
 
 from .modeling import LangSpecConfig, LangSpecForConditionalGeneration
 from .modeling.configuration_langspec import backbone_fields
+from .modeling.modeling_langspec import language_module_parameter
+from .modeling.registry import variant
 
 _SHARED_FIELDS = (
     "vocab_size",
@@ -203,11 +205,6 @@ def adapt(source: PreTrainedModel, kind: str, **fields: Any) -> PreTrainedModel:
     `fields` are the method's config fields and the language contract (`languages`, `lang_tag_token_ids`,
     `lang_tag_style`, ...). The result is checked: its logits on a probe batch of every language must equal the
     source's, else a ValueError (a module that does not start where it says it does)."""
-    from .modeling.modeling_langspec import language_module_parameter
-    from .training.config import model_classes
-
-    if kind not in model_classes():
-        raise ValueError(f"Unknown method {kind!r}; choose one of {sorted(model_classes())}.")
     contract = {k: fields[k] for k in ("languages", "lang_tag_token_ids", "lang_tag_style") if k in fields}
     if isinstance(source, MarianMTModel):
         base = from_marian(source, **contract)
@@ -218,7 +215,7 @@ def adapt(source: PreTrainedModel, kind: str, **fields: Any) -> PreTrainedModel:
     else:
         raise ValueError(f"adapt() starts from a MarianMTModel, an M2M100ForConditionalGeneration or a baseline, "
                          f"not a {type(source).__name__}.")  # fmt: skip
-    config_class, model_class = model_classes()[kind]
+    config_class, model_class = variant(kind).config_class, variant(kind).translation_class
     model = model_class(config_class(**{**backbone_fields(base.config), **fields}))
     state = base.state_dict()
     # LSL: each language's layer starts as the shared one (dense pre-training); the rest loads by name

@@ -118,8 +118,8 @@ def config_problem(folder: Path, translation: bool = True) -> str | None:
     """What is wrong with a parsed config.json's kind of model, or None: it must name one of this package's
     translation models, or with `translation=False` also its XLP encoder (a model of another library or an
     edited model_type is named as such)."""
-    from . import VARIANTS
     from .modeling import XLPConfig
+    from .modeling.registry import config_classes_by_model_type
 
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))  # an object: folder_problem checked
     model_type = config.get("model_type")
@@ -128,7 +128,7 @@ def config_problem(folder: Path, translation: bool = True) -> str | None:
             f"config.json describes an XLP encoder (model_type {model_type!r}, pre-training), not a translation "
             "model; give the translation model trained from it (model.init_encoder_from)"
         )
-    classes = {config_class.model_type: config_class for config_class, _, _ in VARIANTS}
+    classes = config_classes_by_model_type()
     classes |= {} if translation else {XLPConfig.model_type: XLPConfig}
     kinds = sorted(classes)
     if model_type not in kinds:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .modeling.modeling_langspec import language_module_parameter
+from .modeling.registry import variant
 from .tokenization import LangSpecTokenizer
 
 # tokenizer class -> (how a code is written as its token, where the tags go)
@@ -333,13 +334,10 @@ def check_start(path: str | os.PathLike, method: str, fields: dict[str, Any]) ->
     import torch
 
     from .interop import _TARGETS, _backbone_kwargs
-    from .training.config import model_classes
 
     config = pretrained_config(path)
     backbone = _backbone_kwargs(config) | _TARGETS[CHECKPOINT_TYPES[config.model_type]]
-    if method not in model_classes():
-        raise ValueError(f"Unknown method {method!r}; choose one of {sorted(model_classes())}.")
-    config_class, model_class = model_classes()[method]
+    config_class, model_class = variant(method).config_class, variant(method).translation_class
     codes = ["aa", "bb"]
     contract = {"languages": codes, "lang_tag_token_ids": [config.vocab_size - 2, config.vocab_size - 1],
                 "lang_tag_style": "source" if config.model_type == "marian" else "both"}  # fmt: skip

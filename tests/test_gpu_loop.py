@@ -24,9 +24,9 @@ from test_compile import STAGES, build, loss_and_grads, training_batch
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, TrainerCallback
 
 from hf_langspec import train_tokenizer
+from hf_langspec.modeling.registry import model_classes
 from hf_langspec.modeling.routing import accelerator_path
 from hf_langspec.training import LangSpecSeq2SeqTrainer, LangSpecTrainingArguments
-from hf_langspec.training.config import model_classes
 from hf_langspec.training.host_syncs import HostSyncCensus, StepCensus, sync_kind
 
 PAIRS = [[s, t] for s in LANGUAGES for t in LANGUAGES if s != t]

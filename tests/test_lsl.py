@@ -164,7 +164,8 @@ def test_one_direction_folds_into_a_plain_model(src, tgt):
 def test_the_example_config_builds_an_lsl_model_with_the_documented_layers():
     from pathlib import Path
 
-    from hf_langspec.training.experiment import load_config, model_classes
+    from hf_langspec.modeling.registry import model_classes
+    from hf_langspec.training.experiment import load_config
 
     config = load_config(Path(__file__).parents[1] / "examples/configs/bible_lsl_cpu.yaml")
     fields = {k: v for k, v in config["model"].items() if k != "class"}

@@ -17,6 +17,7 @@ from safetensors.torch import load_file, save_file
 from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration
 from hf_langspec.cli import main
 from hf_langspec.model_folder import ModelFolderError, load_model_folder
+from hf_langspec.modeling.registry import VARIANTS, variant
 from hf_langspec.tokenization import train_tokenizer
 
 TEXTS = {"en": ["In the beginning God created the heaven and the earth."] * 4,
@@ -509,18 +510,16 @@ def test_a_repo_id_or_model_name_the_hub_refuses_is_refused_first(argv, message,
     assert {path.name: path.read_bytes() for path in copy.iterdir()} == before
 
 
-@pytest.mark.parametrize(
-    "variant", range(7), ids=lambda i: ["baseline", "xlp", "clm", "cll", "hlt", "laa", "adapter"][i]
-)
-def test_every_variant_as_saved_passes_the_folder_check(variant, tmp_path):
+@pytest.mark.parametrize("name", [variant.name for variant in VARIANTS])
+def test_every_variant_as_saved_passes_the_folder_check(name, tmp_path):
     """The value check of config.json (types and ranges of each config class) accepts what every variant saves."""
-    from hf_langspec import VARIANTS
     from hf_langspec.model_folder import folder_problem
 
-    config_class, _, model_class = VARIANTS[variant]
+    config_class, model_class = variant(name).config_class, variant(name).translation_class
     tok = train_tokenizer(TEXTS, vocab_size=60, show_progress=False)
-    needs = {"hlt": {"high_resource_languages": ["de"]}, "adapter": {"language_pairs": ["en-de", "de-en"]}}
-    config = config_class(**tok.model_config_kwargs(), **needs.get(config_class.model_type.removeprefix("langspec_"), {}),
+    needs = {"hlt": {"high_resource_languages": ["de"]}, "adapter": {"language_pairs": ["en-de", "de-en"]},
+             "lsl": {"lsl_encoder_source_layers": [0]}}  # fmt: skip
+    config = config_class(**tok.model_config_kwargs(), **needs.get(name, {}),
                           d_model=16, encoder_layers=1, decoder_layers=1,
                           encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)  # fmt: skip
     model_class(config).save_pretrained(tmp_path)

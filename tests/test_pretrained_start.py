@@ -691,8 +691,8 @@ def test_the_budget_script_counts_what_a_built_model_holds():
     import importlib.util
     from pathlib import Path
 
+    from hf_langspec.modeling.registry import model_classes
     from hf_langspec.pretrained import language_module_parameter
-    from hf_langspec.training.config import model_classes
 
     path = Path(__file__).resolve().parents[1] / "scripts" / "pretrained_budget.py"
     spec = importlib.util.spec_from_file_location("pretrained_budget", path)

@@ -7,7 +7,7 @@ import torch
 from conftest import enable_checkpointing, random_batch, tiny_config
 
 from hf_langspec.modeling.modeling_langspec import language_module_parameter
-from hf_langspec.training.experiment import model_classes
+from hf_langspec.modeling.registry import model_classes
 
 OVERRIDES = {
     "xlp": {},

@@ -184,8 +184,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         backend, args.host, args.port, max_batch=args.max_batch, max_wait=args.max_wait_ms / 1000,
         mixed=not args.per_direction, limits=limits,
     )  # fmt: skip
-    print(f"serving {len(backend.directions)} directions ({backend.name}) at {server.url}: POST /translate "
-          f"(LibreTranslate's too), GET /health, /ready, /languages, /metrics, /docs; Ctrl-C stops", flush=True)  # fmt: skip
+    print(f"serving {len(backend.directions)} directions ({backend.name}) at {server.url}: GET /health, /ready, "
+          f"/languages, /metrics, /docs; POST /translate (LibreTranslate's requests too); Ctrl-C stops", flush=True)  # fmt: skip
     server.serve_forever()  # SIGINT / SIGTERM: answers what is queued, then stops
 
 

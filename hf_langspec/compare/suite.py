@@ -43,7 +43,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..training.config import ConfigError, check_keys, model_classes, set_keys, validate_config
+from ..modeling.registry import model_classes
+from ..training.config import ConfigError, check_keys, set_keys, validate_config
 from ..training.config_files import read_config_file
 from .groups import group_names
 from .markers import insertion_problem

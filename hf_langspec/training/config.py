@@ -50,6 +50,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..modeling.registry import model_classes
 from .config_files import read_config_file, read_config_text
 from .config_types import check_section, describe, type_hints
 from .errors import ConfigError
@@ -128,45 +129,6 @@ SECTION_HELP = {
     "card": "the model card's fields",
     "expected": "ranges this config gives with the tested versions: {group or direction: {metric: [low, high]}}",
 }
-
-
-def model_classes() -> dict[str, tuple[type, type]]:
-    """`[model] class` values: (config class, translation model class) of every variant."""
-    from ..modeling import (
-        AdapterConfig,
-        AdapterForConditionalGeneration,
-        CLLConfig,
-        CLLForConditionalGeneration,
-        CLMConfig,
-        CLMForConditionalGeneration,
-        HLTConfig,
-        HLTForConditionalGeneration,
-        LAAConfig,
-        LAAForConditionalGeneration,
-        LangSpecConfig,
-        LangSpecForConditionalGeneration,
-        LMSConfig,
-        LMSForConditionalGeneration,
-        LoRAConfig,
-        LoRAForConditionalGeneration,
-        LSLConfig,
-        LSLForConditionalGeneration,
-        XLPForConditionalGeneration,
-        XLPMTConfig,
-    )
-
-    return {
-        "baseline": (LangSpecConfig, LangSpecForConditionalGeneration),
-        "xlp": (XLPMTConfig, XLPForConditionalGeneration),
-        "clm": (CLMConfig, CLMForConditionalGeneration),
-        "laa": (LAAConfig, LAAForConditionalGeneration),
-        "cll": (CLLConfig, CLLForConditionalGeneration),
-        "hlt": (HLTConfig, HLTForConditionalGeneration),
-        "adapter": (AdapterConfig, AdapterForConditionalGeneration),
-        "lora": (LoRAConfig, LoRAForConditionalGeneration),
-        "lsl": (LSLConfig, LSLForConditionalGeneration),
-        "lms": (LMSConfig, LMSForConditionalGeneration),
-    }
 
 
 def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -670,7 +632,6 @@ __all__ = [
     "apply_overrides",
     "check_keys",
     "load_config",
-    "model_classes",
     "schema_table",
     "sentence_limit",
     "set_keys",

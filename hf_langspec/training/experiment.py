@@ -20,6 +20,7 @@ from transformers import TrainerCallback
 
 from ..data.schema import read_json, training_data_names, write_atomic
 from ..evaluation.trainer_metrics import TranslationMetrics
+from ..modeling.registry import model_classes
 from .config import (
     DATA_DEFAULTS,
     EVALUATION_DEFAULTS,
@@ -30,7 +31,6 @@ from .config import (
     clm_map_start_risk,
     compiled_shapes_risk,
     load_config,
-    model_classes,
     named_test_files,
     pretrained_start_fields,
     sentence_limit,
@@ -704,5 +704,5 @@ def _announcer(main: bool):
 # the schema's names stay importable from here, where they lived before training/config.py
 __all__ = [
     "ConfigError", "TranslationMetrics", "apply_overrides", "cap_directions", "check_keys", "load_config",
-    "model_classes", "run_experiment", "sentence_limit", "set_keys", "validate_config",
+    "run_experiment", "sentence_limit", "set_keys", "validate_config",
 ]  # fmt: skip
