@@ -8,8 +8,8 @@
     python3 scripts/compat_matrix.py newest-torch          # newest, torch too (the registry's CUDA build on the CPU)
 
 Each cell is a venv under `.matrix/<cell>` made anew, the package installed editable with its `dev`, `eval`,
-`export` and `serve` extras, then `pytest -m "not slow"`. The versions it installed and the outcome go into
-`docs/compat_matrix.json`, and the table between the `<!-- compat-matrix -->` markers of README.md is
+`export`, `serve` and `docs` extras, then `pytest -m "not slow"`. The versions it installed and the outcome go into
+`docs/compat_matrix.json`, and the table between the `<!-- compat-matrix -->` markers of docs/guide/install.md is
 rebuilt from that file. Standard library only: it runs before anything is installed.
 
 PyTorch: the registry's linux wheels of torch are CUDA builds (several GB of nvidia packages); the only CPU
@@ -34,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements" / "lock.txt"
 RESULTS = ROOT / "docs" / "compat_matrix.json"
-README = ROOT / "README.md"
-EXTRA_NAMES = ("dev", "eval", "export", "serve")
+README = ROOT / "docs" / "guide" / "install.md"  # the table of tested versions
+EXTRA_NAMES = ("dev", "eval", "export", "serve", "docs")
 EXTRAS = f".[{','.join(EXTRA_NAMES)}]"
 # the packages whose versions the table shows (every installed version is kept in the results file)
 SHOWN = ["torch", "transformers", "tokenizers", "datasets", "accelerate", "huggingface-hub", "safetensors",
@@ -248,7 +248,7 @@ def update_readme(results: dict) -> None:
     start, end = "<!-- compat-matrix -->", "<!-- /compat-matrix -->"
     content = README.read_text()
     if start not in content or end not in content:
-        raise SystemExit(f"README.md has no {start} ... {end} markers")
+        raise SystemExit(f"{README.relative_to(ROOT)} has no {start} ... {end} markers")
     head, rest = content.split(start, 1)
     _, tail = rest.split(end, 1)
     tmp = README.with_suffix(".tmp")
@@ -261,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("cell", choices=list(CELLS))
     parser.add_argument("--write-lock", action="store_true", help="on a pass, write the cell's versions as the lock")
     parser.add_argument("--workers", default="2", help="pytest-xdist workers (default 2)")
-    parser.add_argument("--table-only", action="store_true", help="rebuild the README table from the results file")
+    parser.add_argument(
+        "--table-only", action="store_true", help="rebuild the install page's table from the results file"
+    )
     args = parser.parse_args(argv)
     if args.write_lock and args.cell != "newest":
         parser.error("--write-lock goes with the newest cell: the lock is the newest releases with the CPU torch")

@@ -18,5 +18,5 @@ grep -v '^torch==' "$LOCK" >"$constraints"
 # index, so torch's own dependencies still resolve to the lock's versions on PyPI (a build with a local label,
 # 2.13.0+cpu, is preferred over the registry's 2.13.0).
 .venv/bin/python -m pip install -q -c "$constraints" ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} "$TORCH_SPEC"
-.venv/bin/python -m pip install -q -c "$constraints" -e ".[dev,eval,export,serve]"
+.venv/bin/python -m pip install -q -c "$constraints" -e ".[dev,eval,export,serve,docs]"
 .venv/bin/python -c "import torch, transformers, hf_langspec; print('hf_langspec', hf_langspec.__version__, '| torch', torch.__version__, '| transformers', transformers.__version__)"

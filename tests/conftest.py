@@ -375,15 +375,31 @@ def cli_exit_code(args: list[str]) -> int:
         return exited.code
 
 
-def run_readme_example(heading: str) -> dict:
-    """Execute, as written, the first Python block of the README's section `heading`; returns its variables."""
+def documented_python(heading: str) -> tuple[str, str]:
+    """The first Python block of the section titled `heading` in README.md or a page of docs/, and where it is."""
     import re
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    root = Path(__file__).parents[1]
+    for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        found = re.search(rf"^(#+) {re.escape(heading)}\n", text, re.M)
+        if found:
+            section = re.split(rf"^#{{1,{len(found.group(1))}}} ", text[found.end() :], maxsplit=1, flags=re.M)[0]
+            code = re.search(r"```python\n(.*?)```", section, re.S)
+            assert code, f"{page.name} ({heading}) has no Python block"
+            return code.group(1), f"{page.relative_to(root)} ({heading})"
+    raise AssertionError(f"no section {heading!r} in README.md or docs/")
+
+
+def run_readme_example(heading: str, replace: dict[str, str] | None = None) -> dict:
+    """Execute, as written (with `replace`'s substitutions, e.g. a local checkpoint for the documented path), the
+    first Python block of the section `heading` of the README or the guide; returns its variables."""
+    code, where = documented_python(heading)
+    for old, new in (replace or {}).items():
+        assert old in code, f"{where} no longer holds {old!r}"
+        code = code.replace(old, new)
     scope: dict = {}
-    exec(compile(code, f"README.md ({heading})", "exec"), scope)  # the README's own example
+    exec(compile(code, where, "exec"), scope)  # the documentation's own example
     return scope
 
 

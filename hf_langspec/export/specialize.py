@@ -144,7 +144,8 @@ def specialize(model: Any, src_lang: str, tgt_lang: str, tokenizer: Any = None) 
 
     Args:
         model: a translation model of this package (any method; the ones that cannot fold raise a ValueError).
-        src_lang, tgt_lang: codes of `model.config.languages`.
+        src_lang: the direction's source, a code of `model.config.languages`.
+        tgt_lang: its target, a code of `model.config.languages`.
         tokenizer: the model's `LangSpecTokenizer`; if given, a plain tokenizer for the direction is returned too.
 
     Returns:

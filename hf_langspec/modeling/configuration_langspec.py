@@ -99,8 +99,10 @@ class LangSpecConfig(PretrainedConfig):
             Residual connections removed in the encoder, as `[layer, sublayer]` with sublayer `"self_attn"` or
             `"ffn"`: `[[N // 2, "self_attn"]]` is the Residual baseline of Liu et al. (2021) for zero-shot
             translation; CLL's SD removes `[[N // 2, "ffn"]]`.
-        pad_token_id, bos_token_id, eos_token_id, decoder_start_token_id (`int`):
-            fairseq's dictionary layout by default: `<s>`=0, `<pad>`=1, `</s>`=2; decoding starts from `</s>`.
+        **kwargs:
+            [`PretrainedConfig`]'s arguments; the special ids `pad_token_id`, `bos_token_id`, `eos_token_id` and
+            `decoder_start_token_id` default to fairseq's dictionary layout (`<s>`=0, `<pad>`=1, `</s>`=2;
+            decoding starts from `</s>`).
     """
 
     model_type = "langspec_base"

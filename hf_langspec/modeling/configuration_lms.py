@@ -41,7 +41,7 @@ class LMSConfig(LangSpecConfig):
         lms_inference_route (`str`, *optional*, defaults to `"shared"`): with FD, what inference uses: `"shared"`
             (LMS+FD-Share, the paper's default) or `"language"` (LMS+FD-LS).
         lms_init_std (`float`, *optional*, defaults to 0.01): the vertical matrices' N(0, std) start (the authors' code).
-        kwargs: every [`LangSpecConfig`] argument; `languages` must be given.
+        **kwargs: every [`LangSpecConfig`] argument; `languages` must be given.
     """
 
     model_type = "langspec_lms"

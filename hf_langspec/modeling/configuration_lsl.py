@@ -40,7 +40,7 @@ class LSLConfig(LangSpecConfig):
             `a = softmax(alpha)` learned per layer (three times the compute), trained once; then
             `LSLForConditionalGeneration.searched_placement()` reads each layer's largest weight as its placement.
             The lists and the preset must then be empty.
-        kwargs: every [`LangSpecConfig`] argument; `languages` must be given.
+        **kwargs: every [`LangSpecConfig`] argument; `languages` must be given.
     """
 
     model_type = "langspec_lsl"
