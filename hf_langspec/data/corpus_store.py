@@ -15,9 +15,12 @@ pair in lists of dicts); here it never does:
    batch at a time, and memory-mapped. Nothing is tokenized twice. The attention mask, all ones, is not stored:
    the data collator makes it.
 
+A tokenizer trained on a corpus is kept too (`cached_tokenizer_folder`): a run on the same corpus with the same
+`[tokenizer]` section into another output folder copies it instead of training it again.
+
 Both steps are cached under `cache_root()` (`data.cache_dir`, else `$HF_LANGSPEC_CACHE`, else
-`~/.cache/hf_langspec`), keyed by what changes their output: the files (resolved path, size, modification
-time), the tokenizer (its whole serialised state, languages and tag style) and the settings (`max_length`,
+`~/.cache/hf_langspec`), keyed by what changes their output: the files' contents (SHA-256, re-read only when a file's state
+changed: `content_fingerprint`), the tokenizer (its whole serialised state, languages and tag style) and the settings (`max_length`,
 per-direction caps, excluded text). A resumed run, every system and seed of a `compare` suite, and every process
 of a launch meet the same key: the main process prepares, the others memory-map the same files. Entries are
 written into a temporary folder and renamed into place, so an interrupted preparation leaves nothing half-written.
@@ -50,7 +53,7 @@ from ..tokenization.tokenization_langspec import encode_text, target_backend
 from .columns import CORPUS_SCHEMA, HASH_COLUMNS, batch_rows, column, stream_batches
 from .local import check_row, iter_rows
 from .processing import FilterReport, PairColumns, blank_sides, hash_columns, select_pairs
-from .schema import CANONICAL_COLUMNS, removed_on_failure
+from .schema import CANONICAL_COLUMNS, removed_on_failure, write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +61,7 @@ CACHE_ENV = "HF_LANGSPEC_CACHE"
 # bump when what is written changes: older entries are then never read
 CORPUS_VERSION = 2
 PREPARED_VERSION = 4  # 4: control-token strings in text are spelled out (tokenization_langspec.encode_text)
+TOKENIZER_VERSION = 1  # the trained tokenizers kept by cached_tokenizer_folder
 PREPARED_FILE = "train.arrow"
 TOKENIZED_FEATURES = Features(
     {
@@ -98,12 +102,49 @@ def _digest(value: Any) -> str:
 
 
 def files_fingerprint(files: Sequence[str | os.PathLike]) -> list[list[Any]]:
-    """What identifies the files' contents without reading them: resolved path, size, modification time."""
+    """The files' resolved paths, sizes and modification times: an identity only for files this package owns and
+    never rewrites in place (its cache entries); a user's files are identified by `content_fingerprint`."""
     out = []
     for file in files:
         path = Path(file).resolve()
         parts = sorted(path.rglob("*")) if path.is_dir() else [path]
         out.append([str(path), [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in parts if p.is_file()]])
+    return out
+
+
+HASHES_FILE = "file_hashes.json"  # under cache_root(): content hashes by the file state they were read in
+
+
+def content_fingerprint(files: Sequence[str | os.PathLike], cache_dir: str | os.PathLike | None = None) -> list[Any]:
+    """What the files hold: the SHA-256 of each file (of each file of a folder, by relative path), in order, whatever
+    their paths, sizes and modification times. A hash is read again only when the file's state changed: it is
+    remembered under its resolved path, size, modification and change times and inode, and no write to a file
+    leaves all of them as they were (the change time cannot be set back), so a remembered hash is the content's."""
+    memo_path = cache_root(cache_dir) / HASHES_FILE
+    try:
+        memo = json.loads(memo_path.read_text()) if memo_path.is_file() else {}
+    except (ValueError, OSError):  # a damaged memo is only a cache: hash again
+        memo = {}
+    changed, out = False, []
+    for file in files:
+        root = Path(file).resolve()
+        parts = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+        digests = []
+        for part in parts:
+            stat = part.stat()
+            state = f"{part}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ctime_ns}|{stat.st_ino}"
+            if state not in memo:
+                for stale in [key for key in memo if key.startswith(f"{part}|")]:  # the file's earlier states
+                    del memo[stale]
+                with open(part, "rb") as handle:
+                    memo[state] = hashlib.file_digest(handle, "sha256").hexdigest()
+                changed = True
+            digests.append([part.relative_to(root).as_posix() if root.is_dir() else "", memo[state]])
+        out.append(digests)
+    if changed:
+        with contextlib.suppress(OSError):  # a read-only cache still reads; it hashes again next time
+            memo_path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(memo_path, json.dumps(memo, sort_keys=True).encode())
     return out
 
 
@@ -129,6 +170,30 @@ def _publish(work: Path, target: Path) -> None:
     except OSError:
         if not target.exists():
             raise
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def cached_tokenizer_folder(
+    corpus: Dataset, settings: Mapping[str, Any], cache_dir: str | os.PathLike | None = None
+) -> Path:
+    """Where the tokenizer trained on `corpus` (as `read_corpus` returned it: its folder is named by the files'
+    contents) with `settings` (the `[tokenizer]` section and the per-direction cap) is kept, so that a run on the
+    same corpus into another output folder reuses it instead of training it again."""
+    if not corpus.cache_files:
+        raise ValueError("cached_tokenizer_folder takes the memory-mapped corpus read_corpus returns.")
+    corpus_files = files_fingerprint([f["filename"] for f in corpus.cache_files])
+    return cache_root(cache_dir) / "tokenizers" / _digest(["tokenizer", TOKENIZER_VERSION, corpus_files, settings])
+
+
+def publish_copy(source: Path, target: Path) -> None:
+    """Copy the folder `source` to `target` through a temporary folder renamed into place: an interrupted copy
+    leaves no half-written `target` (another process may have published it first)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        shutil.copytree(source, work, dirs_exist_ok=True)
+        _publish(work, target)
+    finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -226,7 +291,7 @@ def read_corpus(
             raise FileNotFoundError(f"{file} does not exist.")
     root = cache_root(cache_dir)
     renaming = sorted((language_codes or {}).items())
-    key = _digest(["corpus", CORPUS_VERSION, files_fingerprint(files), *([renaming] if renaming else [])])
+    key = _digest(["corpus", CORPUS_VERSION, content_fingerprint(files, cache_dir), *([renaming] if renaming else [])])
     target = root / "corpora" / key
     if (target / "corpus.arrow").exists():
         logger.info("Reusing the corpus read into %s", target)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -147,8 +148,13 @@ def _stage_directions(stage: dict[str, Any], config: Any, available: list[str]) 
     return chosen
 
 
-def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path, main_process_first, say=print):
-    from ..model_folder import load_tokenizer
+def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path, main_process_first, say=print,
+               cached: Path | None = None):  # fmt: skip
+    """The run's tokenizer: `[tokenizer] path`'s, the one in `output_dir/tokenizer` (a resumed run; its settings must
+    be the section's), the one kept in `cached` (trained before on this corpus with these settings), or one trained
+    on `train_rows` now (and kept in `cached`)."""
+    from ..data.corpus_store import publish_copy
+    from ..model_folder import load_tokenizer, tokenizer_problem
     from ..tokenization import LangSpecTokenizer, train_tokenizer
 
     if "path" in section:
@@ -168,12 +174,18 @@ def _tokenizer(section: dict[str, Any], train_rows: list[dict], output_dir: Path
                     f"{target} holds a tokenizer trained with {recorded}, but [tokenizer] now says {section}. "
                     "Use a new output_dir, or delete that tokenizer (and the checkpoints trained with it)."
                 )
+        elif cached is not None and cached.is_dir() and tokenizer_problem(cached) is None:
+            say(f"tokenizer: the one trained before on this corpus with these settings ({cached})")
+            publish_copy(cached, target)
         else:
             say(f"tokenizer: training a {section.get('vocab_size', 8000):,}-piece {section.get('model_type', 'unigram')} vocabulary on "
                 f"{len(train_rows):,} sentence pairs")  # fmt: skip
             tokenizer = train_tokenizer(train_rows, **section)
             tokenizer.save_pretrained(target)
             write_atomic(settings_file, json.dumps(section, sort_keys=True))
+            if cached is not None:  # kept for the next run on this corpus (a damaged entry is replaced)
+                shutil.rmtree(cached, ignore_errors=True)
+                publish_copy(target, cached)
     return LangSpecTokenizer.from_pretrained(target)
 
 
@@ -352,9 +364,13 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
         except ValueError as error:
             raise ConfigError(f"[model] init_from_pretrained: {error}") from None
     else:
-        tokenizer = _tokenizer(
-            config.get("tokenizer", {}), data["train"], output_dir, base_args.main_process_first, say
-        )
+        from ..data.corpus_store import cached_tokenizer_folder
+
+        cap = data_section.get("max_train_examples_per_direction")
+        tokenizer_section = config.get("tokenizer", {})
+        kept = cached_tokenizer_folder(data["corpus"], {"tokenizer": tokenizer_section, "cap": cap},
+                                       data_section.get("cache_dir"))  # fmt: skip
+        tokenizer = _tokenizer(tokenizer_section, data["train"], output_dir, base_args.main_process_first, say, kept)
     say(f"tokenizer: {len(tokenizer):,} pieces, {len(tokenizer.languages)} language tags "
         f"(vocabulary {tokenizer.vocabulary_fingerprint()})")  # fmt: skip
     for code in sorted(language_counts(data["train"])):

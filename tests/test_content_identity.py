@@ -1,0 +1,79 @@
+"""Identity by content (issue 59, item 1): a corpus cache entry, and the tokenizer trained on it, belong to what the
+files hold, whatever their paths, sizes and modification times; a hash is read again only when a file changed."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from hf_langspec.data import corpus_store
+from hf_langspec.data.corpus_store import content_fingerprint, read_corpus
+
+ROWS = [{"src_lang": "en", "tgt_lang": "de", "src": f"the word {i}", "tgt": f"das wort {i}"} for i in range(6)]
+
+
+def write(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def test_a_file_changed_in_place_with_its_size_and_time_kept_is_read_again(tmp_path):
+    """The old key (path, size, modification time) gave the stale cached corpus back for this edit."""
+    data = tmp_path / "train.jsonl"
+    write(data, ROWS)
+    first = read_corpus([data], tmp_path / "cache", show_progress=False)
+    stat = data.stat()
+    edited = data.read_text().replace("the word 3", "the bird 3")  # same length
+    data.write_text(edited)
+    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # as `cp -p` or a restored backup would leave it
+    assert data.stat().st_size == stat.st_size and data.stat().st_mtime_ns == stat.st_mtime_ns
+    second = read_corpus([data], tmp_path / "cache", show_progress=False)
+    assert "the bird 3" in second["src"] and "the bird 3" not in first["src"]
+
+
+def test_the_same_content_at_another_path_is_the_same_corpus_and_is_hashed_once(tmp_path, monkeypatch):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b" / "train.jsonl"
+    b.parent.mkdir()
+    write(a, ROWS)
+    write(b, ROWS)
+    assert content_fingerprint([a], tmp_path) == content_fingerprint([b], tmp_path)
+    first = read_corpus([a], tmp_path, show_progress=False)
+    assert read_corpus([b], tmp_path, show_progress=False).cache_files == first.cache_files
+    opened = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda f, *a, **k: opened.append(str(f)) or real_open(f, *a, **k))
+    content_fingerprint([a, b], tmp_path)  # remembered: no file is read again
+    assert not [f for f in opened if f.endswith(".jsonl")]
+    write(a, ROWS[:3])  # changed: read again, and only it
+    content_fingerprint([a, b], tmp_path)
+    assert [f for f in opened if f.endswith(".jsonl")] == [str(a.resolve())]
+
+
+def test_a_damaged_hash_memo_is_only_a_cache(tmp_path):
+    data = tmp_path / "train.jsonl"
+    write(data, ROWS)
+    expected = content_fingerprint([data], tmp_path)
+    (tmp_path / corpus_store.HASHES_FILE).write_text("{ not json")
+    assert content_fingerprint([data], tmp_path) == expected
+
+
+def test_a_second_run_on_the_same_corpus_reuses_its_tokenizer_and_a_changed_corpus_trains_anew(tmp_path, monkeypatch):
+    """issue 61: a second `train` into another output folder trained the tokenizer again (3 min 18 s at 5M pairs)."""
+    from test_training import _config
+
+    from hf_langspec import tokenization
+    from hf_langspec.training.experiment import run_experiment
+
+    config = _config(tmp_path, training={"max_steps": 1}, evaluation={"splits": []})
+    config["data"]["cache_dir"] = str(tmp_path / "cache")
+    first = run_experiment(config)
+    trained = (first["model_dir"] / "tokenizer.json").read_text()
+    monkeypatch.setattr(tokenization, "train_tokenizer", lambda *a, **k: pytest.fail("trained the tokenizer again"))
+    second = run_experiment({**config, "output_dir": str(tmp_path / "another")})
+    assert (second["model_dir"] / "tokenizer.json").read_text() == trained
+    monkeypatch.undo()
+    with open(config["data"]["train_files"][0], "a") as handle:  # another corpus: another tokenizer
+        handle.write(json.dumps({"src_lang": "en", "tgt_lang": "de", "src": "zebra quagga", "tgt": "zebra"}) + "\n")
+    third = run_experiment({**config, "output_dir": str(tmp_path / "third")})
+    assert (third["model_dir"] / "tokenizer.json").read_text() != trained  # its new letters are pieces now
