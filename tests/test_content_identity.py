@@ -77,3 +77,23 @@ def test_a_second_run_on_the_same_corpus_reuses_its_tokenizer_and_a_changed_corp
         handle.write(json.dumps({"src_lang": "en", "tgt_lang": "de", "src": "zebra quagga", "tgt": "zebra"}) + "\n")
     third = run_experiment({**config, "output_dir": str(tmp_path / "third")})
     assert (third["model_dir"] / "tokenizer.json").read_text() != trained  # its new letters are pieces now
+
+
+def test_a_resumed_run_whose_training_file_now_holds_other_pairs_is_refused(tmp_path):
+    """Same path, same size, same modification time, other text: the run would have continued on other data."""
+    from test_training import _config
+
+    from hf_langspec.training.config import ConfigError
+    from hf_langspec.training.experiment import run_experiment
+
+    config = _config(tmp_path, training={"max_steps": 1}, evaluation={"splits": []})
+    run_experiment(config)
+    train = tmp_path / "train.jsonl"
+    stat = train.stat()
+    text = train.read_text()
+    at = text.index('"src": "') + len('"src": "')  # one letter of the first source sentence, the length kept
+    train.write_text(text[:at] + ("x" if text[at] != "x" else "y") + text[at + 1 :])
+    os.utime(train, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(ConfigError, match=r"holds a run trained on other inputs: the contents of data\.train_files"):
+        run_experiment({**config, "training": {**config["training"], "max_steps": 2}})
+    run_experiment({**config, "output_dir": str(tmp_path / "fresh")})  # a new output_dir trains on the new file

@@ -5,6 +5,9 @@ process at a time trains into an output directory.
   config that changes what is trained (learning rate, architecture, data, ...) is refused with the
   differing keys listed; settings that do not change the trained model (logging, saving, evaluation,
   the printed example) may change; a larger `training.max_steps` extends the run, and says so.
+* `experiment_inputs.json` holds the SHA-256 of every file the config names (training, validation and test files,
+  a saved tokenizer, starting checkpoints): a resumed run whose files now hold something else is refused, whatever
+  their paths and times.
 * `.hf_langspec.lock` names the process that trains (pid, host, start time). A second process is
   refused with that name; a lock whose process is gone (killed, rebooted) is taken over with a warning.
 """
@@ -36,6 +39,12 @@ FREE_KEYS = ("output_dir", "evaluation", "translate", "card", "expected", "data.
              "training.eval_strategy", "training.eval_steps", "training.per_device_eval_batch_size",
              "training.predict_with_generate", "training.generation_num_beams", "training.generation_max_length",
              "training.use_cpu")  # fmt: skip
+
+
+INPUTS_FILE = "experiment_inputs.json"
+# the files a run reads: a resumed run must read the same contents (identity by content, not by path or time)
+INPUT_KEYS = ("data.train_files", "data.valid_files", "data.test_files", "tokenizer.path", "model.init_from",
+              "model.init_encoder_from", "model.init_from_pretrained")  # fmt: skip
 
 
 # the keys whose values name files or folders: the same file spelled two ways (relative, absolute, through a
@@ -158,13 +167,49 @@ def check_resumed_config(output_dir: Path, config: dict[str, Any], resume: bool)
                 f"{output_dir} holds a run started with another config ({listing}). Use a new output_dir, or "
                 "--no-resume to train it anew from scratch."
             )
+        check_inputs_unchanged(output_dir, config)
 
 
 def record_config(output_dir: Path, config: dict[str, Any]) -> None:
-    """Store the config of the run that starts (or continues) training now, atomically."""
+    """Store the config of the run that starts (or continues) training now, and what its input files hold,
+    atomically."""
     from ..data.schema import write_atomic
 
     write_atomic(output_dir / CONFIG_FILE, json.dumps(resolved_paths(config), indent=1, default=str))
+    write_atomic(output_dir / INPUTS_FILE, json.dumps(input_fingerprints(config), indent=1))
+
+
+def input_fingerprints(config: dict[str, Any]) -> dict[str, Any]:
+    """`{key: the contents' hashes}` of every local file or folder the config names in INPUT_KEYS (a Hub id is not
+    a file and is left out): the same path with other contents is another input."""
+    from ..data.corpus_store import content_fingerprint
+
+    cache = _get(config, "data.cache_dir")
+    out = {}
+    for key in INPUT_KEYS:
+        value = _get(config, key)
+        values = value if isinstance(value, list) else list(value.values()) if isinstance(value, Mapping) else [value]
+        paths = [v for v in values if isinstance(v, str | os.PathLike) and Path(v).exists()]
+        if value is not _UNSET and paths:
+            out[key] = content_fingerprint(paths, None if cache is _UNSET else cache)
+    return out
+
+
+def check_inputs_unchanged(output_dir: Path, config: dict[str, Any]) -> None:
+    """Refuse to resume a run whose input files now hold something else than when it started training."""
+    from .errors import ConfigError
+
+    path = output_dir / INPUTS_FILE
+    if not path.is_file():  # a run recorded before its inputs were: nothing to compare
+        return
+    recorded, now = read_json(path), input_fingerprints(config)
+    changed = sorted(key for key in set(recorded) | set(now) if recorded.get(key) != now.get(key))
+    if changed:
+        named = "; ".join(f"{key} ({_get(config, key)})" for key in changed)
+        raise ConfigError(
+            f"{output_dir} holds a run trained on other inputs: the contents of {named} changed since it started. "
+            "Use a new output_dir, put the files back, or --no-resume to train it anew from scratch."
+        )
 
 
 def _alive(pid: int) -> bool:
