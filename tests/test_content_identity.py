@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,38 @@ def test_a_resumed_run_whose_training_file_now_holds_other_pairs_is_refused(tmp_
     with pytest.raises(ConfigError, match=r"holds a run trained on other inputs: the contents of data\.train_files"):
         run_experiment({**config, "training": {**config["training"], "max_steps": 2}})
     run_experiment({**config, "output_dir": str(tmp_path / "fresh")})  # a new output_dir trains on the new file
+
+
+def _edited_suite(tmp_path, edit):
+    """bible6_clm_norm as committed, its results_dir the committed results, with `edit` applied to its raw YAML."""
+    import yaml
+
+    root = Path(__file__).resolve().parent.parent
+    raw = yaml.safe_load((root / "examples/suites/bible6_clm_norm.yaml").read_text())
+    raw["results_dir"] = str(root / raw["results_dir"])
+    raw["output_dir"] = str(tmp_path / "runs")
+    edit(raw)
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_a_report_over_runs_of_changed_settings_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    """issue 59: `compare --report-only` published old runs under a suite changed since (the header stated the new
+    settings over runs trained with the old ones). The committed results match their suites as they stand."""
+    from hf_langspec.compare import report, runner
+    from hf_langspec.compare.suite import load_suite
+    from hf_langspec.training.config import ConfigError
+
+    runner.check_results_settings(load_suite(_edited_suite(tmp_path, lambda raw: None)))  # as committed: fine
+    for edit, key in [
+        (lambda raw: raw["base"]["model"].update(d_model=256), "model.d_model: 128 -> 256"),
+        (
+            lambda raw: raw["systems"]["sclm_post"]["set"].update({"model.clm_num_features": 16}),
+            "model.clm_num_features: 8 -> 16",
+        ),
+    ]:
+        suite = _edited_suite(tmp_path, edit)
+        monkeypatch.setattr(report, "build_report", lambda *a, **k: pytest.fail("reported"))
+        with pytest.raises(ConfigError, match=rf"results were trained with other settings .*{key}"):
+            runner.compare(suite, report_only=True)

@@ -88,6 +88,35 @@ def plan_runs(suite: Suite, shared: dict[str, Any], threads: int, off_target_lat
     return runs
 
 
+def check_results_settings(suite: Suite) -> None:
+    """Refuse a report over results trained with other settings than the suite now gives their system: a suite
+    edited after its runs (another `d_model`, beam, system setting) would head a table of runs it did not train.
+    Compared without the runs' locations (`run_identity`), so a moved suite folder keeps its results; the shared
+    corpus and vocabulary are compared by fingerprint when runs are planned (`plan_runs`)."""
+    from ..training.run_guard import flatten
+
+    stale = []
+    for system, seed in suite.runs:
+        scores_path, _ = results_paths(suite.results_dir, system, seed)
+        if not scores_path.exists():
+            continue
+        stored = flatten(json.loads(json.dumps(run_identity(read_run_file(scores_path).get("config") or {}))))
+        now = run_config(suite, system, seed, {"data": {}, "tokenizer": ""})  # the shared files: locations only
+        wanted = flatten(json.loads(json.dumps(run_identity(now), default=str)))
+        changed = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
+        if changed:
+            shown = "; ".join(
+                f"{k}: {stored.get(k, '(unset)')!r} -> {wanted.get(k, '(unset)')!r}" for k in changed[:3]
+            )
+            stale.append(f"{scores_path} ({shown}{'; ...' if len(changed) > 3 else ''})")
+    if stale:
+        raise ConfigError(
+            f"[{suite.name}] {len(stale)} results were trained with other settings than the suite gives their system "
+            f"now: {stale[0]}{f' and {len(stale) - 1} more' if len(stale) > 1 else ''}. Restore the suite's settings, "
+            "or give the changed system a new name (or the suite another results_dir) and train it."
+        )
+
+
 def is_finished(run: Run) -> bool:
     scores_path, outputs_path = results_paths(Path(run.spec["results_dir"]), run.system, run.seed)
     if not (scores_path.exists() and outputs_path.exists()):
@@ -268,6 +297,7 @@ def compare(
             flush=True,
         )
         failed = execute(todo, workers, gpus) if todo else {}
+    check_results_settings(whole.including(suite))  # before any off-target rate is measured or report written
     fill_pending_off_target(suite.results_dir, evaluation)
     # the report is the whole suite's, with whatever the selection added (extra seeds), never a part of it
     report = build_report(
@@ -277,4 +307,12 @@ def compare(
     return report
 
 
-__all__ = ["check_identifier_installed", "compare", "execute", "plan_runs", "run_config", "started_first"]
+__all__ = [
+    "check_identifier_installed",
+    "check_results_settings",
+    "compare",
+    "execute",
+    "plan_runs",
+    "run_config",
+    "started_first",
+]
