@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import subprocess
 import sys
@@ -842,3 +843,19 @@ def test_a_checkpoint_past_max_steps_is_not_resumed_into_an_untrained_run(tokeni
     with pytest.raises(ValueError, match=r"checkpoint-6 is at step 6, past this run's max_steps=3.*new output_dir"):
         make_trainer(tokenizer, tmp_path, max_steps=3).train(resume_from_checkpoint=True)
     make_trainer(tokenizer, tmp_path, max_steps=6).train(resume_from_checkpoint=True)  # finished: nothing to train
+
+
+@pytest.mark.reliability
+def test_a_run_whose_loss_becomes_nan_stops_before_its_model_is_saved_scored_or_carded(tmp_path, capsys):
+    """issue 59, item 3: a diverged run was saved, scored and carded like any other."""
+    from hf_langspec.cli import main
+
+    config = _config(tmp_path, training={"max_steps": 6, "learning_rate": 1e12, "logging_steps": 1,
+                                         "max_grad_norm": 0.0, "warmup_steps": 0})  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert main(["train", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"the training loss became (nan|inf) by step \d: the model diverged and is not saved", err), err
+    assert len(err.strip().splitlines()) == 1 and "Lower training.learning_rate (now 1e+12)" in err
+    assert not (tmp_path / "run" / "model").exists() and not list((tmp_path / "run").glob("**/results.json"))

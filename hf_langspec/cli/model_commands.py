@@ -33,6 +33,7 @@ def _translate_arguments(p: argparse.ArgumentParser) -> None:
 @command("translate", _translate_arguments, help="translate a file or stdin, one sentence per line")
 def cmd_translate(args: argparse.Namespace) -> None:
     from ..data.schema import check_output_file, write_atomic
+    from ..data.text import split_lines
     from ..evaluation import translate
 
     if args.input and not Path(args.input).is_file():
@@ -44,7 +45,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
         )
     model, tokenizer = load_model(args.model, args.device, [args.src_lang, args.tgt_lang])
     raw = read_text(args.input)
-    texts = raw.splitlines()
+    texts = split_lines(raw)  # at \n only: a U+2028 or a lone \r inside a line does not make two outputs
     outputs = translate(
         model, tokenizer, texts, args.src_lang, args.tgt_lang, batch_size=args.batch_size, num_beams=args.num_beams,
         max_new_tokens=args.max_new_tokens, max_source_length=args.max_source_length or None,

@@ -19,13 +19,13 @@ from datasets import Dataset
 
 from .checks import LANGUAGE_CODE, check_code
 from .schema import CANONICAL_COLUMNS, canonical_dataset
+from .text import file_lines, is_blank
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     try:
-        with path.open(encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                yield number, line.rstrip("\n").rstrip("\r")
+        with path.open(encoding="utf-8", newline="\n") as f:  # a line ends at \n only (data/text.py)
+            yield from enumerate(file_lines(f), 1)
     except UnicodeDecodeError as err:
         raise ValueError(f"{path}: not UTF-8 text ({err}).") from None
 
@@ -44,7 +44,7 @@ def check_row(row: dict, where: str) -> dict[str, str]:
     if (
         type(src_lang) is str and type(tgt_lang) is str and type(src) is str and type(tgt) is str
         and src_lang in _CHECKED_CODES and tgt_lang in _CHECKED_CODES and src_lang != tgt_lang
-        and src_lang != "src_lang" and src.strip() and tgt.strip()
+        and src_lang != "src_lang" and not is_blank(src) and not is_blank(tgt)
     ):  # fmt: skip
         return {"src_lang": src_lang, "tgt_lang": tgt_lang, "src": src, "tgt": tgt}
     checked = _check_row_fully(row, where)
@@ -65,7 +65,7 @@ def _check_row_fully(row: dict, where: str) -> dict[str, str]:
         )
     if missing:
         raise ValueError(f"{where}: missing fields {missing}; each line needs {list(CANONICAL_COLUMNS)}.")
-    bad = [c for c in CANONICAL_COLUMNS if not isinstance(row[c], str) or not row[c].strip()]
+    bad = [c for c in CANONICAL_COLUMNS if not isinstance(row[c], str) or is_blank(row[c])]
     if bad:
         raise ValueError(f"{where}: fields {bad} must be non-empty strings.")
     if [row[c] for c in CANONICAL_COLUMNS] == list(CANONICAL_COLUMNS):
@@ -96,7 +96,7 @@ def read_multiway(path: str | os.PathLike, languages: Sequence[str] | None = Non
             check_code(code, where)
             if not isinstance(text, str):
                 raise ValueError(f"{where}: the text of {code!r} is a {type(text).__name__}, not a string.")
-        yield {c: t for c, t in texts.items() if t.strip() and (languages is None or c in languages)}
+        yield {c: t for c, t in texts.items() if not is_blank(t) and (languages is None or c in languages)}
 
 
 def read_sentences(path: str | os.PathLike) -> list[str]:
@@ -104,7 +104,7 @@ def read_sentences(path: str | os.PathLike) -> list[str]:
     path = Path(path)
     sentences = []
     for number, line in _lines(path):
-        if not line.strip():
+        if is_blank(line):
             raise ValueError(f"{path}:{number}: empty line; give one non-empty sentence per line.")
         sentences.append(line)
     return sentences
@@ -114,7 +114,7 @@ def _json_lines(path: Path, what: str) -> Iterator[tuple[str, object]]:
     """`(file:line, value)` of each line of a JSON-lines file; a blank or unparsable line is an error."""
     for number, line in _lines(path):
         where = f"{path}:{number}"
-        if not line.strip():
+        if is_blank(line):
             raise ValueError(f"{where}: empty line; remove it (each line must be one {what}).")
         try:
             yield where, json.loads(line)

@@ -19,6 +19,7 @@ from datasets import Dataset
 
 from ..tokenization.tokenization_langspec import encode_text
 from .schema import CANONICAL_COLUMNS, canonical_dataset, split_direction
+from .text import is_blank
 
 
 @dataclass
@@ -138,7 +139,7 @@ def hash_columns(batch: dict[str, list]) -> dict[str, np.ndarray]:
 
 
 def blank_sides(sources: Sequence[str], targets: Sequence[str]) -> list[bool]:
-    return [not s.strip() or not t.strip() for s, t in zip(sources, targets, strict=True)]
+    return [is_blank(s) or is_blank(t) for s, t in zip(sources, targets, strict=True)]
 
 
 @dataclass

@@ -11,6 +11,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.schema import check_direction
+from ..data.text import is_blank
 from ..modeling.configuration_langspec import source_tag_side
 from ..pipelines import group_by_target
 from ..tokenization.tokenization_langspec import encode_text
@@ -75,7 +76,7 @@ def translate(
         tokenizer.language_id(code)  # an unknown code fails before any work
     for pair in sorted(set(zip(src, tgt, strict=True))):
         check_direction(*pair, model.config)
-    todo = [i for i, text in enumerate(texts) if text.strip()]  # blank texts stay blank
+    todo = [i for i, text in enumerate(texts) if not is_blank(text)]  # blank (or invisible-only) texts stay blank
     _warn_about_inputs(tokenizer, [texts[i] for i in todo], max_source_length)
     groups = (
         [list(range(len(todo)))]

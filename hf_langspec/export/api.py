@@ -25,6 +25,8 @@ from urllib.parse import parse_qs
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..data.text import is_blank
+
 ITEM_EXAMPLE = '{"text": "...", "src_lang": "en", "tgt_lang": "de"}'
 LIBRE_EXAMPLE = '{"q": "...", "source": "en", "target": "de"}'
 FORM = "application/x-www-form-urlencoded"
@@ -152,7 +154,7 @@ def check_request(payload: Any, directions: Sequence[str], max_texts: int) -> Tr
         for field, value in item.items():
             if not _is_unicode(value):
                 raise RequestError(f"{where}{field} holds a lone surrogate ({ascii(value)[1:-1]}); send valid Unicode")
-        if not item["text"].strip():
+        if is_blank(item["text"]):
             raise RequestError(f"{where}the text is blank; send the sentence to translate")
         if direction_of(item) not in known:
             raise RequestError(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import shutil
 import warnings
@@ -187,6 +188,7 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
         self._records_steps = self._check_graph_step()  # True: record; False: a CPU standing in runs it eagerly
         self._step_graphs: StepGraphs | None = None
         self.callback_handler.callbacks.insert(0, _TokensAtEpochEnd(self))  # before any callback reads the count
+        self.add_callback(_StopOnNonFiniteLoss())
 
     def _resolve_static_buckets(self) -> list[tuple[int, int]] | None:
         """`args.static_shapes` as buckets (checked against the training set's lengths before any step), and the
@@ -588,6 +590,29 @@ class _TokensAtEpochEnd(TrainerCallback):
         self.trainer.flush_tokens()
 
 
+class DivergedTraining(RuntimeError):
+    """The training loss became NaN or infinite: the run stops before that model is saved, scored or carded."""
+
+
+class _StopOnNonFiniteLoss(TrainerCallback):
+    """Reads the loss the Trainer logs (every `logging_steps`; no extra read-back from the device) and stops the
+    run with `DivergedTraining` when it is NaN or infinite. Logging comes before saving in a step, so the diverged
+    weights are never written as a checkpoint or the run's model; the checkpoints before it are kept."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        try:
+            loss = float((logs or {}).get("loss", 0.0))
+        except (TypeError, ValueError):
+            return
+        if not math.isfinite(loss):
+            raise DivergedTraining(
+                f"the training loss became {loss} by step {state.global_step}: the model diverged and is not saved, "
+                f"scored or carded. Lower training.learning_rate (now {args.learning_rate:g}), lengthen "
+                "training.warmup_steps or set training.max_grad_norm, or check the data; the checkpoints before it "
+                f"are in {args.output_dir}."
+            )
+
+
 class CheckedBatches:
     """A data collator whose batches are checked on the host: token ids in `[0, vocab_size)` (labels may hold
     -100), language ids in `[0, num_languages)`; a ValueError names the field and the fix. The model checks the
@@ -710,6 +735,7 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, torch.Tenso
 
 
 __all__ = [
+    "DivergedTraining",
     "LangSpecSeq2SeqTrainer",
     "LangSpecTrainingArguments",
     "average_checkpoints",
