@@ -309,7 +309,8 @@ def test_a_two_stage_run_split_by_data_size_resumes_from_a_kill_in_either_stage(
 def test_the_high_low_split_and_the_first_stage_directions_come_from_data_sizes():
     from types import SimpleNamespace
 
-    from hf_langspec.training.experiment import ConfigError, _stage_directions, cap_directions, resolve_high_resource
+    from hf_langspec.training.experiment import ConfigError, cap_directions, resolve_high_resource
+    from hf_langspec.training.stages.train import stage_directions as _stage_directions
 
     rows = [
         {"src_lang": s, "tgt_lang": t, "i": i}

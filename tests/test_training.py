@@ -464,6 +464,7 @@ def test_validation_and_device_settings_may_change_when_a_run_resumes(tmp_path, 
     generation settings, a CPU run continues where a GPU is present. The resumed run tokenizes nothing: it maps the
     training set the first one wrote."""
     config = _config(tmp_path, evaluation={"splits": []})
+    config["data"]["cache_dir"] = str(tmp_path / "cache")  # its own cache: the same text elsewhere is shared
     run_experiment(config)
     assert "data: wrote the tokenized training set" in capsys.readouterr().out
     changed = {

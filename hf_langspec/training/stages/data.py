@@ -1,0 +1,245 @@
+"""The data stage: the corpus read once into memory-mapped Arrow (with its validation and test rows), what only the
+data can refute in the config, the tokenized and filtered training set, and the validation sets.
+
+In: the config's `[data]` section (and the model section it must fit). Out: `load_data`'s rows and corpus, a
+`TrainingSet` (the tokenized examples, what the filters removed, examples per direction), the validation sets.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...modeling.registry import model_classes
+from ..config import DATA_DEFAULTS, ConfigError, named_test_files
+from .model import resolve_high_resource
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainingSet:
+    """The tokenized, filtered training examples (memory-mapped), what the filters removed, and the examples per
+    direction `"src-tgt"` (counted once: language pairs, the high/low split, stage directions, the card)."""
+
+    dataset: Any
+    report: Any
+    sizes: dict[str, int]
+
+
+def load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> dict[str, Any]:
+    """The training corpus, read into memory-mapped Arrow (`corpus_store.read_corpus`; the main process reads,
+    the others map the same file), its capped view, and the validation and test rows (small, in memory)."""
+    from ...data.bible import BibleCorpusConfig, build_bible_corpus
+    from ...data.checks import check_stray_languages
+    from ...data.corpus_store import direction_order, read_corpus, renamed_languages
+    from ...data.local import load_local
+
+    codes = data.get("language_codes")  # every file's codes renamed as it is read
+    if "bible" in data:
+        with main_process_first(desc="building the Bible corpus"):
+            corpus = build_bible_corpus(output_dir / "data", BibleCorpusConfig(**data["bible"]))
+        train_files, valid_files = [corpus.files["train"]], [corpus.files["valid"]]
+    else:
+        train_files = data["train_files"] if isinstance(data["train_files"], list) else [data["train_files"]]
+        valid_files = data.get("valid_files", [])
+        valid_files = valid_files if isinstance(valid_files, list) else [valid_files]
+    test_paths = named_test_files(data, corpus.files if "bible" in data else None)
+    with main_process_first(desc="reading the training files"):
+        train = read_corpus(train_files, data.get("cache_dir"), language_codes=codes)
+    if not len(train):
+        raise ConfigError(f"[data] the training files {[str(p) for p in train_files]} hold no examples.")
+    check_stray_languages(train, "[data] training files")
+    valid = list(renamed_languages((row for path in valid_files for row in load_local(path)), codes))
+    tests = {name: list(renamed_languages(load_local(path).to_list(), codes)) for name, path in test_paths.items()}
+    cap = data.get("max_train_examples_per_direction")
+    try:
+        view = train.select(direction_order(train, cap)) if cap else train
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    return {"corpus": train, "train": view, "valid": valid, "tests": tests, "language_codes": codes or {}}
+
+
+def cap_directions(rows: list[dict], cap: int | dict[str, int]) -> list[dict]:
+    """The first `cap` rows of every direction; a mapping caps the directions it names (`"default"`: the rest).
+
+    A mapping turns an equal-sized corpus into high- and low-resource directions by subsampling, e.g.
+    `{en-fr: 1500, fr-en: 1500}` for HLT-MT's split on the Bible corpus. Directions come in the order of their
+    first row (`corpus_store.direction_order`, which a run applies to its corpus on disk).
+    """
+    from datasets import Dataset
+
+    from ...data.corpus_store import direction_order
+
+    languages = Dataset.from_dict({side: [r[side] for r in rows] for side in ("src_lang", "tgt_lang")})
+    try:
+        return [rows[i] for i in direction_order(languages, cap).tolist()]
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+def check_against_data(config: dict[str, Any], sizes: dict[str, int]) -> None:
+    """What the config says that only the data can refute, before the tokenizer is trained: the example
+    translation's languages (once checked after training and evaluation), and the model config, built with
+    the data's languages (`sizes`: examples per direction) and a stand-in for the vocabulary (heads that do not divide d_model, unknown
+    insertion points, high-resource languages outside the data)."""
+    languages = sorted({code for direction in sizes for code in direction.split("-")})
+    example = config.get("translate") or {}
+    unknown = [code for code in (example.get("src_lang"), example.get("tgt_lang")) if code and code not in languages]
+    if unknown:
+        raise ConfigError(
+            f"[translate] {example['src_lang']} -> {example['tgt_lang']}: {unknown} not among the training "
+            f"languages {languages}; translate between two of them."
+        )
+    model = dict(config.get("model", {}))
+    if {"init_from", "init_from_pretrained"} & set(model) or "path" in config.get("tokenizer", {}):
+        return  # its own config, the checkpoint's shape (checked before), or the tokenizer's languages
+    config_class = model_classes()[model.pop("class", "baseline")][0]
+    model.pop("init_encoder_from", None)
+    # a data-size rule, here on the unfiltered data: its languages include those of the filtered data
+    resolve_high_resource(model, sizes)
+    model.setdefault("language_pairs", sorted(sizes))
+    tokenizer = {key: value for key, value in config.get("tokenizer", {}).items() if key == "lang_tag_style"}
+    vocabulary = {"vocab_size": 8000, "languages": languages, "lang_tag_token_ids": list(range(4, 4 + len(languages)))}
+    try:
+        config_class(**vocabulary, **tokenizer, **model)
+    except ValueError as error:
+        raise ConfigError(f"[model] {error}") from None
+
+
+LONG_WARNING_SHARE = 0.1  # max_length removing more of the corpus than this is said
+
+
+def held_out_languages(data: dict[str, Any]) -> set[str]:
+    """The languages of the validation and test rows of `load_data`'s result."""
+    rows = [row for part in [data["valid"], *data["tests"].values()] for row in part]
+    return {row[side] for row in rows for side in ("src_lang", "tgt_lang")}
+
+
+def setting_warnings(data: dict[str, Any], sizes: dict[str, int], report: Any, args: Any) -> list[str]:
+    """What the settings mean for this data that each setting alone does not show, said before training:
+    held-out sets that overlap the training data (one that is wholly inside it is refused), supervised test
+    directions the training data lacks, `max_length` removing much of the corpus, a batch larger than the corpus."""
+    from ...data.checks import held_out_overlap, untrained_test_directions
+
+    messages = []
+    held_out = {f"test set {name!r}": rows for name, rows in data["tests"].items()} | {
+        "the validation set": data["valid"]
+    }
+    overlap = held_out_overlap(data["corpus"], held_out)  # one pass over the corpus for every set
+    for name, rows in held_out.items():
+        seen = overlap[name]
+        if seen and seen == len(rows):
+            raise ConfigError(
+                f"{name}: all {seen} of its source sentences occur in the training data, so its scores measure "
+                "memorisation; give held-out text (data.test_files / valid_files)."
+            )
+        if seen:
+            messages.append(
+                f"{name}: {seen} of its {len(rows)} source sentences occur in the training data; its scores overstate "
+                "the model on unseen text (remove them from the training files or the set)."
+            )
+    for name, rows in data["tests"].items():
+        untrained = untrained_test_directions(sizes, rows)
+        if untrained and name != "zero-shot":
+            messages.append(
+                f"test set {name!r} has directions the training data lacks ({', '.join(untrained[:6])}"
+                f"{' ...' if len(untrained) > 6 else ''}): they are zero-shot, not {name}; give them as a test set "
+                "named zero-shot (data.test_files: {zero-shot: FILE})."
+            )
+    present = {code for direction in sizes for code in direction.split("-")} | held_out_languages(data)
+    unused = sorted(old for old, new in data.get("language_codes", {}).items() if new not in present)
+    if unused:
+        messages.append(
+            f"data.language_codes renames {unused}, which the data does not have (it has {sorted(present)}); check "
+            "the codes."
+        )
+    too_long = sum(n for reason, n in report.removed.items() if reason.startswith("longer than"))
+    if report.total and too_long / report.total > LONG_WARNING_SHARE:
+        messages.append(
+            f"data.max_length removed {too_long:,} of {report.total:,} training examples ({too_long / report.total:.0%}) "
+            "as too long; raise data.max_length to keep them."
+        )
+    batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
+    if batch > report.kept:
+        messages.append(
+            f"a batch of {batch} examples is larger than the {report.kept} training examples: every batch repeats "
+            "examples; lower per_device_train_batch_size or give more data."
+        )
+    return messages
+
+
+def direction_sizes_of(train_set: Any, languages: list[str]) -> dict[str, int]:
+    """Examples per direction `"src-tgt"` of a tokenized training set, counted over its id columns."""
+    from ..trainer import sampling_columns
+
+    directions, _ = sampling_columns(train_set, with_lengths=False)
+    keys, counts = np.unique(directions @ np.array([len(languages), 1]), return_counts=True)
+    return {
+        f"{languages[k // len(languages)]}-{languages[k % len(languages)]}": int(n)
+        for k, n in zip(keys.tolist(), counts, strict=True)
+    }
+
+
+def prepare_training(config: dict[str, Any], data: dict[str, Any], tokenizer: Any, base_args: Any, say) -> TrainingSet:
+    """Tokenize and filter the corpus once (cached on disk: the main process prepares, the others map its files),
+    say what was kept, and refuse a training set the filters emptied; the settings' warnings are said here."""
+    from ...data.checks import counts_table, warn_about_labels
+    from ...data.corpus_store import prepare_training_set
+
+    data_section = config.get("data", {})
+    with base_args.main_process_first(desc="tokenizing"):
+        prepared = prepare_training_set(
+            data["corpus"], tokenizer,
+            max_length=data_section.get("max_length", DATA_DEFAULTS["max_length"]),
+            cap=data_section.get("max_train_examples_per_direction"),
+            num_proc=data_section.get("num_proc"), cache_dir=data_section.get("cache_dir"),
+            show_progress=base_args.process_index == 0,
+        )  # fmt: skip
+    train_set, report = prepared.dataset, prepared.report
+    say(f"data: {'reusing' if prepared.reused else 'wrote'} the tokenized training set {prepared.path}")
+    logger.info("Training data after filtering:\n%s", report.table())
+    if not len(train_set):
+        raise ConfigError(
+            f"No training example is left after filtering ({', '.join(f'{k}: {v}' for k, v in report.removed.items() if v)}"
+            f" removed of {report.total}); raise data.max_length ({data_section.get('max_length', DATA_DEFAULTS['max_length'])} subwords) or "
+            "check the data."
+        )
+    sizes = direction_sizes_of(train_set, tokenizer.languages)
+    warnings = setting_warnings(data, sizes, report, base_args)  # every process: each refuses alike
+    if base_args.process_index == 0:
+        say(f"data: {counts_table(sizes)}")
+        for message in warn_about_labels(data["train"]) + warnings:
+            say(f"data: warning: {message}")
+    return TrainingSet(train_set, report, sizes)
+
+
+def validation_sets(config: dict[str, Any], data: dict[str, Any], tokenizer: Any, base_args: Any) -> dict[str, Any]:
+    """The validation rows, at most `valid_sentences_per_direction` of each direction, tokenized: `{direction:
+    Dataset}` for the Trainer's evaluation during training."""
+    from datasets import Dataset
+
+    from ...data.processing import per_direction
+
+    def encode(batch):
+        return tokenizer(
+            batch["src"], text_target=batch["tgt"], src_lang=batch["src_lang"], tgt_lang=batch["tgt_lang"]
+        )
+
+    limit = config.get("data", {}).get("valid_sentences_per_direction", DATA_DEFAULTS["valid_sentences_per_direction"])
+    columns = ["src_lang", "tgt_lang", "src", "tgt"]
+    with base_args.main_process_first(desc="tokenizing"):
+        return {
+            direction: Dataset.from_list(rows).map(encode, batched=True, remove_columns=columns)
+            for direction, rows in per_direction(data["valid"], limit).items()
+        }
+
+
+__all__ = [
+    "LONG_WARNING_SHARE", "TrainingSet", "cap_directions", "check_against_data", "direction_sizes_of",
+    "held_out_languages", "load_data", "prepare_training", "setting_warnings", "validation_sets",
+]  # fmt: skip

@@ -1,0 +1,76 @@
+"""The evaluation stage: the saved model scored on the test sets (BLEU, chrF, off-target, beside copying the
+source), the results saved with the weights they scored, the `expected` ranges checked, the model card written,
+and the config's example translated.
+
+In: the trained model and its folder, the tokenizer, the test rows. Out: what `run_experiment` returns.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ...data.schema import training_data_names
+from ..config import EVALUATION_DEFAULTS, sentence_limit
+
+
+def evaluate_and_publish(config: dict[str, Any], trained: Any, model_dir: Path, tokenizer: Any, tests: dict[str, list],
+                         train_sizes: dict[str, int], output_dir: Path, outcome: dict[str, Any], say) -> dict[str, Any]:  # fmt: skip
+    """Score, save, card and translate (see the module); `outcome` gets the results and is returned."""
+    from ...data.processing import per_direction
+    from ...evaluation import copy_baseline, evaluate_model, results_table, save_results, translate
+    from ...export.card import write_model_card
+    from ...model_folder import weights_fingerprint
+
+    evaluation = config.get("evaluation", {})
+    settings = EVALUATION_DEFAULTS | evaluation
+    if evaluation.get("splits") == []:  # evaluation switched off
+        return outcome
+    tests = {
+        name: [row for rows in per_direction(rows, sentence_limit(evaluation, name)).values() for row in rows]
+        for name, rows in tests.items()
+        if name in evaluation.get("splits", list(tests))
+    }
+    model = trained.trainer.model_for_evaluation(trained.model, model_dir).eval()
+    say(f"evaluation: {sum(map(len, tests.values())):,} sentences of {', '.join(tests)}, beam {settings['num_beams']}")
+    results = evaluate_model(
+        model, tokenizer, tests,
+        batch_size=settings["batch_size"], num_beams=settings["num_beams"],
+        max_new_tokens=settings["max_new_tokens"], off_target=settings["off_target"],
+        identifier=language_identifier_of(evaluation),
+    )  # fmt: skip
+    baseline = copy_baseline(tests)
+    weights = weights_fingerprint(model_dir)
+    paths = save_results(results, output_dir / "evaluation", baseline, weights=weights)
+    print(results_table(results, baseline))
+    if config.get("expected"):
+        from ...evaluation.expected import compare_with_expected
+
+        outcome["expected"] = compare_with_expected(results, config["expected"])
+        print("\n".join(outcome["expected"]))
+    card_section = {"datasets": training_data_names(config["data"]), **config.get("card", {})}
+    # the results as saved, with the weights they scored: the card checks them (a fresh run said they were unknown)
+    scored = {**results, "model_weights": weights}
+    write_model_card(model_dir, scored, force=True, train_sizes=train_sizes, **card_section)  # the run's own folder
+    outcome |= {"results": results, "results_files": paths}
+    example = config.get("translate")
+    if example:
+        outcome["example"] = translate(
+            model, tokenizer, [example["text"]], example["src_lang"], example["tgt_lang"], show_progress=False,
+            max_new_tokens=model.generation_config.max_new_tokens,
+        )[0]  # fmt: skip
+        print(f"{example['src_lang']} -> {example['tgt_lang']}: {example['text']}\n  {outcome['example']}")
+    return outcome
+
+
+def language_identifier_of(evaluation: dict[str, Any]):
+    """`evaluation.language_identifier` (lingua, langid, py3langid), or None for the default."""
+    from ...evaluation.language_id import language_identifier
+
+    name = evaluation.get("language_identifier")
+    return (
+        language_identifier(name) if name and evaluation.get("off_target", EVALUATION_DEFAULTS["off_target"]) else None
+    )
+
+
+__all__ = ["evaluate_and_publish", "language_identifier_of"]

@@ -1,0 +1,132 @@
+"""The model stage: the method's model on the tokenizer's vocabulary and languages, started fresh, from a saved
+model (`init_from`), as a pretrained checkpoint (`init_from_pretrained`, its base frozen by default) or with a
+saved encoder (`init_encoder_from`); its parameters counted.
+
+In: the config's `[model]` section, the tokenizer, the examples per direction. Out: a `BuiltModel`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from ...modeling.registry import model_classes
+from ..config import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class BuiltModel:
+    """The run's model and its parameter counts (`total`, `trainable`: a pretrained start's frozen weights are
+    not), and how many of them are the method's language modules."""
+
+    model: Any
+    parameters: dict[str, int]
+    added: int
+
+
+def resolve_high_resource(model_section: dict[str, Any], train_sizes: dict[str, int]) -> None:
+    """`high_resource_languages: {min_examples: N}`: the languages with at least N training examples into them.
+
+    HLT-MT's split of the languages by data size (section 3.5); English, the target of every xx-en
+    direction, counts them all. An explicit list is kept as it is.
+    """
+    rule = model_section.get("high_resource_languages")
+    if not isinstance(rule, dict):
+        return
+    if set(rule) != {"min_examples"}:
+        raise ConfigError(
+            f"[model] high_resource_languages must be a list of codes or {{min_examples: N}}, got {rule}."
+        )
+    into: Counter = Counter()
+    for direction, size in train_sizes.items():
+        into[direction.split("-")[1]] += size
+    high = sorted(code for code, size in into.items() if size >= rule["min_examples"])
+    if not high:
+        raise ConfigError(
+            f"[model] no language has {rule['min_examples']} training examples into it (the most: "
+            f"{into.most_common(1)}); lower high_resource_languages.min_examples."
+        )
+    logger.info("High-resource languages (at least %d examples into them): %s", rule["min_examples"], high)
+    model_section["high_resource_languages"] = high
+
+
+def build_model(
+    config: dict[str, Any], tokenizer: Any, train_sizes: dict[str, int], base_args: Any, say
+) -> BuiltModel:
+    """The run's model (see the module), checked against the tokenizer, with its parameters counted and said."""
+    import torch
+
+    from ...modeling.modeling_langspec import added_parameters
+    from ..trainer import ROWS_ONLY
+
+    model_section = dict(config.get("model", {}))
+    pretrained = model_section.get("init_from_pretrained")
+    torch.manual_seed(base_args.seed)
+    if "init_from" in model_section:  # continue a saved model (e.g. one extended with a new language)
+        from ...model_folder import load_model_folder
+
+        model = load_model_folder(model_section["init_from"], folder_checked=True)  # its config must fit its weights
+    else:
+        # the trained directions: mCLM keys its gates by them (and every checkpoint records them)
+        model_section.setdefault("language_pairs", sorted(train_sizes))
+        resolve_high_resource(model_section, train_sizes)
+        method = model_section.pop("class", "baseline")
+        config_class, model_class = model_classes()[method]
+        encoder_init = model_section.pop("init_encoder_from", None)
+        if pretrained:
+            model = pretrained_model(pretrained, method, tokenizer, model_section, say)
+        else:
+            model = model_class(config_class(**tokenizer.model_config_kwargs(), **model_section))
+        if encoder_init is not None:  # HLT-MT starts from XLM-R: here a saved XLP/XLM encoder (resuming overrides it)
+            from ..pretrained_encoder import init_encoder_from
+
+            spec = {"path": encoder_init} if isinstance(encoder_init, str) else encoder_init
+            copied = init_encoder_from(model, spec["path"], decoder_layers=spec.get("decoder_layers", False))
+            logger.info("Initialised %d tensors from the encoder in %s", len(copied), spec["path"])
+    if getattr(model.config, "cll_frozen_languages", None) and base_args.weight_decay:
+        raise ConfigError(
+            f"The model freezes the LSLs of {model.config.cll_frozen_languages}, but weight_decay="
+            f"{base_args.weight_decay} would still shrink them; set training.weight_decay: 0."
+        )
+    tokenizer.check_model(model)
+    added = added_parameters(model)
+    # a matrix trained in some rows only (a new language's code rows) counts those rows
+    trainable = sum(getattr(p, ROWS_ONLY, 0) * p.shape[-1] or p.numel() for p in model.parameters() if p.requires_grad)
+    parameters = {"total": model.num_parameters(), "trainable": trainable}
+    frozen = f", {trainable:,} trainable ({trainable / model.num_parameters():.1%})" if pretrained else ""
+    say(f"model: {type(model).__name__}, {model.num_parameters():,} parameters ({added:,} in language modules)"
+        f"{frozen}")  # fmt: skip
+    return BuiltModel(model, parameters, added)
+
+
+def pretrained_model(path: str, method: str, tokenizer: Any, fields: dict[str, Any], say) -> Any:
+    """`method` on the checkpoint at `path`, started as it (`pretrained.adapt_pretrained`), its weights frozen unless
+    `freeze_pretrained: false` (the default freezes them when the method adds language modules) but for the
+    parameters named in `train_pretrained` and the code rows of `add_languages`."""
+    from ...pretrained import adapt_pretrained, freeze_base, new_language_rows
+
+    freeze = fields.pop("freeze_pretrained", method != "baseline")
+    also = tuple(fields.pop("train_pretrained", ()))
+    added = fields.pop("add_languages", [])
+    say(f"model: {method} on {path}, started as the checkpoint" + (f", {added} added" if added else ""))
+    try:
+        model = adapt_pretrained(path, method, tokenizer, new_languages=added, **fields)
+    except ValueError as error:
+        raise ConfigError(f"[model] init_from_pretrained: {error}") from None
+    if freeze:
+        unmatched = [part for part in also if not any(part in name for name, _ in model.named_parameters())]
+        if unmatched:
+            raise ConfigError(f"[model] train_pretrained: {unmatched} name no parameter of the model (names look "
+                              f"like {next(iter(model.state_dict()))}).")  # fmt: skip
+        try:
+            freeze_base(model, also, rows=new_language_rows(tokenizer, added))
+        except ValueError as error:
+            raise ConfigError(f"[model] {error}") from None
+    return model
+
+
+__all__ = ["BuiltModel", "build_model", "pretrained_model", "resolve_high_resource"]
