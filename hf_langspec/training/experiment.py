@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluation.trainer_metrics import TranslationMetrics
+from ..modeling.registry import model_classes
 from .config import (
     ConfigError,
     apply_overrides,
@@ -148,6 +149,6 @@ def _announcer(main: bool):
 # the schema's and the stages' names stay importable from here, where they lived before
 __all__ = [
     "GENERATION_MAX_NEW_TOKENS", "ConfigError", "TranslationMetrics", "apply_overrides", "cap_directions",
-    "check_keys", "held_out_languages", "load_config", "resolve_high_resource", "run_experiment", "sentence_limit",
-    "set_keys", "setting_warnings", "validate_config",
+    "check_keys", "held_out_languages", "load_config", "model_classes", "resolve_high_resource", "run_experiment",
+    "sentence_limit", "set_keys", "setting_warnings", "validate_config",
 ]  # fmt: skip
