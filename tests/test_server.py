@@ -188,6 +188,8 @@ def test_the_cli_exports_directions_and_serves_them(model_and_export, tmp_path):
         (["serve", "--model", "m", "--threads", "0"], "argument --threads: must be at least 1, got 0"),
         (["serve", "--model", "m", "--timeout", "0"], "argument --timeout: must be more than 0, got 0"),
         (["serve", "--model", "m", "--max-queue", "-3"], "argument --max-queue: must be at least 1, got -3"),
+        (["serve", "--model", "m", "--port", "0", "--max-batch", "64", "--max-queue", "32"],
+         "--max-queue 32 is below --max-batch 64: a full batch must fit in the queue"),
         (["serve", "--model", "m", "--device", "tpu"], "argument --device: 'tpu' is not a PyTorch device"),
     ],
 )  # fmt: skip

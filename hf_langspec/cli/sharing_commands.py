@@ -170,6 +170,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if (args.export is None) == (args.model is None):
         raise ValueError("give --export DIR (CTranslate2 directions) or --model DIR (the generic model)")
     check_port_free(args.host, args.port)  # before a model is loaded
+    if args.max_queue < args.max_batch:  # the Batcher would refuse it, but only after the model is loaded
+        raise ValueError(f"--max-queue {args.max_queue} is below --max-batch {args.max_batch}: a full batch must "
+                         "fit in the queue; raise --max-queue or lower --max-batch")  # fmt: skip
+    limits = ServerLimits(max_queue=args.max_queue, timeout=args.timeout)
     if args.export is not None:
         backend = CTranslate2Backend(args.export, device=args.device, threads=args.threads)
     else:
@@ -179,7 +183,6 @@ def cmd_serve(args: argparse.Namespace) -> None:
             raise ValueError(f"Not serving {args.model}: {problem}.")
         model, tokenizer = load_model(args.model, args.device)
         backend = ModelBackend(model, tokenizer, args.directions)
-    limits = ServerLimits(max_queue=max(args.max_queue, args.max_batch), timeout=args.timeout)
     server = TranslationServer(
         backend, args.host, args.port, max_batch=args.max_batch, max_wait=args.max_wait_ms / 1000,
         mixed=not args.per_direction, limits=limits,

@@ -93,22 +93,19 @@ def check_results_settings(suite: Suite) -> None:
     edited after its runs (another `d_model`, beam, system setting) would head a table of runs it did not train.
     Compared without the runs' locations (`run_identity`), so a moved suite folder keeps its results; the shared
     corpus and vocabulary are compared by fingerprint when runs are planned (`plan_runs`)."""
-    from ..training.run_guard import flatten
+    from ..training.run_guard import config_changes, describe_changes
 
     stale = []
     for system, seed in suite.runs:
         scores_path, _ = results_paths(suite.results_dir, system, seed)
         if not scores_path.exists():
             continue
-        stored = flatten(json.loads(json.dumps(run_identity(read_run_file(scores_path).get("config") or {}))))
+        stored = run_identity(read_run_file(scores_path).get("config") or {})
         now = run_config(suite, system, seed, {"data": {}, "tokenizer": ""})  # the shared files: locations only
-        wanted = flatten(json.loads(json.dumps(run_identity(now), default=str)))
-        changed = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
+        changed = config_changes(stored, run_identity(now))
         if changed:
-            shown = "; ".join(
-                f"{k}: {stored.get(k, '(unset)')!r} -> {wanted.get(k, '(unset)')!r}" for k in changed[:3]
-            )
-            stale.append(f"{scores_path} ({shown}{'; ...' if len(changed) > 3 else ''})")
+            first = dict(list(changed.items())[:3])
+            stale.append(f"{scores_path} ({describe_changes(first)}{'; ...' if len(changed) > 3 else ''})")
     if stale:
         raise ConfigError(
             f"[{suite.name}] {len(stale)} results were trained with other settings than the suite gives their system "

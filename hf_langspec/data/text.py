@@ -12,6 +12,7 @@ invisible characters only is blank.
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterator
 
@@ -35,10 +36,7 @@ def is_blank(text: str) -> bool:
 def split_lines(text: str) -> list[str]:
     """The lines of `text`, split at `\\n` only (a `\\r` before it dropped); a final line feed ends the last line
     rather than starting an empty one."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return list(file_lines(io.StringIO(text, newline="\n")))
 
 
 def file_lines(handle) -> Iterator[str]:

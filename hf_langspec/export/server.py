@@ -117,8 +117,9 @@ class TranslationService:
     def __init__(self, backend: Any, max_batch: int = 32, max_wait: float = 0.005, mixed: bool = True,
                  limits: ServerLimits | None = None):  # fmt: skip
         self.backend, self.limits, self.draining = backend, limits or ServerLimits(), False
-        self.metrics = ServerMetrics(lambda: sum(batcher.waiting for batcher in set(self.batchers.values())))
-        settings = {"max_batch": max_batch, "max_wait": max_wait, "max_queue": max(self.limits.max_queue, max_batch),
+        self.metrics = ServerMetrics(self.queue_texts)
+        # a max_queue below max_batch is refused by the Batcher (a full batch must fit), not raised in silence
+        settings = {"max_batch": max_batch, "max_wait": max_wait, "max_queue": self.limits.max_queue,
                     "on_batch": self.metrics.batch}  # fmt: skip
         if hasattr(backend, "translate_mixed") and mixed:  # one batch for every direction: the routed model
             batcher = Batcher(backend.translate_mixed, "mixed", **settings)
@@ -131,6 +132,10 @@ class TranslationService:
     @property
     def directions(self) -> list[str]:
         return sorted(self.batchers)
+
+    def queue_texts(self) -> int:
+        """Texts waiting for a batch, over every batcher (the mixed one serves every direction: counted once)."""
+        return sum(batcher.waiting for batcher in set(self.batchers.values()))
 
     def check(self, payload: Any) -> tuple[TranslationJob, int]:
         """The request's job and its source tokens, or a RequestError naming the fix."""
@@ -169,7 +174,7 @@ class TranslationService:
     def health(self) -> dict[str, Any]:
         backend = self.backend
         health = {"status": "ok", "backend": backend.name, "directions": self.directions,
-                  "queue_texts": sum(batcher.waiting for batcher in set(self.batchers.values()))}  # fmt: skip
+                  "queue_texts": self.queue_texts()}  # fmt: skip
         if hasattr(backend, "memory"):  # the generic model: one base, the language modules beside it
             health["memory"] = backend.memory()
         return health

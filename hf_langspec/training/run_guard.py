@@ -138,6 +138,26 @@ def _get(config: Mapping[str, Any], key: str) -> Any:
     return node
 
 
+def config_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """`{dotted key: (old value, new value)}` of every leaf that differs between two configs, compared as JSON
+    (a value JSON cannot hold is compared as its text); a key on one side only has `_UNSET` on the other."""
+    before, after = (
+        flatten(json.loads(json.dumps(old, default=str))),
+        flatten(json.loads(json.dumps(new, default=str))),
+    )
+    return {k: (before.get(k, _UNSET), after.get(k, _UNSET)) for k in sorted(set(before) | set(after))
+            if before.get(k, _UNSET) != after.get(k, _UNSET)}  # fmt: skip
+
+
+def describe_changes(changes: Mapping[str, tuple[Any, Any]]) -> str:
+    """`key: old -> new; ...` (values as repr, `'(unset)'` for a side without the key)."""
+
+    def shown(value: Any) -> str:
+        return repr("(unset)" if value is _UNSET else value)
+
+    return "; ".join(f"{key}: {shown(old)} -> {shown(new)}" for key, (old, new) in changes.items())
+
+
 def check_resumed_config(output_dir: Path, config: dict[str, Any], resume: bool) -> None:
     """Refuse a config that changes what the run in `output_dir` has trained so far (checkpoints or a model)."""
     from .errors import ConfigError
@@ -153,19 +173,17 @@ def check_resumed_config(output_dir: Path, config: dict[str, Any], resume: bool)
     stored = read_json(path) if path.exists() and resume and trained else None
     if stored is not None:
         stored, config = resolved_paths(stored), resolved_paths(config)  # identity by the file, not its spelling
-        old, new = flatten(json.loads(json.dumps(stored))), flatten(json.loads(json.dumps(config, default=str)))
-        changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and not _free(k))
+        changed = {k: pair for k, pair in config_changes(stored, config).items() if not _free(k)}
         steps = "training.max_steps"
-        old_steps, new_steps = old.get(steps), new.get(steps)
-        if steps in changed and isinstance(old_steps, int) and isinstance(new_steps, int) and new_steps > old_steps:
+        old_steps, new_steps = changed.get(steps, (None, None))
+        if isinstance(old_steps, int) and isinstance(new_steps, int) and new_steps > old_steps:
             logger.warning("%s: max_steps %d -> %d extends the run.", output_dir, old_steps, new_steps)
             print(f"Extending the run in {output_dir}: training.max_steps {old_steps} -> {new_steps}.")
-            changed.remove(steps)
+            del changed[steps]
         if changed:
-            listing = "; ".join(f"{k}: {old.get(k, '(unset)')!r} -> {new.get(k, '(unset)')!r}" for k in changed)
             raise ConfigError(
-                f"{output_dir} holds a run started with another config ({listing}). Use a new output_dir, or "
-                "--no-resume to train it anew from scratch."
+                f"{output_dir} holds a run started with another config ({describe_changes(changed)}). Use a new "
+                "output_dir, or --no-resume to train it anew from scratch."
             )
         check_inputs_unchanged(output_dir, config)
 

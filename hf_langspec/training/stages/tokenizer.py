@@ -23,6 +23,7 @@ def build_tokenizer(config: dict[str, Any], data: dict[str, Any], output_dir: Pa
     from ...data.corpus_store import cached_tokenizer_folder
 
     data_section = config.get("data", {})
+    trained_languages = sorted(language_counts(data["train"]))  # one pass over the corpus's language columns
     pretrained = config.get("model", {}).get("init_from_pretrained")
     if pretrained and "path" not in config.get("tokenizer", {}):  # the checkpoint's own vocabulary and codes
         from ...pretrained import pretrained_tokenizer
@@ -32,7 +33,7 @@ def build_tokenizer(config: dict[str, Any], data: dict[str, Any], output_dir: Pa
             added = config["model"].get("add_languages", [])
             # every language of the data, trained or only tested: a direction among untrained languages is the
             # checkpoint's own (the frozen base), and is evaluated as such
-            languages = set(language_counts(data["train"])) | held_out_languages(data)
+            languages = set(trained_languages) | held_out_languages(data)
             tokenizer = pretrained_tokenizer(pretrained, sorted(languages), added)
         except ValueError as error:
             raise ConfigError(f"[model] init_from_pretrained: {error}") from None
@@ -45,7 +46,7 @@ def build_tokenizer(config: dict[str, Any], data: dict[str, Any], output_dir: Pa
                                              say, kept)  # fmt: skip
     say(f"tokenizer: {len(tokenizer):,} pieces, {len(tokenizer.languages)} language tags "
         f"(vocabulary {tokenizer.vocabulary_fingerprint()})")  # fmt: skip
-    for code in sorted(language_counts(data["train"])):
+    for code in trained_languages:
         tokenizer.language_id(code)  # a language the tokenizer lacks fails before training
     for name, rows in data["tests"].items():
         if not rows:
