@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import cli_exit_code
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_ct2_export import trained_like
 from test_specialize import tiny_tokenizer
 
@@ -208,6 +210,48 @@ def test_the_server_refuses_a_port_or_batching_it_cannot_use_before_any_socket_o
     for batch, wait in [(0, 0.005), (32, -0.001), (32, float("nan"))]:
         with pytest.raises(ValueError, match="must be at least 1 and max_wait"):
             Batcher(translate=None, name="en-de", max_batch=batch, max_wait=wait)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    jobs=st.lists(st.lists(st.integers(1, 40), min_size=1, max_size=5), min_size=1, max_size=12),
+    max_batch=st.integers(1, 8),
+    max_tokens=st.one_of(st.none(), st.integers(1, 120)),
+)
+def test_the_batcher_keeps_each_batch_within_its_text_and_token_budget_and_answers_every_request_in_order(
+    jobs, max_batch, max_tokens
+):
+    """Requests queued while a batch runs are joined while they fit: at most `max_batch` texts and `max_tokens`
+    source tokens padded to the longest, a request over them alone is a batch of its own, no request is split,
+    and each request gets its own texts' translations in order."""
+    import threading
+
+    from hf_langspec.export.batching import Batcher
+
+    release, batches = threading.Event(), []
+
+    def translate(directions, texts):
+        release.wait(10)  # the first batch waits until every request is queued
+        batches.append(list(texts))
+        return [f"{d}|{t}" for d, t in zip(directions, texts, strict=True)]
+
+    batcher = Batcher(translate, "mixed", max_batch=max_batch, max_wait=0.05, max_queue=10_000, max_tokens=max_tokens)
+    futures, lengths = [], {}
+    for j, tokens in enumerate(jobs):
+        texts = [f"r{j}t{i}" for i in range(len(tokens))]
+        lengths.update(zip(texts, tokens, strict=True))
+        futures.append((texts, batcher.submit(["en-de"] * len(texts), texts, tokens)))
+    release.set()
+    for texts, future in futures:
+        assert future.result(10) == [f"en-de|{t}" for t in texts]
+    batcher.close()
+    assert [t for batch in batches for t in batch] == [t for texts, _ in futures for t in texts]  # order kept
+    for batch in batches:
+        requests = {t.split("t")[0] for t in batch}
+        padded = len(batch) * max(lengths[t] for t in batch)
+        within = len(batch) <= max_batch and (max_tokens is None or padded <= max_tokens)
+        assert within or len(requests) == 1, (batch, max_batch, max_tokens)
+    assert batcher.waiting == 0
 
 
 def _remove(folder, name):

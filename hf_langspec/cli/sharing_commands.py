@@ -145,7 +145,11 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         help="sentences decoded together (of one direction with --export or --per-direction)",
     )
     p.add_argument(
-        "--max-wait-ms", type=non_negative_number, default=5.0, help="how long a batch waits for more requests"
+        "--max-batch-tokens", type=positive, default=8192,
+        help="source tokens per batch, padded to its longest text (fairseq's --max-tokens)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-wait-ms", type=non_negative_number, default=5.0, help="how long a batch waits for the next request"
     )
     p.add_argument("--max-queue", type=positive, default=1024,
                    help="texts that may wait for a batch; more get 503 with Retry-After")  # fmt: skip
@@ -185,7 +189,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         backend = ModelBackend(model, tokenizer, args.directions)
     server = TranslationServer(
         backend, args.host, args.port, max_batch=args.max_batch, max_wait=args.max_wait_ms / 1000,
-        mixed=not args.per_direction, limits=limits,
+        mixed=not args.per_direction, limits=limits, max_tokens=args.max_batch_tokens,
     )  # fmt: skip
     print(f"serving {len(backend.directions)} directions ({backend.name}) at {server.url}: GET /health, /ready, "
           f"/languages, /metrics, /docs; POST /translate (LibreTranslate's requests too); Ctrl-C stops", flush=True)  # fmt: skip

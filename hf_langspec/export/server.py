@@ -115,12 +115,12 @@ class TranslationService:
     """A backend behind its batchers, with the server's limits and metrics: what the routes call."""
 
     def __init__(self, backend: Any, max_batch: int = 32, max_wait: float = 0.005, mixed: bool = True,
-                 limits: ServerLimits | None = None):  # fmt: skip
+                 limits: ServerLimits | None = None, max_tokens: int | None = None):  # fmt: skip
         self.backend, self.limits, self.draining = backend, limits or ServerLimits(), False
         self.metrics = ServerMetrics(self.queue_texts)
         # a max_queue below max_batch is refused by the Batcher (a full batch must fit), not raised in silence
         settings = {"max_batch": max_batch, "max_wait": max_wait, "max_queue": self.limits.max_queue,
-                    "on_batch": self.metrics.batch}  # fmt: skip
+                    "max_tokens": max_tokens, "on_batch": self.metrics.batch}  # fmt: skip
         if hasattr(backend, "translate_mixed") and mixed:  # one batch for every direction: the routed model
             batcher = Batcher(backend.translate_mixed, "mixed", **settings)
             self.batchers = dict.fromkeys(backend.directions, batcher)
@@ -137,20 +137,21 @@ class TranslationService:
         """Texts waiting for a batch, over every batcher (the mixed one serves every direction: counted once)."""
         return sum(batcher.waiting for batcher in set(self.batchers.values()))
 
-    def check(self, payload: Any) -> tuple[TranslationJob, int]:
-        """The request's job and its source tokens, or a RequestError naming the fix."""
+    def check(self, payload: Any) -> tuple[TranslationJob, list[int]]:
+        """The request's job and each text's source tokens, or a RequestError naming the fix."""
         job = check_request(payload, self.directions, self.limits.max_texts)
-        lengths = check_lengths(job, self.backend.source_lengths, self.backend.max_source_tokens)
-        return job, sum(lengths)
+        return job, check_lengths(job, self.backend.source_lengths, self.backend.max_source_tokens)
 
-    async def translate(self, job: TranslationJob) -> list[str]:
-        """The job's translations in order; each direction's texts go to its batcher at once."""
+    async def translate(self, job: TranslationJob, lengths: list[int] | None = None) -> list[str]:
+        """The job's translations in order; each direction's texts go to its batcher at once (`lengths`: each
+        text's source tokens, for the batchers' token budget)."""
         rows = rows_by_direction(job.items)
         futures = {}
         try:
             for direction, members in rows.items():
                 texts = [job.items[i]["text"] for i in members]
-                futures[direction] = self.batchers[direction].submit([direction] * len(members), texts)
+                tokens = [lengths[i] for i in members] if lengths is not None else None
+                futures[direction] = self.batchers[direction].submit([direction] * len(members), texts, tokens)
         except QueueFull as full:
             for future in futures.values():  # what was queued of this request is dropped, not translated
                 future.cancel()
@@ -292,15 +293,15 @@ def create_app(service: TranslationService) -> FastAPI:
               openapi_extra=translate_schema, responses=refusals)  # fmt: skip
     async def translate(request: Request) -> Any:
         body = await _read_body(request, service.limits.max_body_bytes)
-        job, tokens = service.check(parse_body(body, request.headers.get("content-type", "")))
+        job, lengths = service.check(parse_body(body, request.headers.get("content-type", "")))
         try:
-            outputs = await service.translate(job)
+            outputs = await service.translate(job, lengths)
         except RequestError:
             raise
         except Exception as error:  # a failure inside the model: report it, keep serving
             logger.exception("request failed")
             return JSONBody({"error": f"translation failed: {error}"}, 500)
-        service.metrics.source_tokens.inc(tokens)
+        service.metrics.source_tokens.inc(sum(lengths))
         return job.answer(outputs)
 
     known_routes = {route.path for route in app.routes}
@@ -322,11 +323,12 @@ class TranslationServer:
     or SIGTERM, after answering what is queued), `close()` to stop it from another thread."""
 
     def __init__(self, backend: Any, host: str = "127.0.0.1", port: int = 8080, max_batch: int = 32,
-                 max_wait: float = 0.005, mixed: bool = True, limits: ServerLimits | None = None):  # fmt: skip
+                 max_wait: float = 0.005, mixed: bool = True, limits: ServerLimits | None = None,
+                 max_tokens: int | None = None):  # fmt: skip
         self.socket = listening_socket(host, port)
         bound_host, bound_port = self.socket.getsockname()[:2]  # port 0: the one the system chose
         self.url = f"http://[{bound_host}]:{bound_port}" if ":" in bound_host else f"http://{bound_host}:{bound_port}"
-        self.service = TranslationService(backend, max_batch, max_wait, mixed, limits)
+        self.service = TranslationService(backend, max_batch, max_wait, mixed, limits, max_tokens)
         self.app = create_app(self.service)
         config = uvicorn.Config(
             self.app, log_config=None, access_log=False, lifespan="off", timeout_keep_alive=5,
