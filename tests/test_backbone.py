@@ -10,7 +10,8 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding
 from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
 
-from hf_langspec.modeling.backbone import INSERTION_POINTS, fairseq_sinusoidal_table, marian_sinusoidal_table
+from hf_langspec.modeling.backbone import INSERTION_POINTS
+from hf_langspec.modeling.positions import fairseq_sinusoidal_table, marian_sinusoidal_table
 
 SHAPES = [
     dict(),

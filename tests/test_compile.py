@@ -173,7 +173,7 @@ def test_the_trainers_torch_compile_trains_the_baseline_as_eager_does(tmp_path):
      ({"pad_to_multiple_of": 8}, None), ({}, None)],
 )  # fmt: skip
 def test_compiling_over_unpadded_batches_is_warned_with_the_fix(training, warned):
-    from hf_langspec.training.config import compiled_shapes_risk
+    from hf_langspec.training.static_shapes import compiled_shapes_risk
 
     risk = compiled_shapes_risk({"training": training})
     if warned is None:

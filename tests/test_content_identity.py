@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hf_langspec.data import corpus_store
-from hf_langspec.data.corpus_store import content_fingerprint, read_corpus
+from hf_langspec.data.cache import HASHES_FILE, content_fingerprint
+from hf_langspec.data.corpus_store import read_corpus
 
 ROWS = [{"src_lang": "en", "tgt_lang": "de", "src": f"the word {i}", "tgt": f"das wort {i}"} for i in range(6)]
 
@@ -55,7 +55,7 @@ def test_a_damaged_hash_memo_is_only_a_cache(tmp_path):
     data = tmp_path / "train.jsonl"
     write(data, ROWS)
     expected = content_fingerprint([data], tmp_path)
-    (tmp_path / corpus_store.HASHES_FILE).write_text("{ not json")
+    (tmp_path / HASHES_FILE).write_text("{ not json")
     assert content_fingerprint([data], tmp_path) == expected
 
 

@@ -30,7 +30,7 @@ from hf_langspec.data.corpus_store import (
 )
 from hf_langspec.data.sampler import TemperatureSampler
 from hf_langspec.tokenization import train_tokenizer
-from hf_langspec.training.trainer import sampling_columns
+from hf_langspec.training.batches import sampling_columns
 
 WORDS = ["the", "word", "was", "god", "im", "anfang", "war", "das", "wort", "au", "commencement", "etait", "verbe"]
 LANGS = ["en", "de", "fr"]

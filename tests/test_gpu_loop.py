@@ -265,7 +265,7 @@ def test_the_fused_smoothed_loss_is_transformers_label_smoothing(batch, length, 
     and against the formula written out: value and gradient, with ignored tokens and every normaliser."""
     from transformers.trainer_pt_utils import LabelSmoother
 
-    from hf_langspec.training.trainer import SmoothedCrossEntropy
+    from hf_langspec.training.loss import SmoothedCrossEntropy
 
     g = torch.Generator().manual_seed(seed)
     logits = torch.randn(batch, length, vocab, generator=g, dtype=torch.float64)
@@ -297,7 +297,7 @@ def test_the_fused_smoothed_loss_is_transformers_label_smoothing(batch, length, 
 def test_the_trainer_smooths_with_the_fused_loss_and_a_cpu_keeps_transformers_arithmetic(tokenizer, tmp_path):
     from transformers.trainer_pt_utils import LabelSmoother
 
-    from hf_langspec.training.trainer import SmoothedCrossEntropy
+    from hf_langspec.training.loss import SmoothedCrossEntropy
 
     trainer = trainer_for(tokenizer, tmp_path)
     assert isinstance(trainer.label_smoother, SmoothedCrossEntropy) and trainer.label_smoother.epsilon == 0.1

@@ -1,6 +1,7 @@
 """The package map's rule (README, Layout): imports go one way, so there is no import circle, and no module
 imports one of a layer above its own. Read from the source (every `from .x import` / `from ..x import`,
-inside functions too), so a lazy import that closes a circle is caught as well."""
+inside functions too), so a lazy import that closes a circle is caught as well. And files by one job: no module
+over 500 lines, no function over 80."""
 
 from __future__ import annotations
 
@@ -72,3 +73,23 @@ def test_there_is_no_import_circle():
                     seen.add(nxt)
                     stack.append((nxt, [*path, nxt]))
     assert circles == []
+
+
+MAX_FILE_LINES, MAX_FUNCTION_LINES = 500, 80  # issue 61: files by one job, functions that fit on a screen
+
+
+def test_no_module_is_over_500_lines_and_no_function_over_80():
+    """Files by one job: a module past 500 lines or a function past 80 (decorators and docstring included) is split
+    before it lands; the message names each one with its length."""
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = path.read_text()
+        where = path.relative_to(PACKAGE.parent)
+        if (lines := len(source.splitlines())) > MAX_FILE_LINES:
+            too_long.append(f"{where}: {lines} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                if (lines := node.end_lineno - start + 1) > MAX_FUNCTION_LINES:
+                    too_long.append(f"{where}:{node.lineno} {node.name}: {lines} lines")
+    assert too_long == []

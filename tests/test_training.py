@@ -26,8 +26,8 @@ from hf_langspec.training import (
     complete_checkpoints,
     last_complete_checkpoint,
 )
+from hf_langspec.training.checkpoints import truly_missing_keys
 from hf_langspec.training.experiment import ConfigError, run_experiment, validate_config
-from hf_langspec.training.trainer import truly_missing_keys
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"]
 

@@ -13,8 +13,11 @@ hf-langspec compare --suite examples/suites/bible3.yaml --workers 2
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,6 +73,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(BaseException):
+    """SIGTERM (a job scheduler's stop, `kill`, `timeout`): raised in the main thread so that the command unwinds as
+    from Ctrl-C, its `finally` blocks removing temporary files and its worker pools ending their processes; without
+    it the process ended at once and left both (issue 59)."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def terminated_as_exception() -> Any:
+    """Within the block, SIGTERM raises `Terminated` in the main thread (the previous handler is put back after);
+    called from another thread (where no handler can be set) it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -77,10 +104,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     try:
-        args.func(args)
+        with terminated_as_exception():  # `serve` puts uvicorn's own handler in place while it serves
+            args.func(args)
     except KeyboardInterrupt:
         print(f"hf-langspec {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"hf-langspec {args.command}: terminated (SIGTERM); temporary files removed", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except Exception as err:
         # the machine (a full disk, a size limit, memory) before anything else: whatever library raised it, it is
         # not a bad input nor a bug

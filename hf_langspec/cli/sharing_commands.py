@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from .arguments import (
+    codes,
     device,
     directions,
     load_model,
@@ -57,6 +58,11 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
         "(its shared matrices merged), with its tokenizer, into --output-dir/transformers: every direction, no "
         "language modules (translate, evaluate and serve --model take it)",
     )  # fmt: skip
+    p.add_argument(
+        "--language-pack", type=codes, metavar="CODES",
+        help="xx,yy: these languages' modules alone, into a new --output-dir, for another model adapted on the same "
+        "frozen base (`serve --language-dir` adds them while it serves)",
+    )  # fmt: skip
     p.add_argument("--output-dir", required=True, help="gets transformers/ and ctranslate2/ (or SRC-TGT/ each)")
     p.add_argument("--no-ctranslate2", action="store_true", help="write only the plain transformers model")
     p.add_argument("--quantization", type=quantization, help="CTranslate2 weight type, e.g. int8 or int8_float32")
@@ -69,37 +75,65 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
     help="fold directions into plain models: CTranslate2 (every backbone) and Marian/M2M100 where one fits",
 )
 def cmd_export(args: argparse.Namespace) -> None:
-    from ..data.schema import split_direction
-    from ..export.ct2 import export_direction, export_directions
 
     single = args.src_lang is not None or args.tgt_lang is not None
-    modes = [single, args.directions is not None, args.multilingual, args.condensed]
+    modes = [single, args.directions is not None, args.multilingual, args.condensed, args.language_pack is not None]
     if sum(modes) != 1 or (single and not (args.src_lang and args.tgt_lang)):
         raise ValueError(
             "give one of --src-lang and --tgt-lang (one direction), --directions en-de,de-en,... (one CTranslate2 "
-            "model each, for `hf-langspec serve`), --multilingual (the whole model as a plain checkpoint) or "
-            "--condensed (an LMS model trained with fuse distillation as one plain model)"
+            "model each, for `hf-langspec serve`), --multilingual (the whole model as a plain checkpoint), "
+            "--condensed (an LMS model trained with fuse distillation as one plain model) or --language-pack xx "
+            "(a language's modules, for `serve --language-dir`)"
         )
     if args.condensed:
-        from ..export.ct2 import refuse_to_overwrite
-        from ..export.specialize import save_condensed
+        _export_condensed(args)
+    elif args.multilingual:
+        _export_multilingual(args)
+    elif args.language_pack is not None:
+        _export_language_pack(args)
+    else:
+        _export_directions(args, single)
 
-        target = Path(args.output_dir) / "transformers"
-        refuse_to_overwrite(target, args.force)  # before the model is loaded
-        model, tokenizer = load_model(args.model, "cpu")
-        save_condensed(model, tokenizer, target)
-        print(f"transformers: {target} (one plain model for every direction; translate/serve --model take it)")
-        return
-    if args.multilingual:
-        from ..export.ct2 import refuse_to_overwrite
-        from ..pretrained import save_as_checkpoint
 
-        refuse_to_overwrite(Path(args.output_dir), args.force)  # before the model is loaded
-        model, tokenizer = load_model(args.model, "cpu")
-        save_as_checkpoint(model, tokenizer, args.output_dir, force=args.force)
-        print(f"an M2M100ForConditionalGeneration and its NllbTokenizerFast in {args.output_dir}: "
-              "model.init_from_pretrained starts from it")  # fmt: skip
-        return
+def _export_condensed(args: argparse.Namespace) -> None:
+    from ..export.ct2 import refuse_to_overwrite
+    from ..export.specialize import save_condensed
+
+    target = Path(args.output_dir) / "transformers"
+    refuse_to_overwrite(target, args.force)  # before the model is loaded
+    model, tokenizer = load_model(args.model, "cpu")
+    save_condensed(model, tokenizer, target)
+    print(f"transformers: {target} (one plain model for every direction; translate/serve --model take it)")
+
+
+def _export_multilingual(args: argparse.Namespace) -> None:
+    from ..export.ct2 import refuse_to_overwrite
+    from ..pretrained import save_as_checkpoint
+
+    refuse_to_overwrite(Path(args.output_dir), args.force)  # before the model is loaded
+    model, tokenizer = load_model(args.model, "cpu")
+    save_as_checkpoint(model, tokenizer, args.output_dir, force=args.force)
+    print(f"an M2M100ForConditionalGeneration and its NllbTokenizerFast in {args.output_dir}: "
+          "model.init_from_pretrained starts from it")  # fmt: skip
+
+
+def _export_language_pack(args: argparse.Namespace) -> None:
+    from ..export.language_packs import export_language_pack
+
+    output = Path(args.output_dir)
+    if not args.language_pack:
+        raise ValueError("--language-pack names no language; give the codes whose modules to pack, e.g. fra_Latn")
+    if output.exists() and any(output.iterdir()):  # before the model is loaded; a pack is never written over
+        raise ValueError(f"--output-dir {output} is not empty; give a new folder for the language pack")
+    model, tokenizer = load_model(args.model, "cpu")
+    export_language_pack(model, tokenizer, args.language_pack, output)
+    print(f"language pack of {', '.join(args.language_pack)}: {output} (put it in a `serve --language-dir` folder)")
+
+
+def _export_directions(args: argparse.Namespace, single: bool) -> None:
+    from ..data.schema import split_direction
+    from ..export.ct2 import export_direction, export_directions
+
     if args.directions is not None and args.no_ctranslate2:
         raise ValueError("--directions writes CTranslate2 models (for `serve`); drop --no-ctranslate2, or export one "
                          "direction with --src-lang/--tgt-lang")  # fmt: skip
@@ -156,6 +190,11 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=positive_number, default=60.0,
                    help="seconds a request may wait for its translations; longer gets 504")  # fmt: skip
     p.add_argument(
+        "--language-dir", type=Path, metavar="DIR",
+        help="with --model: add the language packs (`export --language-pack`) in DIR, at start and at each "
+        "POST /admin/reload-languages",
+    )  # fmt: skip
+    p.add_argument(
         "--per-direction", action="store_true",
         help="with --model: a batch per direction (before: every direction's requests in one batch, each example "
         "through its own modules)",
@@ -173,6 +212,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     if (args.export is None) == (args.model is None):
         raise ValueError("give --export DIR (CTranslate2 directions) or --model DIR (the generic model)")
+    if args.language_dir is not None and (args.model is None or not args.language_dir.is_dir()):
+        raise ValueError(f"--language-dir {args.language_dir} adds language packs to --model's languages: give it "
+                         "with --model, as an existing folder")  # fmt: skip
     check_port_free(args.host, args.port)  # before a model is loaded
     if args.max_queue < args.max_batch:  # the Batcher would refuse it, but only after the model is loaded
         raise ValueError(f"--max-queue {args.max_queue} is below --max-batch {args.max_batch}: a full batch must "
@@ -189,7 +231,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         backend = ModelBackend(model, tokenizer, args.directions)
     server = TranslationServer(
         backend, args.host, args.port, max_batch=args.max_batch, max_wait=args.max_wait_ms / 1000,
-        mixed=not args.per_direction, limits=limits, max_tokens=args.max_batch_tokens,
+        mixed=not args.per_direction, limits=limits, max_tokens=args.max_batch_tokens, language_dir=args.language_dir,
     )  # fmt: skip
     print(f"serving {len(backend.directions)} directions ({backend.name}) at {server.url}: GET /health, /ready, "
           f"/languages, /metrics, /docs; POST /translate (LibreTranslate's requests too); Ctrl-C stops", flush=True)  # fmt: skip

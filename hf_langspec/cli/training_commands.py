@@ -16,7 +16,7 @@ class _HelpConfig(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from ..training.config import schema_table
+        from ..training.config_schema import schema_table
 
         print(schema_table())
         parser.exit()

@@ -312,19 +312,8 @@ def build_bible_corpus(
         "directions": {},
         "chapters": {"total": len(chapters), "valid": len(valid_chapters), "test": len(test_chapters)},
     }
-    train_rows, leaked = [], Counter()
-    for src, tgt in tqdm(_directions(config), desc="pairing", disable=not show_progress):
-        kept = 0
-        for key in sorted(set(clean[src]) & set(clean[tgt])):
-            if key[:2] in valid_chapters or key[:2] in test_chapters:
-                continue
-            s, t = clean[src][key], clean[tgt][key]
-            if s in held_out_texts[src] or t in held_out_texts[tgt]:
-                leaked[f"{src}-{tgt}"] += 1
-                continue
-            train_rows.append({"src_lang": src, "tgt_lang": tgt, "src": s, "tgt": t})
-            kept += 1
-        stats["directions"][f"{src}-{tgt}"] = {"train": kept, "removed_overlapping_valid_test": leaked[f"{src}-{tgt}"]}
+    train_rows = _training_rows(config, clean, set(valid_chapters) | set(test_chapters), held_out_texts,
+                                stats["directions"], show_progress)  # fmt: skip
 
     trained = set(_directions(config))
     zero_shot = [(s, t) for s in config.languages for t in config.languages if s != t and (s, t) not in trained]
@@ -346,19 +335,42 @@ def build_bible_corpus(
             for k in multiway[split]
         )
         write_jsonl(files[f"{split}.multiway"], rows)
-    for code in config.languages:
-        stats["languages"][code] = {
-            "version": config.versions[code].name,
-            "licence": config.versions[code].licence,
-            "verses": len(raw[code]),
-            "kept": len(clean[code]),
-            "dropped": dict(drops[code]),
-        }
+    stats["languages"] = {
+        code: {"version": config.versions[code].name, "licence": config.versions[code].licence,
+               "verses": len(raw[code]), "kept": len(clean[code]), "dropped": dict(drops[code])}
+        for code in config.languages
+    }  # fmt: skip
     stats["multiway"] = {split: len(keys) for split, keys in multiway.items()}
     stats["zero_shot_directions"] = [f"{s}-{t}" for s, t in zero_shot]
     write_atomic(output / "stats.json", json.dumps(stats, indent=2, ensure_ascii=False))
     write_atomic(manifest_path, json.dumps(manifest, indent=2))  # last: marks the build complete
     return BibleCorpus(output, files, stats)
+
+
+def _training_rows(
+    config: BibleCorpusConfig,
+    clean: dict[str, dict],
+    held_out_chapters: set,
+    held_out_texts: dict[str, set],
+    direction_stats: dict[str, Any],
+    show_progress: bool,
+) -> list[dict[str, str]]:
+    """The trained directions' verse pairs outside the held-out chapters, less any pair whose source or target text
+    also occurs in the valid/test sets (counted per direction into `direction_stats`)."""
+    rows = []
+    for src, tgt in tqdm(_directions(config), desc="pairing", disable=not show_progress):
+        kept = leaked = 0
+        for key in sorted(set(clean[src]) & set(clean[tgt])):
+            if key[:2] in held_out_chapters:
+                continue
+            s, t = clean[src][key], clean[tgt][key]
+            if s in held_out_texts[src] or t in held_out_texts[tgt]:
+                leaked += 1
+                continue
+            rows.append({"src_lang": src, "tgt_lang": tgt, "src": s, "tgt": t})
+            kept += 1
+        direction_stats[f"{src}-{tgt}"] = {"train": kept, "removed_overlapping_valid_test": leaked}
+    return rows
 
 
 def stats_table(stats: dict[str, Any]) -> str:

@@ -36,7 +36,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,18 +49,27 @@ from datasets import Dataset, Features, List, Value, load_from_disk
 from ..environment import writing
 from ..modeling.configuration_langspec import decoder_tag, source_tag_side
 from ..tokenization.tokenization_langspec import encode_text, target_backend
+from .cache import (
+    CacheSpaceError,
+    cache_root,
+    check_space,
+    content_fingerprint,
+    digest,
+    files_fingerprint,
+    input_bytes,
+    publish,
+    work_folder,
+)
 from .columns import CORPUS_SCHEMA, HASH_COLUMNS, batch_rows, column, stream_batches
 from .local import check_row, iter_rows
 from .processing import FilterReport, PairColumns, blank_sides, hash_columns, select_pairs
-from .schema import CANONICAL_COLUMNS, removed_on_failure, write_atomic
+from .schema import CANONICAL_COLUMNS, removed_on_failure
 
 logger = logging.getLogger(__name__)
 
-CACHE_ENV = "HF_LANGSPEC_CACHE"
 # bump when what is written changes: older entries are then never read
 CORPUS_VERSION = 2
 PREPARED_VERSION = 4  # 4: control-token strings in text are spelled out (tokenization_langspec.encode_text)
-TOKENIZER_VERSION = 1  # the trained tokenizers kept by cached_tokenizer_folder
 PREPARED_FILE = "train.arrow"
 TOKENIZED_FEATURES = Features(
     {
@@ -83,118 +91,6 @@ WRITE_BATCH = 100_000
 # (all examples, then the kept ones), per byte of the corpus (prepared)
 CORPUS_SPACE_FACTOR = 1.5
 PREPARED_SPACE_FACTOR = 3.0
-
-
-class CacheSpaceError(ValueError):
-    """The cache's disk cannot hold what would be written there."""
-
-
-def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
-    """Where prepared corpora live: `cache_dir`, else the package's cache (`$HF_LANGSPEC_CACHE`, else
-    `~/.cache/hf_langspec`, where the Bible database is kept too)."""
-    from .bible import default_cache_dir
-
-    return Path(cache_dir) if cache_dir is not None else default_cache_dir()
-
-
-def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:20]
-
-
-def files_fingerprint(files: Sequence[str | os.PathLike]) -> list[list[Any]]:
-    """The files' resolved paths, sizes and modification times: an identity only for files this package owns and
-    never rewrites in place (its cache entries); a user's files are identified by `content_fingerprint`."""
-    out = []
-    for file in files:
-        path = Path(file).resolve()
-        parts = sorted(path.rglob("*")) if path.is_dir() else [path]
-        out.append([str(path), [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in parts if p.is_file()]])
-    return out
-
-
-HASHES_FILE = "file_hashes.json"  # under cache_root(): content hashes by the file state they were read in
-
-
-def content_fingerprint(files: Sequence[str | os.PathLike], cache_dir: str | os.PathLike | None = None) -> list[Any]:
-    """What the files hold: the SHA-256 of each file (of each file of a folder, by relative path), in order, whatever
-    their paths, sizes and modification times. A hash is read again only when the file's state changed: it is
-    remembered under its resolved path, size, modification and change times and inode, and no write to a file
-    leaves all of them as they were (the change time cannot be set back), so a remembered hash is the content's."""
-    memo_path = cache_root(cache_dir) / HASHES_FILE
-    try:
-        memo = json.loads(memo_path.read_text()) if memo_path.is_file() else {}
-    except (ValueError, OSError):  # a damaged memo is only a cache: hash again
-        memo = {}
-    changed, out = False, []
-    for file in files:
-        root = Path(file).resolve()
-        parts = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
-        digests = []
-        for part in parts:
-            stat = part.stat()
-            state = f"{part}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ctime_ns}|{stat.st_ino}"
-            if state not in memo:
-                for stale in [key for key in memo if key.startswith(f"{part}|")]:  # the file's earlier states
-                    del memo[stale]
-                with open(part, "rb") as handle:
-                    memo[state] = hashlib.file_digest(handle, "sha256").hexdigest()
-                changed = True
-            digests.append([part.relative_to(root).as_posix() if root.is_dir() else "", memo[state]])
-        out.append(digests)
-    if changed:
-        with contextlib.suppress(OSError):  # a read-only cache still reads; it hashes again next time
-            memo_path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(memo_path, json.dumps(memo, sort_keys=True).encode())
-    return out
-
-
-def _input_bytes(files: Sequence[str | os.PathLike]) -> int:
-    return sum(size for _, parts in files_fingerprint(files) for _, size, _ in parts)
-
-
-def check_space(root: Path, needed: int, what: str) -> None:
-    """Refuse, before writing, an entry that the disk under `root` cannot hold."""
-    root.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(root).free
-    if needed > free:
-        raise CacheSpaceError(
-            f"The data cache {root} has {free / 1e9:.1f} GB free, but {what} needs about {needed / 1e9:.1f} GB; free "
-            f"space there or point data.cache_dir (or ${CACHE_ENV}) at a larger disk."
-        )
-
-
-def _publish(work: Path, target: Path) -> None:
-    """Rename a finished temporary folder into place (another process may have published it first)."""
-    try:
-        os.replace(work, target)
-    except OSError:
-        if not target.exists():
-            raise
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def cached_tokenizer_folder(
-    corpus: Dataset, settings: Mapping[str, Any], cache_dir: str | os.PathLike | None = None
-) -> Path:
-    """Where the tokenizer trained on `corpus` (as `read_corpus` returned it: its folder is named by the files'
-    contents) with `settings` (the `[tokenizer]` section and the per-direction cap) is kept, so that a run on the
-    same corpus into another output folder reuses it instead of training it again."""
-    if not corpus.cache_files:
-        raise ValueError("cached_tokenizer_folder takes the memory-mapped corpus read_corpus returns.")
-    corpus_files = files_fingerprint([f["filename"] for f in corpus.cache_files])
-    return cache_root(cache_dir) / "tokenizers" / _digest(["tokenizer", TOKENIZER_VERSION, corpus_files, settings])
-
-
-def publish_copy(source: Path, target: Path) -> None:
-    """Copy the folder `source` to `target` through a temporary folder renamed into place: an interrupted copy
-    leaves no half-written `target` (another process may have published it first)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        shutil.copytree(source, work, dirs_exist_ok=True)
-        _publish(work, target)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------------------------- reading
@@ -291,14 +187,13 @@ def read_corpus(
             raise FileNotFoundError(f"{file} does not exist.")
     root = cache_root(cache_dir)
     renaming = sorted((language_codes or {}).items())
-    key = _digest(["corpus", CORPUS_VERSION, content_fingerprint(files, cache_dir), *([renaming] if renaming else [])])
+    key = digest(["corpus", CORPUS_VERSION, content_fingerprint(files, cache_dir), *([renaming] if renaming else [])])
     target = root / "corpora" / key
     if (target / "corpus.arrow").exists():
         logger.info("Reusing the corpus read into %s", target)
         return Dataset.from_file(str(target / "corpus.arrow"))
-    check_space(root, int(_input_bytes(files) * CORPUS_SPACE_FACTOR), f"reading {[str(f) for f in files]}")
-    (root / "corpora").mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root / "corpora"))
+    check_space(root, int(input_bytes(files) * CORPUS_SPACE_FACTOR), f"reading {[str(f) for f in files]}")
+    work = work_folder(root / "corpora", key)
     try:
         # the bar ends its line before an error in the files is said (not glued to the error's line)
         with (
@@ -312,7 +207,7 @@ def read_corpus(
                     writer.write_batch(batch)
                     progress.update(batch.num_rows)
         (work / "files.json").write_text(json.dumps(files_fingerprint(files), indent=1))
-        _publish(work, target)
+        publish(work, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return Dataset.from_file(str(target / "corpus.arrow"))
@@ -353,7 +248,7 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     state = [tokenizer.backend_tokenizer.to_str(), tokenizer.languages, tokenizer.lang_tag_template]
     if target_backend(tokenizer) is not tokenizer.backend_tokenizer:  # a second subword model cuts the targets
         state.append(target_backend(tokenizer).to_str())
-    return _digest([state, tokenizer.lang_tag_style, tokenizer.eos_token_id])
+    return digest([state, tokenizer.lang_tag_style, tokenizer.eos_token_id])
 
 
 def special_counts(tokenizer: Any) -> tuple[int, int]:
@@ -416,7 +311,7 @@ def prepare_training_set(
     if not corpus.cache_files or corpus._indices is not None:
         raise ValueError("prepare_training_set takes the memory-mapped corpus read_corpus returns, as it is.")
     corpus_files = files_fingerprint([f["filename"] for f in corpus.cache_files])
-    key = _digest(["prepared", PREPARED_VERSION, corpus_files, tokenizer_fingerprint(tokenizer), settings])
+    key = digest(["prepared", PREPARED_VERSION, corpus_files, tokenizer_fingerprint(tokenizer), settings])
     target = root / "prepared" / key
     if (target / "filter_report.json").exists():
         recorded = json.loads((target / "filter_report.json").read_text())
@@ -426,8 +321,7 @@ def prepare_training_set(
         )
     corpus_bytes = sum(Path(f["filename"]).stat().st_size for f in corpus.cache_files)
     check_space(root, int(corpus_bytes * PREPARED_SPACE_FACTOR), "tokenizing the training set")
-    (root / "prepared").mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root / "prepared"))
+    work = work_folder(root / "prepared", key)
     try:
         with writing(root / "prepared"):  # a full disk names the cache
             source = corpus.select(direction_order(corpus, cap)) if cap else corpus
@@ -452,7 +346,7 @@ def prepare_training_set(
                 json.dumps({"kept": report.kept, "removed": report.removed})
             )
             del tokenized
-            _publish(work / "set", target)
+            publish(work / "set", target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return PreparedTrainingSet(Dataset.from_file(str(target / PREPARED_FILE)), report, target, False)

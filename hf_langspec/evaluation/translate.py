@@ -51,31 +51,9 @@ def translate(
     texts = list(texts)
     if not texts:
         return []
-    wrong = next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)
-    if wrong is not None:
-        raise ValueError(
-            f"texts[{wrong}] is {type(texts[wrong]).__name__} {texts[wrong]!r:.60}; every text must be a string."
-        )
-    if num_beams < 1 or batch_size < 1 or max_new_tokens < 1:
-        raise ValueError(
-            f"num_beams={num_beams}, batch_size={batch_size} and max_new_tokens={max_new_tokens} must all be at least 1."
-        )
-    specials = _special_tokens(tokenizer)
-    if max_source_length is not None and max_source_length <= specials:
-        raise ValueError(
-            f"max_source_length={max_source_length} leaves no room for a subword beside the {specials} special "
-            f"token(s) of every input; give at least {specials + 1}, or None (0 on the command line) for no limit."
-        )
+    _check_settings(tokenizer, num_beams, batch_size, max_new_tokens, max_source_length)
+    src, tgt = _check_inputs(model, tokenizer, texts, src_lang, tgt_lang)
     n = len(texts)
-    src = [src_lang] * n if isinstance(src_lang, str) else list(src_lang)
-    tgt = [tgt_lang] * n if isinstance(tgt_lang, str) else list(tgt_lang)
-    if len(src) != n or len(tgt) != n:
-        raise ValueError(f"Got {n} texts but {len(src)} source and {len(tgt)} target language codes.")
-    tokenizer.check_model(model)
-    for code in set(src) | set(tgt):
-        tokenizer.language_id(code)  # an unknown code fails before any work
-    for pair in sorted(set(zip(src, tgt, strict=True))):
-        check_direction(*pair, model.config)
     todo = [i for i, text in enumerate(texts) if not is_blank(text)]  # blank (or invisible-only) texts stay blank
     _warn_about_inputs(tokenizer, [texts[i] for i in todo], max_source_length)
     groups = (
@@ -106,6 +84,44 @@ def translate(
                 outputs[i] = text.strip()
             bar.update(len(chunk))
     return outputs
+
+
+def _check_settings(
+    tokenizer: Any, num_beams: int, batch_size: int, max_new_tokens: int, max_source_length: int | None
+) -> None:
+    if num_beams < 1 or batch_size < 1 or max_new_tokens < 1:
+        raise ValueError(
+            f"num_beams={num_beams}, batch_size={batch_size} and max_new_tokens={max_new_tokens} must all be at least 1."
+        )
+    specials = _special_tokens(tokenizer)
+    if max_source_length is not None and max_source_length <= specials:
+        raise ValueError(
+            f"max_source_length={max_source_length} leaves no room for a subword beside the {specials} special "
+            f"token(s) of every input; give at least {specials + 1}, or None (0 on the command line) for no limit."
+        )
+
+
+def _check_inputs(
+    model: Any, tokenizer: Any, texts: list[Any], src_lang: str | Sequence[str], tgt_lang: str | Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """Every text a string, one code (or one per text) on each side, each known and each direction servable:
+    the source and target code of every text, or a ValueError before any work."""
+    wrong = next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)
+    if wrong is not None:
+        raise ValueError(
+            f"texts[{wrong}] is {type(texts[wrong]).__name__} {texts[wrong]!r:.60}; every text must be a string."
+        )
+    n = len(texts)
+    src = [src_lang] * n if isinstance(src_lang, str) else list(src_lang)
+    tgt = [tgt_lang] * n if isinstance(tgt_lang, str) else list(tgt_lang)
+    if len(src) != n or len(tgt) != n:
+        raise ValueError(f"Got {n} texts but {len(src)} source and {len(tgt)} target language codes.")
+    tokenizer.check_model(model)
+    for code in set(src) | set(tgt):
+        tokenizer.language_id(code)  # an unknown code fails before any work
+    for pair in sorted(set(zip(src, tgt, strict=True))):
+        check_direction(*pair, model.config)
+    return src, tgt
 
 
 def _special_tokens(tokenizer: Any) -> int:

@@ -90,6 +90,14 @@ class CTranslate2Backend:
         return [text.strip() for text in tokenizer.batch_decode(ids, skip_special_tokens=True)]
 
 
+def _servable(direction: str, config: Any) -> bool:
+    try:
+        check_direction(*split_direction(direction), config)
+    except ValueError:
+        return False
+    return True
+
+
 class ModelBackend:
     """The generic model: every direction (or those given) through one copy of the weights, one batch at a time."""
 
@@ -103,10 +111,28 @@ class ModelBackend:
         for direction in self._directions:  # refused here as translate() would refuse each request
             check_direction(*split_direction(direction), model.config)
         self._lock = threading.Lock()  # one torch call at a time: concurrent ones would share the same cores
+        self._base: str | None = None  # the base's fingerprint, once a language pack is added
 
     @property
     def directions(self) -> list[str]:
         return sorted(self._directions)
+
+    def add_languages(self, folders: Sequence[str | Path]) -> list[str]:
+        """Append the languages of the language packs in `folders` (`export.language_packs`) to the model it serves,
+        between two batches; returns the directions it serves now that it did not (every direction between a new
+        language and the others that the model can translate)."""
+        from ..export.language_packs import add_language_packs, base_fingerprint
+
+        with self._lock:  # no batch runs while the model and its tokenizer grow
+            if self._base is None:
+                self._base = base_fingerprint(self.model)  # the base never changes: hashed once
+            model, added = add_language_packs(self.model, self.tokenizer, list(folders), base=self._base)
+            codes = model.config.languages
+            new = [f"{s}-{t}" for s in codes for t in codes if s != t and (s in added or t in added)]
+            new = [d for d in new if _servable(d, model.config)]
+            self.model = model
+            self._directions += new
+        return sorted(new)
 
     def memory(self) -> dict[str, int]:
         """Bytes of weights: the shared base and the language modules beside it (one copy for every direction)."""

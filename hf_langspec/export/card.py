@@ -224,25 +224,8 @@ def build_model_card(
     from transformers import AutoConfig
 
     from ..evaluation.evaluate import results_table
-    from ..model_folder import check_model_folder
 
-    if repo_id is not None:
-        check_repo_id(repo_id)  # the card's usage code loads it
-    if model_name is not None and not model_name.strip():
-        raise ValueError(
-            "the model name is empty; give one (--model-name NAME), or leave it out for the folder's name."
-        )
-    check_model_folder(model_dir)  # missing, damaged or foreign folders in one line, as for every command
-    weights = weights_fingerprint(model_dir)
-    described = (results or {}).get("model_weights")
-    if described is not None and described != weights:
-        raise ValueError(
-            f"the results describe other weights ({described}) than {model_dir} holds ({weights}); give the "
-            f"results.json of an evaluation of this folder (`hf-langspec evaluate {model_dir} ...`)."
-        )
-    if results and described is None:
-        print("note: the results do not record which weights they scored (written before results did); the card "
-              f"takes them as {model_dir}'s.")  # fmt: skip
+    weights = _checked_weights(model_dir, results, model_name, repo_id)
     if datasets is None:
         datasets = _recorded_training_data(Path(model_dir))
     config = AutoConfig.from_pretrained(model_dir)
@@ -250,18 +233,7 @@ def build_model_card(
         raise ValueError(f"{model_dir} holds a {config.model_type!r} model; cards exist for {sorted(METHODS)}.")
     model_name = model_name or Path(model_dir).resolve().parent.name
     repo_id = repo_id or model_name
-    eval_results = []
-    for direction, scores in (results or {}).get("directions", {}).items():
-        for metric in ("bleu", "chrf"):
-            eval_results.append(
-                EvalResult(
-                    task_type="translation", task_name=f"Translation {direction}",
-                    dataset_type=scores.get("set", "test"), dataset_name=scores.get("set", "test"),
-                    dataset_config=direction, dataset_split=scores.get("set", "test"),
-                    metric_type=metric, metric_name=metric.upper() if metric == "bleu" else "chrF",
-                    metric_value=round(scores[metric], 2),
-                )
-            )  # fmt: skip
+    eval_results = _eval_results(results)
     card_data = ModelCardData(
         language=list(config.languages),
         license=license,
@@ -301,6 +273,47 @@ def build_model_card(
         example_src=src,
         example_tgt=tgt,
     )
+
+
+def _checked_weights(model_dir: str | os.PathLike, results: Mapping[str, Any] | None, model_name: str | None,
+                     repo_id: str | None) -> str:  # fmt: skip
+    """The folder's weights fingerprint, after checking the card's inputs: a loadable repo id, a non-empty name, a
+    model folder, and results that describe these weights (a ValueError naming the fix otherwise)."""
+    from ..model_folder import check_model_folder
+
+    if repo_id is not None:
+        check_repo_id(repo_id)  # the card's usage code loads it
+    if model_name is not None and not model_name.strip():
+        raise ValueError(
+            "the model name is empty; give one (--model-name NAME), or leave it out for the folder's name."
+        )
+    check_model_folder(model_dir)  # missing, damaged or foreign folders in one line, as for every command
+    weights = weights_fingerprint(model_dir)
+    described = (results or {}).get("model_weights")
+    if described is not None and described != weights:
+        raise ValueError(
+            f"the results describe other weights ({described}) than {model_dir} holds ({weights}); give the "
+            f"results.json of an evaluation of this folder (`hf-langspec evaluate {model_dir} ...`)."
+        )
+    if results and described is None:
+        print("note: the results do not record which weights they scored (written before results did); the card "
+              f"takes them as {model_dir}'s.")  # fmt: skip
+    return weights
+
+
+def _eval_results(results: Mapping[str, Any] | None) -> list[EvalResult]:
+    """The Hub's `model-index` entries: BLEU and chrF of every direction scored."""
+    return [
+        EvalResult(
+            task_type="translation", task_name=f"Translation {direction}",
+            dataset_type=scores.get("set", "test"), dataset_name=scores.get("set", "test"),
+            dataset_config=direction, dataset_split=scores.get("set", "test"),
+            metric_type=metric, metric_name=metric.upper() if metric == "bleu" else "chrF",
+            metric_value=round(scores[metric], 2),
+        )
+        for direction, scores in (results or {}).get("directions", {}).items()
+        for metric in ("bleu", "chrf")
+    ]  # fmt: skip
 
 
 def evaluation_note(results: Mapping[str, Any] | None) -> str:

@@ -145,7 +145,7 @@ def _array(tensor):
 
 def _position_table(config: Any, state: dict, side: str):
     """Row i = the position vector of the i-th token of a sentence (see the module docstring)."""
-    from ..modeling.backbone import fairseq_sinusoidal_table, marian_sinusoidal_table
+    from ..modeling.positions import fairseq_sinusoidal_table, marian_sinusoidal_table
 
     rows, offset = config.max_position_embeddings, config.pad_token_id + 1
     if config.position_embedding_type == "sinusoidal_marian":

@@ -9,6 +9,8 @@ The routes (the OpenAPI schema at `/openapi.json`, its pages at `/docs`):
     GET  /metrics    Prometheus: requests, latency, batch sizes, texts and source tokens translated, queue length
     POST /translate  the package's {"text", "src_lang", "tgt_lang"} (or a list) or LibreTranslate's
                      {"q", "source", "target"} (JSON or form-encoded): see `api.py`
+    POST /admin/reload-languages  with `language_dir` (`serve --language-dir`): add the language packs put there
+                     since the last load (`language_packs.py`); {"added_languages", "added_directions", "languages"}
 
 Texts go to `Batcher`s (batching.py): the generic model's one batcher takes every direction together (one forward,
 one beam search, each example through its own languages' modules; `mixed=False` keeps one per direction), and
@@ -28,6 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 try:  # the `serve` extra
@@ -61,10 +64,11 @@ from .api import (
 )
 from .backends import CTranslate2Backend, ModelBackend
 from .batching import Batcher, QueueFull
+from .language_packs import PACK_FILE
 from .sockets import listening_socket
 
 logger = logging.getLogger(__name__)
-ROUTES = "GET /health, /ready, /languages, /metrics, /docs or POST /translate"
+ROUTES = "GET /health, /ready, /languages, /metrics, /docs or POST /translate, /admin/reload-languages"
 
 
 @dataclass(frozen=True)
@@ -115,19 +119,55 @@ class TranslationService:
     """A backend behind its batchers, with the server's limits and metrics: what the routes call."""
 
     def __init__(self, backend: Any, max_batch: int = 32, max_wait: float = 0.005, mixed: bool = True,
-                 limits: ServerLimits | None = None, max_tokens: int | None = None):  # fmt: skip
+                 limits: ServerLimits | None = None, max_tokens: int | None = None,
+                 language_dir: str | Path | None = None):  # fmt: skip
         self.backend, self.limits, self.draining = backend, limits or ServerLimits(), False
         self.metrics = ServerMetrics(self.queue_texts)
         # a max_queue below max_batch is refused by the Batcher (a full batch must fit), not raised in silence
         settings = {"max_batch": max_batch, "max_wait": max_wait, "max_queue": self.limits.max_queue,
                     "max_tokens": max_tokens, "on_batch": self.metrics.batch}  # fmt: skip
-        if hasattr(backend, "translate_mixed") and mixed:  # one batch for every direction: the routed model
-            batcher = Batcher(backend.translate_mixed, "mixed", **settings)
-            self.batchers = dict.fromkeys(backend.directions, batcher)
-        else:
-            self.batchers = {d: Batcher(lambda _, texts, d=d: backend.translate(d, texts), d, **settings)
-                             for d in backend.directions}  # fmt: skip
+        self._settings = settings
+        self.mixed = hasattr(backend, "translate_mixed") and mixed  # one batch for every direction: the routed model
+        mixed_batcher = Batcher(backend.translate_mixed, "mixed", **settings) if self.mixed else None
+        self.batchers = {d: mixed_batcher or self._direction_batcher(d) for d in backend.directions}
         self._closed = False
+        self.language_dir, self.loaded_packs = None, set()
+        if language_dir is not None:
+            if not hasattr(backend, "add_languages"):
+                raise ValueError("--language-dir adds language modules to the generic model (--model); exported "
+                                 "CTranslate2 directions hold no language modules apart from the base")  # fmt: skip
+            self.language_dir = Path(language_dir)
+            self.reload_languages()  # the packs already there, before the first request
+
+    def _direction_batcher(self, direction: str) -> Batcher:
+        return Batcher(lambda _, texts: self.backend.translate(direction, texts), direction, **self._settings)
+
+    def reload_languages(self) -> dict[str, Any]:
+        """Add the language packs in the language folder that are not loaded yet (`export.language_packs`): their
+        directions are served from the next batch on. Returns what was added; a ValueError names a pack that does
+        not fit (nothing of that reload is added)."""
+        if self.language_dir is None:
+            raise RequestError("this server takes no language packs: start it with --language-dir DIR (with "
+                               "--model) and put each pack's folder in DIR", HTTPStatus.NOT_FOUND)  # fmt: skip
+        if not self.language_dir.is_dir():
+            raise ValueError(
+                f"--language-dir {self.language_dir} is not a folder; create it and put language packs in it"
+            )
+        folders = sorted(
+            f for f in self.language_dir.iterdir() if (f / PACK_FILE).is_file() and f.name not in self.loaded_packs
+        )
+        before = set(self.backend.model.config.languages)
+        new = self.backend.add_languages(folders) if folders else []
+        mixed = next(iter(self.batchers.values())) if self.mixed else None
+        for direction in new:
+            self.batchers[direction] = mixed or self._direction_batcher(direction)
+        self.loaded_packs |= {f.name for f in folders}
+        added = [code for code in self.backend.model.config.languages if code not in before]
+        return {
+            "added_languages": added,
+            "added_directions": new,
+            "languages": list(self.backend.model.config.languages),
+        }
 
     @property
     def directions(self) -> list[str]:
@@ -284,6 +324,13 @@ def create_app(service: TranslationService) -> FastAPI:
     async def languages() -> list[dict[str, Any]]:
         return service.languages()
 
+    @app.post("/admin/reload-languages", summary="add the language packs put in --language-dir since the last load")
+    async def reload_languages() -> dict[str, Any]:
+        try:
+            return await asyncio.to_thread(service.reload_languages)
+        except ValueError as error:  # a pack that does not fit: nothing of it is served, the server keeps serving
+            raise RequestError(str(error)) from None
+
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
     async def metrics() -> Response:
         body, content_type = service.metrics.exposition()
@@ -324,11 +371,11 @@ class TranslationServer:
 
     def __init__(self, backend: Any, host: str = "127.0.0.1", port: int = 8080, max_batch: int = 32,
                  max_wait: float = 0.005, mixed: bool = True, limits: ServerLimits | None = None,
-                 max_tokens: int | None = None):  # fmt: skip
+                 max_tokens: int | None = None, language_dir: str | Path | None = None):  # fmt: skip
         self.socket = listening_socket(host, port)
         bound_host, bound_port = self.socket.getsockname()[:2]  # port 0: the one the system chose
         self.url = f"http://[{bound_host}]:{bound_port}" if ":" in bound_host else f"http://{bound_host}:{bound_port}"
-        self.service = TranslationService(backend, max_batch, max_wait, mixed, limits, max_tokens)
+        self.service = TranslationService(backend, max_batch, max_wait, mixed, limits, max_tokens, language_dir)
         self.app = create_app(self.service)
         config = uvicorn.Config(
             self.app, log_config=None, access_log=False, lifespan="off", timeout_keep_alive=5,

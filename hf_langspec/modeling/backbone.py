@@ -50,34 +50,12 @@ from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPastAndCrossAttentions
 
+from .attention_masks import decoder_self_mask, padding_mask
 from .configuration_langspec import LangSpecConfig
-from .routing import LanguageContext, sync_free
-
-# transformers 5.24 renamed the decoding cache `past_key_values` -> `cache`, as a forward argument and as
-# an output field (the old names deprecated until 5.40). generate() passes the cache under the new name and
-# reads it back from the output's field: a forward that ignored `cache` decoded every step from an empty
-# cache. The forwards take either name; outputs set the field the installed version declares.
-CACHE_FIELD = (
-    "cache" if "cache" in BaseModelOutputWithPastAndCrossAttentions.__dataclass_fields__ else "past_key_values"
-)
-
-
-def resolve_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
-    """The decoding cache, given under its transformers >= 5.24 name `cache` or the older `past_key_values`."""
-    if cache is not None and past_key_values is not None and cache is not past_key_values:
-        raise ValueError("Pass the decoding cache once, as `cache` (or its older name `past_key_values`), not both.")
-    return cache if cache is not None else past_key_values
-
-
-def cache_output(cache: Cache | None) -> dict[str, Cache | None]:
-    """`{field: cache}` for a model output, under the field name of the installed transformers."""
-    return {CACHE_FIELD: cache}
-
-
-def cache_of(outputs) -> Cache | None:
-    """The decoding cache of a model output, read from the installed transformers' field."""
-    return getattr(outputs, CACHE_FIELD)
-
+from .decoding_cache import cache_output, resolve_cache, static_cache_length
+from .input_checks import check_encoder_inputs, check_no_attentions
+from .positions import LangSpecPositionalEmbedding
+from .routing import LanguageContext
 
 INSERTION_POINTS: dict[str, tuple[str, ...]] = {
     "encoder": (
@@ -116,96 +94,6 @@ def _insert(slots: Slots, point: str, hidden: torch.Tensor, lang: LanguageContex
     return hidden if module is None else module(hidden, lang, layer_idx, *extra)
 
 
-# ---------------------------------------------------------------------------- positions
-def fairseq_sinusoidal_table(num_rows: int, dim: int, padding_idx: int) -> torch.Tensor:
-    """fairseq's `SinusoidalPositionalEmbedding.get_embedding` (also M2M100's): sin | cos halves."""
-    half = dim // 2
-    freq = torch.exp(torch.arange(half, dtype=torch.float) * -(math.log(10000) / (half - 1)))
-    angles = torch.arange(num_rows, dtype=torch.float).unsqueeze(1) * freq.unsqueeze(0)
-    table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
-    if dim % 2:
-        table = torch.cat([table, torch.zeros(num_rows, 1)], dim=1)
-    table[padding_idx] = 0
-    return table
-
-
-def marian_sinusoidal_table(num_rows: int, dim: int) -> torch.Tensor:
-    """Marian's table: angle pos / 10000^(2i/d); sin features in the first half, cos in the second."""
-    pos = torch.arange(num_rows, dtype=torch.float64).unsqueeze(1)
-    j = torch.arange(dim, dtype=torch.float64)
-    angles = pos / torch.pow(10000.0, 2 * torch.div(j, 2, rounding_mode="floor") / dim)
-    sentinel = (dim + 1) // 2
-    table = torch.empty(num_rows, dim, dtype=torch.float64)
-    table[:, :sentinel] = torch.sin(angles[:, 0::2])
-    table[:, sentinel:] = torch.cos(angles[:, 1::2])
-    return table.float()
-
-
-class LangSpecPositionalEmbedding(nn.Module):
-    """Absolute positions: fairseq sinusoidal (default), Marian sinusoidal, or fairseq learned.
-
-    fairseq numbering (`sinusoidal`, `learned`): position of a token = padding_idx + 1 + number of
-    non-padding tokens before it; padding tokens read row padding_idx (zero). Marian numbering:
-    0, 1, 2, ... regardless of padding. Sequences longer than `max_position_embeddings` raise.
-    """
-
-    def __init__(self, config: LangSpecConfig):
-        super().__init__()
-        self.kind = config.position_embedding_type
-        self.padding_idx = config.pad_token_id
-        self.max_positions = config.max_position_embeddings
-        self.dim = config.d_model
-        if self.kind == "sinusoidal_marian":
-            self.offset = 0
-            self.register_buffer("weight", self.sinusoidal_table(), persistent=False)
-        else:
-            self.offset = self.padding_idx + 1
-            if self.kind == "learned":
-                self.embedding = nn.Embedding(self.num_rows, self.dim, padding_idx=self.padding_idx)
-            else:
-                self.register_buffer("weight", self.sinusoidal_table(), persistent=False)
-
-    @property
-    def num_rows(self) -> int:
-        return self.max_positions + self.offset
-
-    def sinusoidal_table(self) -> torch.Tensor:
-        if self.kind == "sinusoidal_marian":
-            return marian_sinusoidal_table(self.num_rows, self.dim)
-        return fairseq_sinusoidal_table(self.num_rows, self.dim, self.padding_idx)
-
-    def forward(
-        self, input_ids: torch.Tensor | None, shape: torch.Size, past_length: int | torch.Tensor = 0
-    ) -> torch.Tensor:
-        """Position vectors for tokens `[B, T]` following `past_length` cached ones: `[B or 1, T, d]`.
-
-        `past_length` is a 0-dim tensor with a static cache (its length lives on the device, so that a decoding
-        step reads nothing back); the static cache's size, checked when it was made, bounds the positions then."""
-        length = shape[1]
-        if isinstance(past_length, int) and past_length + length > self.max_positions:
-            raise ValueError(
-                f"Sequence of {past_length + length} tokens exceeds max_position_embeddings="
-                f"{self.max_positions}; truncate the input (tokenizer `max_length`) or build the model "
-                "with a larger max_position_embeddings."
-            )
-        if self.kind == "sinusoidal_marian":
-            if isinstance(past_length, int):
-                return self.weight[past_length : past_length + length].unsqueeze(0)
-            return self.weight[past_length + torch.arange(length, device=self.weight.device)].unsqueeze(0)
-        if input_ids is not None:
-            mask = input_ids.ne(self.padding_idx).int()
-            positions = (torch.cumsum(mask, dim=1) + past_length) * mask + self.padding_idx
-        else:
-            start = self.offset + past_length
-            positions = torch.arange(start, start + length, device=self._device()).unsqueeze(0)
-        table = self.embedding.weight if self.kind == "learned" else self.weight
-        return F.embedding(positions, table)
-
-    def _device(self) -> torch.device:
-        return self.embedding.weight.device if self.kind == "learned" else self.weight.device
-
-
-# ---------------------------------------------------------------------------- attention
 class LangSpecAttention(nn.Module):
     """Multi-head attention (Vaswani et al. 2017) on PyTorch SDPA, with an optional language hook.
 
@@ -426,78 +314,6 @@ class LangSpecDecoderLayer(_Sublayers):
 
 
 # ---------------------------------------------------------------------------- stacks
-def _padding_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    """`[B, S]` 1/0 mask -> additive `[B, 1, 1, S]` SDPA mask, or None when nothing is padded (asked only where
-    reading the mask back is free: a sync-free step, `routing.sync_free`, always applies the mask)."""
-    if mask is None or (not sync_free(mask) and bool(mask.all())):
-        return None
-    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask.bool(), torch.finfo(dtype).min)[
-        :, None, None, :
-    ]
-
-
-def _decoder_self_mask(
-    mask: torch.Tensor | None,
-    query_length: int,
-    past_length: int | torch.Tensor,
-    dtype: torch.dtype,
-    device: torch.device,
-    static_length: int | None = None,
-) -> tuple[torch.Tensor | None, bool]:
-    """Self-attention mask of the decoder: `(additive mask, is_causal)`.
-
-    Fast paths: no padding and no cache -> SDPA's own causal kernel; one new token with a cache and
-    no padding -> no mask at all. Otherwise an explicit `[B, 1, T, past + T]` additive mask. With a static
-    cache of `static_length` slots (past_length a device tensor) always `[1 or B, 1, T, static_length]`: the
-    keys are every slot, those past the queries' positions masked, and nothing is read back.
-    """
-    padded = False
-    if static_length is None:
-        padded = mask is not None and not bool(mask.all())
-        if not padded:
-            if past_length == 0:
-                # a branch, not `query_length > 1`: compiled over several batch lengths the length is symbolic,
-                # SDPA takes no SymBool, and the graph break in every decoder layer made a compiled step 30x slower
-                return (None, True) if query_length > 1 else (None, False)
-            if query_length == 1:
-                return None, False
-    slots = past_length + query_length if static_length is None else static_length
-    keys = torch.arange(slots, device=device)
-    queries = past_length + torch.arange(query_length, device=device)
-    allowed = (keys[None, :] <= queries[:, None])[None, None]
-    if static_length is not None and mask is not None:
-        if mask.dim() == 4:  # `generate` gives a static cache `[B, 1, T, slots]`, True: attend
-            allowed = allowed & mask.bool()
-        else:  # `[B, past + T]` 1/0 over the tokens so far; the slots after them are masked
-            allowed = allowed & F.pad(mask, (0, static_length - mask.shape[1]), value=1)[:, None, None, :].bool()
-    elif padded:
-        allowed = allowed & mask[:, None, None, -slots:].bool()
-    return torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min), False
-
-
-def _static_length(cache: Cache | None) -> int | None:
-    """The number of slots of a static self-attention cache (transformers' `StaticCache`, made by
-    `generate(..., cache_implementation="static")`), or None for a growing one."""
-    if cache is None:
-        return None
-    self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
-    if isinstance(self_cache, DynamicCache):  # a growing cache (its layers appear as it grows)
-        return None
-    if hasattr(self_cache, "get_max_cache_shape"):  # before transformers 5.2x
-        length = self_cache.get_max_cache_shape()
-    else:  # per layer; -1 where a layer has no maximum
-        length = self_cache.get_max_length(0)
-    return length if isinstance(length, int) and length > 0 else None
-
-
-def _check_no_attentions(output_attentions: bool | None) -> None:
-    if output_attentions:
-        raise ValueError(
-            "output_attentions=True is not supported: attention runs in PyTorch SDPA, which does not return "
-            "attention weights. Use a forward hook on the attention modules' inputs to inspect them."
-        )
-
-
 class _Stack(nn.Module):
     """Embedding front-end shared by the encoder and the decoder."""
 
@@ -549,32 +365,6 @@ class _Stack(nn.Module):
         return F.dropout(hidden, p=self.dropout, training=self.training)
 
 
-def _check_encoder_inputs(
-    input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None, inputs_embeds: torch.Tensor | None, vocab: int
-) -> None:
-    """Shapes and id range of the encoder's inputs, as one clear ValueError instead of an IndexError deep inside."""
-    if input_ids is None and inputs_embeds is None:
-        raise ValueError("The encoder needs input_ids (or inputs_embeds); the tokenizer returns them.")
-    if input_ids is not None:
-        if input_ids.dim() != 2:
-            raise ValueError(
-                f"input_ids has shape {tuple(input_ids.shape)}; give [batch, length] (one sentence: input_ids[None])."
-            )
-        if input_ids.numel() and not sync_free(input_ids):  # a sync-free step: the embedding kernel asserts
-            low, high = int(input_ids.min()), int(input_ids.max())
-            if low < 0 or high >= vocab:
-                raise ValueError(
-                    f"input_ids holds ids outside the vocabulary (from {low} to {high}, vocabulary size {vocab}): was "
-                    "the text tokenized with another tokenizer? Use the one saved with the model."
-                )
-    reference = input_ids if input_ids is not None else inputs_embeds[..., 0]
-    if attention_mask is not None and tuple(attention_mask.shape) != tuple(reference.shape):
-        raise ValueError(
-            f"attention_mask has shape {tuple(attention_mask.shape)} but the input has {tuple(reference.shape)}; "
-            "pass the mask the tokenizer returned with these input_ids."
-        )
-
-
 class LangSpecEncoder(_Stack):
     """Transformer encoder of `config.encoder_layers` [`LangSpecEncoderLayer`]s."""
 
@@ -597,14 +387,14 @@ class LangSpecEncoder(_Stack):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> BaseModelOutput:
-        _check_no_attentions(output_attentions)
-        _check_encoder_inputs(input_ids, attention_mask, inputs_embeds, self.embed_tokens.num_embeddings)
+        check_no_attentions(output_attentions)
+        check_encoder_inputs(input_ids, attention_mask, inputs_embeds, self.embed_tokens.num_embeddings)
         batch = (input_ids if input_ids is not None else inputs_embeds).shape[0]
         lang = self.language_context(batch, src_lang_ids, tgt_lang_ids)
         slots = dict(self.insertions.items())
         hidden = self._embed(input_ids, inputs_embeds, lang, slots)
         self.prepare_modules(lang, hidden)
-        mask = _padding_mask(attention_mask, hidden.dtype)
+        mask = padding_mask(attention_mask, hidden.dtype)
         states = [hidden] if output_hidden_states else None
         for layer in self.layers:
             hidden = layer(hidden, mask, lang, slots)
@@ -642,7 +432,7 @@ class LangSpecDecoder(_Stack):
         return_dict: bool | None = None,
         cache: Cache | None = None,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        _check_no_attentions(output_attentions)
+        check_no_attentions(output_attentions)
         past_key_values = resolve_cache(cache, past_key_values)
         if encoder_hidden_states is None:
             raise ValueError("The decoder needs encoder_hidden_states (the encoder's last_hidden_state).")
@@ -651,7 +441,7 @@ class LangSpecDecoder(_Stack):
         if not use_cache:
             past_key_values = None
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
-        static_length = _static_length(past_key_values)
+        static_length = static_cache_length(past_key_values)
         if static_length is not None and isinstance(past_length, int):
             past_length = torch.tensor(past_length, device=encoder_hidden_states.device)  # the first step
         reference = input_ids if input_ids is not None else inputs_embeds
@@ -660,10 +450,10 @@ class LangSpecDecoder(_Stack):
         slots = dict(self.insertions.items())
         hidden = self._embed(input_ids, inputs_embeds, lang, slots, past_length)
         self.prepare_modules(lang, hidden)
-        self_mask, is_causal = _decoder_self_mask(
+        self_mask, is_causal = decoder_self_mask(
             attention_mask, length, past_length, hidden.dtype, hidden.device, static_length
         )
-        cross_mask = _padding_mask(encoder_attention_mask, hidden.dtype)
+        cross_mask = padding_mask(encoder_attention_mask, hidden.dtype)
         states = [hidden] if output_hidden_states else None
         for layer in self.layers:
             hidden = layer(

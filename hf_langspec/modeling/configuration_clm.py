@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
+from typing import Any
+
 from .configuration_langspec import LangSpecConfig, check_choice
 from .module_clm import CLM_KEYS, CLM_MAP_INITS, CLM_NORMS, CLM_VARIANTS, UNSEEN_PAIR_RULES
 
@@ -119,4 +122,66 @@ class CLMConfig(LangSpecConfig):
                     raise ValueError(f"clm_{side}={variant!r} needs `languages`.")
 
 
-__all__ = ["CLMConfig"]
+# ---------------------------------------------------------------------------- settings measured to fail
+CLM_RISKY_RATE = 1e-3  # at or above, with fewer than CLM_SAFE_WARMUP warm-up steps: the setting that collapsed
+CLM_SAFE_WARMUP = 1000
+
+
+def _clm_model(model: dict[str, Any]) -> dict[str, Any] | None:
+    """An experiment config's model section over `CLMConfig`'s own defaults (None for any class but `clm`): the
+    risks below read a field the user left out as the model will build it."""
+    if model.get("class") != "clm":
+        return None
+    parameters = inspect.signature(CLMConfig.__init__).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty} | model
+
+
+def clm_collapse_risk(model: dict[str, Any], training: dict[str, Any]) -> str | None:
+    """The warning for the measured CLM failure, from an experiment config's model and training sections: CLM in
+    the encoder of a pre-norm model in eq. 3's post form (its LayerNorm after every sublayer) at a high learning
+    rate after a short warm-up trained encoders that ignore their source (bible6 and bible11, every seed); None for
+    any other setting."""
+    model = _clm_model(model)
+    if model is None or model["clm_encoder"] == "none":
+        return None
+    if not model.get("normalize_before", False) or model["clm_norm"] != "post":
+        return None
+    rate, warmup = training.get("learning_rate", 5e-5), training.get("warmup_steps", 0)
+    if not isinstance(rate, (int, float)) or rate < CLM_RISKY_RATE or warmup >= CLM_SAFE_WARMUP:
+        return None
+    return (
+        f"CLM in the encoder of a pre-norm model with eq. 3's LayerNorm after every sublayer, at learning rate "
+        f"{rate} after {warmup} warm-up steps: this setting trained encoders that ignore their source (bible6 and "
+        "bible11, every seed; docs/DECISIONS.md CLM). Use model.clm_norm: pre (the pre-LN form), or the paper's "
+        "schedule (learning_rate 5e-4, warmup_steps 4000, lr_scheduler_type inverse_sqrt), or clm_encoder: none; "
+        "check a run with hf_langspec.evaluation.source_use."
+    )
+
+
+CLM_PAPER_SMALLEST_K = 35  # the paper's smallest k (Table 2, WMT-14 en-xx); at k = 8 the Xavier start measured 0.53
+
+
+def clm_map_start_risk(model: dict[str, Any]) -> str | None:
+    """The warning for CLM in the encoder with few Xavier-started maps, from an experiment config's model section:
+    at k = 8 each CLM starts as a random distortion about half the size of its input (|h~|/|h| = 0.53; 0.11-0.20 at
+    the paper's k 94-280), and on bible6 that start cost 1.4-1.5 en->xx / 2.3-2.5 xx->en BLEU against the control at
+    either norm placement, where maps from zero gave -0.19 en->xx (the wrong direction, significant over sentences
+    only) and +0.38 xx->en in the post-norm pair (3 seeds each, bible6_clm_norm); None for any other setting. CLM in
+    the decoder alone is not warned about: the encoder's CLM held three quarters of the deficit (sCLM-E, one seed),
+    and CLM in the decoder alone (sCLM-D) was never run."""
+    model = _clm_model(model)
+    if model is None or model["clm_encoder"] not in ("sclm", "mclm"):
+        return None
+    k = model["clm_num_features"]
+    if model["clm_map_init"] != "xavier" or not isinstance(k, int) or k >= CLM_PAPER_SMALLEST_K:
+        return None
+    return (
+        f"CLM in the encoder with k = {k} maps started Xavier-uniform (model.clm_map_init: xavier, the default; the "
+        f"paper's k is {CLM_PAPER_SMALLEST_K}-560): with few maps each CLM starts as a large random distortion of its "
+        "input (half its size at k = 8), which cost 1.4-2.5 BLEU against the control on bible6, where maps from zero "
+        "cost 0.19 en->xx and gained 0.38 xx->en in the paper's post-norm setting (3 seeds; docs/methods/clm.md). "
+        "Use model.clm_map_init: zeros."
+    )
+
+
+__all__ = ["CLMConfig", "clm_collapse_risk", "clm_map_start_risk"]

@@ -23,18 +23,11 @@ from transformers import initialization as init
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 
-from .backbone import (
-    LangSpecDecoder,
-    LangSpecDecoderLayer,
-    LangSpecEncoder,
-    LangSpecEncoderLayer,
-    LangSpecPositionalEmbedding,
-    cache_of,
-    cache_output,
-    resolve_cache,
-)
+from .backbone import LangSpecDecoder, LangSpecDecoderLayer, LangSpecEncoder, LangSpecEncoderLayer
 from .configuration_langspec import LangSpecConfig, decoder_tag
+from .decoding_cache import cache_of, cache_output, resolve_cache
 from .module_language_embedding import AdditiveLanguageEmbedding
+from .positions import LangSpecPositionalEmbedding
 from .routing import check_language_ids
 
 

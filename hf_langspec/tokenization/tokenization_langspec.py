@@ -88,7 +88,7 @@ def target_backend(tokenizer: PreTrainedTokenizerFast) -> Any:
 
 def same_ids(one: Any, other: Any) -> bool:
     """Whether two `tokenizers.Tokenizer`s have as many ids and their added tokens at the same ids (their subword
-    models may write an entry differently: `pretrained.keyed_spm_backend` marks the other side's pieces)."""
+    models may write an entry differently: `checkpoint_tokenizer.keyed_spm_backend` marks the other side's pieces)."""
     size = one.get_vocab_size(with_added_tokens=True)
     added = {index: token.content for index, token in one.get_added_tokens_decoder().items()}
     theirs = {index: token.content for index, token in other.get_added_tokens_decoder().items()}

@@ -197,7 +197,21 @@ def train_tokenizer(
         model_type, vocab_size, len(lines), ", ".join(f"{c}={len(sample[c])}" for c in languages), len(alphabet), covered,
     )  # fmt: skip
 
-    alphabet = [*alphabet, "▁"]  # Metaspace's word-boundary symbol is always a character of the vocabulary
+    backend = _trained_backend(lines, [*alphabet, "▁"], specials, vocab_size, model_type, show_progress)
+    return LangSpecTokenizer(
+        tokenizer_object=backend,
+        languages=languages,
+        lang_tag_style=lang_tag_style,
+        lang_tag_template=lang_tag_template,
+        extra_special_tokens=specials[len(SPECIAL_TOKENS) : len(SPECIAL_TOKENS) + len(languages)],
+        **({"mask_token": "<mask>"} if mask_token else {}),
+    )
+
+
+def _trained_backend(lines: list[str], alphabet: list[str], specials: list[str], vocab_size: int,
+                     model_type: ModelType, show_progress: bool) -> Tokenizer:  # fmt: skip
+    """A `tokenizers` model of `model_type` trained on `lines` (NFKC, Metaspace pre-tokenizer and decoder), its
+    ids starting with `specials` and its alphabet `alphabet` (Metaspace's "▁" included)."""
     if vocab_size < len(specials) + len(alphabet):  # the trainers refuse it with a bare Exception
         raise ValueError(
             f"vocab_size={vocab_size} cannot hold the {len(specials)} special and tag tokens and the {len(alphabet)} "
@@ -219,16 +233,7 @@ def train_tokenizer(
     backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     backend.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     backend.train_from_iterator(lines, trainer=trainer, length=len(lines))
-    if model_type == "unigram":
-        backend = canonical_unigram_order(backend, len(specials))
-    return LangSpecTokenizer(
-        tokenizer_object=backend,
-        languages=languages,
-        lang_tag_style=lang_tag_style,
-        lang_tag_template=lang_tag_template,
-        extra_special_tokens=specials[len(SPECIAL_TOKENS) : len(SPECIAL_TOKENS) + len(languages)],
-        **({"mask_token": "<mask>"} if mask_token else {}),
-    )
+    return canonical_unigram_order(backend, len(specials)) if model_type == "unigram" else backend
 
 
 def canonical_unigram_order(backend: Tokenizer, num_special: int) -> Tokenizer:

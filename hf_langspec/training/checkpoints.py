@@ -24,6 +24,9 @@ import os
 import re
 from pathlib import Path
 
+import torch
+from safetensors.torch import load_file
+
 from ..data.schema import write_atomic
 
 logger = logging.getLogger(__name__)
@@ -123,4 +126,64 @@ def last_complete_checkpoint(output_dir: str | os.PathLike) -> str | None:
     return str(checkpoints[-1]) if checkpoints else None
 
 
-__all__ = ["checkpoint_problem", "complete_checkpoints", "last_complete_checkpoint", "set_aside", "write_manifest"]
+def check_resumable(checkpoint: str | os.PathLike, max_steps: int) -> None:
+    """A checkpoint past the run's `max_steps` (one from a longer run, copied or left in the folder) would become
+    the run's model with no step trained: a ValueError says so and the fix, before anything is loaded."""
+    state_file = Path(checkpoint) / "trainer_state.json"
+    if max_steps <= 0 or not state_file.is_file():
+        return
+    step = json.loads(state_file.read_text(encoding="utf-8")).get("global_step", 0)
+    if step > max_steps:
+        raise ValueError(
+            f"{checkpoint} is at step {step}, past this run's max_steps={max_steps}: resuming would train nothing and "
+            "keep that checkpoint's weights as the run's model. Use a new output_dir, or raise max_steps."
+        )
+
+
+def truly_missing_keys(model: torch.nn.Module, missing_keys: list[str]) -> list[str]:
+    """The keys of `missing_keys` whose tensor no loaded key shares (tied weights are loaded through their twin)."""
+    names_by_tensor: dict[int, list[str]] = {}
+    for name, tensor in [
+        *model.named_parameters(remove_duplicate=False),
+        *model.named_buffers(remove_duplicate=False),
+    ]:
+        names_by_tensor.setdefault(id(tensor), []).append(name)
+    missing = set(missing_keys)
+    loaded_via_twin = {
+        name for names in names_by_tensor.values() if any(n not in missing for n in names) for name in names
+    }
+    return [key for key in missing_keys if key not in loaded_via_twin]
+
+
+def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, torch.Tensor]:
+    """Element-wise mean of the floating-point weights of several checkpoints (fairseq's average_checkpoints)."""
+    if not paths:
+        raise ValueError("average_checkpoints needs at least one checkpoint.")
+    total: dict[str, torch.Tensor] = {}
+    dtypes: dict[str, torch.dtype] = {}
+    for path in paths:
+        weights = Path(path) / "model.safetensors"
+        if not weights.exists():
+            raise FileNotFoundError(f"{weights} does not exist; is {path} a checkpoint saved by save_pretrained?")
+        state = load_file(weights)
+        if total and set(state) != set(total):
+            raise ValueError(f"{path} has different weights than the first checkpoint; cannot average them.")
+        for name, tensor in state.items():
+            dtypes[name] = tensor.dtype
+            if tensor.is_floating_point():
+                total[name] = total.get(name, 0) + tensor.double()  # accumulate in float64
+            else:
+                total.setdefault(name, tensor)
+    return {name: (t / len(paths)).to(dtypes[name]) if t.is_floating_point() else t for name, t in total.items()}
+
+
+__all__ = [
+    "average_checkpoints",
+    "check_resumable",
+    "checkpoint_problem",
+    "complete_checkpoints",
+    "last_complete_checkpoint",
+    "set_aside",
+    "truly_missing_keys",
+    "write_manifest",
+]

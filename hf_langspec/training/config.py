@@ -52,7 +52,7 @@ from typing import Any
 
 from ..modeling.registry import model_classes
 from .config_files import read_config_file, read_config_text
-from .config_types import check_section, describe, type_hints
+from .config_types import check_section, type_hints
 from .errors import ConfigError
 
 SECTIONS = {
@@ -191,14 +191,40 @@ def check_keys(section: Any, allowed: set[str], where: str) -> dict[str, Any]:
 
 
 def validate_config(config: dict[str, Any], where: str = "config") -> None:
-    from ..data.bible import BibleCorpusConfig
-    from ..modeling import LangSpecConfig
-    from .trainer import LangSpecTrainingArguments
-
+    """Every section of an experiment config checked before any work: unknown keys, types, and settings that mean
+    nothing together, each a ConfigError naming the key and the fix."""
     check_keys(config, SECTIONS, where)
     if "output_dir" not in config:
         raise ConfigError(f"{where}: output_dir is required.")
-    data = config.get("data", {})
+    _check_data(config.get("data", {}), where)
+    _check_tokenizer(config.get("tokenizer", {}), where)
+    model_class, config_class = _check_model(config, where)
+    _check_stages(config, where)
+    check_keys(config.get("evaluation", {}), EVALUATION_KEYS, f"{where} [evaluation]")
+    _check_types(config, config_class, where)
+    _check_schedule(config, where)
+    _check_meaningful(config, model_class, where)
+    _check_evaluation(config, where)
+    translate = check_keys(config.get("translate", {}), TRANSLATE_KEYS, f"{where} [translate]")
+    check_section(translate, TRANSLATE_TYPES, f"{where} [translate]", ConfigError)
+    if translate and (set(translate) != TRANSLATE_KEYS or not translate["text"].strip()):
+        raise ConfigError(
+            f"{where} [translate]: give text (not empty), src_lang and tgt_lang, e.g. {{text: Hello, src_lang: en, "
+            f"tgt_lang: de}}; got {translate}."
+        )
+    check_keys(config.get("card", {}), CARD_KEYS, f"{where} [card]")
+    if "expected" in config:
+        from ..evaluation.expected import check_expected_section  # evaluation sits above training
+
+        problem = check_expected_section(config["expected"], f"{where} [expected]")
+        if problem:
+            raise ConfigError(problem)
+
+
+def _check_data(data: Any, where: str) -> None:
+    from ..data.bible import BibleCorpusConfig
+    from ..data.checks import check_language_codes
+
     check_keys(data, DATA_KEYS, f"{where} [data]")
     if ("bible" in data) == ("train_files" in data):
         raise ConfigError(
@@ -214,29 +240,36 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
     elif "test_files" not in data:
         raise ConfigError(f"{where} [data]: with train_files, give test_files too (e.g. {{supervised: test.jsonl}}).")
     if isinstance(data.get("language_codes"), dict):
-        from ..data.checks import check_language_codes
-
         try:
             check_language_codes(data["language_codes"], f"{where} [data] language_codes")
         except ValueError as error:
             raise ConfigError(str(error)) from None
-    tokenizer_section = config.get("tokenizer", {})
+
+
+def _check_tokenizer(tokenizer_section: Any, where: str) -> None:
     check_keys(tokenizer_section, TOKENIZER_KEYS, f"{where} [tokenizer]")
     if "path" in tokenizer_section and set(tokenizer_section) - {"path", "lang_tag_style"}:
         raise ConfigError(
             f"{where} [tokenizer]: a saved tokenizer (path) keeps its vocabulary; only lang_tag_style may be set "
             f"beside it, got {sorted(set(tokenizer_section) - {'path'})}."
         )
+
+
+def _check_model(config: dict[str, Any], where: str) -> tuple[str, type]:
+    """The [model] section's keys and starts; returns the model class's name and its config class."""
+    from ..modeling import LangSpecConfig
+
     variants = model_classes()
-    model_class = config.get("model", {}).get("class", "baseline")
+    model = config.get("model", {})
+    model_class = model.get("class", "baseline") if isinstance(model, dict) else "baseline"
     if model_class not in variants:
         raise ConfigError(f"{where} [model]: class={model_class!r} is unknown; use one of {sorted(variants)}.")
     config_class = variants[model_class][0]
     model_keys = {
         name for cls in (config_class, LangSpecConfig) for name in inspect.signature(cls.__init__).parameters
     } - {"self", "kwargs"}
-    check_keys(config.get("model", {}), model_keys | MODEL_START_KEYS, f"{where} [model]")
-    encoder_init = config.get("model", {}).get("init_encoder_from")
+    check_keys(model, model_keys | MODEL_START_KEYS, f"{where} [model]")
+    encoder_init = model.get("init_encoder_from")
     if encoder_init is not None and not (
         isinstance(encoder_init, str)
         or (
@@ -250,8 +283,8 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
             f"true}}, got {encoder_init!r}."
         )
     _check_pretrained_start(config, where)
-    if "init_from" in config.get("model", {}):
-        extra = sorted(set(config["model"]) - {"init_from", "class"})
+    if "init_from" in model:
+        extra = sorted(set(model) - {"init_from", "class"})
         if extra:
             raise ConfigError(
                 f"{where} [model]: init_from continues a saved model with its own config; drop {extra} "
@@ -259,13 +292,20 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
             )
         if "path" not in config.get("tokenizer", {}):
             raise ConfigError(f"{where} [tokenizer]: with model.init_from, give the model's tokenizer as `path`.")
-    fixed = {"vocab_size", "languages", "lang_tag_token_ids", "lang_tag_style"} & set(config.get("model", {}))
+    fixed = {"vocab_size", "languages", "lang_tag_token_ids", "lang_tag_style"} & set(model)
     if fixed:
         raise ConfigError(
             f"{where} [model]: {sorted(fixed)} come from the tokenizer; set them in [tokenizer] instead."
         )
-    training_keys = {f.name for f in dataclasses.fields(LangSpecTrainingArguments)}
-    check_keys(config.get("training", {}), training_keys - {"output_dir"}, f"{where} [training]")
+    return model_class, config_class
+
+
+def _check_stages(config: dict[str, Any], where: str) -> None:
+    """[training] and every [stages] entry: known training keys, a unique name, directions as a list."""
+    from .training_args import LangSpecTrainingArguments
+
+    training_keys = {f.name for f in dataclasses.fields(LangSpecTrainingArguments)} - {"output_dir"}
+    check_keys(config.get("training", {}), training_keys, f"{where} [training]")
     stages = config.get("stages", [])
     if not isinstance(stages, list):
         raise ConfigError(f"{where} [stages] must be a list of stages, got {type(stages).__name__}.")
@@ -273,7 +313,7 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
         check_keys(stage, STAGE_KEYS, f"{where} [stages][{i}]")
         if "name" not in stage:
             raise ConfigError(f"{where} [stages][{i}] needs a name (it names the stage's checkpoint folder).")
-        check_keys(stage.get("training", {}), training_keys - {"output_dir"}, f"{where} [stages][{i}].training")
+        check_keys(stage.get("training", {}), training_keys, f"{where} [stages][{i}].training")
         directions = stage.get("directions", [])
         if directions != "high_resource" and not isinstance(directions, list):
             raise ConfigError(
@@ -283,33 +323,18 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
     names = [stage.get("name") for stage in stages]
     if len(set(names)) != len(names):
         raise ConfigError(f"{where} [stages]: names {names} must be unique.")
-    check_keys(config.get("evaluation", {}), EVALUATION_KEYS, f"{where} [evaluation]")
-    _check_types(config, config_class, where)
-    _check_schedule(config, where)
-    _check_meaningful(config, model_class, where)
+
+
+def _check_evaluation(config: dict[str, Any], where: str) -> None:
     identifier = config.get("evaluation", {}).get("language_identifier")
     if identifier is not None:
-        from ..evaluation.language_id import identifier_names
+        from ..evaluation.language_id import identifier_names  # evaluation sits above training
 
         try:
             identifier_names(identifier)
         except ValueError as error:
             raise ConfigError(f"{where} [evaluation]: {error}") from None
     _check_evaluation_sets(config, where)
-    translate = check_keys(config.get("translate", {}), TRANSLATE_KEYS, f"{where} [translate]")
-    check_section(translate, TRANSLATE_TYPES, f"{where} [translate]", ConfigError)
-    if translate and (set(translate) != TRANSLATE_KEYS or not translate["text"].strip()):
-        raise ConfigError(
-            f"{where} [translate]: give text (not empty), src_lang and tgt_lang, e.g. {{text: Hello, src_lang: en, "
-            f"tgt_lang: de}}; got {translate}."
-        )
-    check_keys(config.get("card", {}), CARD_KEYS, f"{where} [card]")
-    if "expected" in config:
-        from ..evaluation.expected import check_expected_section
-
-        problem = check_expected_section(config["expected"], f"{where} [expected]")
-        if problem:
-            raise ConfigError(problem)
 
 
 # model fields that one class reads and every other class would accept and ignore
@@ -344,90 +369,6 @@ def _check_meaningful(config: dict[str, Any], model_class: str, where: str) -> N
                 f"{where} {name}: learning_rate={rate} never moves the weights, so nothing is trained; give a positive "
                 "rate (the papers use 5e-4 to 1e-3 with warm-up)."
             )
-
-
-def compiled_shapes_risk(config: dict[str, Any]) -> str | None:
-    """The warning for compiled training over unpadded batches: length-grouped batches come in every length up to
-    `data.max_length`, and with CUDA graphs (`torch_compile_mode: reduce-overhead`) each length records its own
-    graph and memory pool; None when nothing is compiled or the lengths are bucketed (`static_shapes`, on by
-    default when compiled, or `pad_to_multiple_of`)."""
-    training = config.get("training", {})
-    if not training.get("torch_compile") or training.get("pad_to_multiple_of"):
-        return None
-    if training.get("static_shapes", "auto") not in ("off", None):
-        return None
-    mode = training.get("torch_compile_mode") or "default"
-    cost = (
-        "each length records its own CUDA graph and memory pool"
-        if mode in ("reduce-overhead", "max-autotune")
-        else "the compiled step serves them with symbolic lengths, slower than a few fixed shapes"
-    )
-    return (
-        f"training.torch_compile ({mode} mode) with static_shapes: off: batches come in every length up to "
-        f"data.max_length, and {cost}. Leave training.static_shapes at auto (4 length buckets, each compiled once "
-        "before the first step) or set training.pad_to_multiple_of: 16; padding is masked, so no result changes."
-    )
-
-
-CLM_RISKY_RATE = 1e-3  # at or above, with fewer than CLM_SAFE_WARMUP warm-up steps: the setting that collapsed
-CLM_SAFE_WARMUP = 1000
-
-
-def _clm_model(config: dict[str, Any]) -> dict[str, Any] | None:
-    """A CLM config's model section over `CLMConfig`'s own defaults (None for any other class): the risks below
-    read a field the user left out as the model will build it."""
-    model = config.get("model", {})
-    if model.get("class") != "clm":
-        return None
-    from ..modeling.configuration_clm import CLMConfig
-
-    parameters = inspect.signature(CLMConfig.__init__).parameters.values()
-    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty} | model
-
-
-def clm_collapse_risk(config: dict[str, Any]) -> str | None:
-    """The warning for the measured CLM failure: CLM in the encoder of a pre-norm model in eq. 3's post form
-    (its LayerNorm after every sublayer) at a high learning rate after a short warm-up trained encoders that ignore
-    their source (bible6 and bible11, every seed); None for any other setting."""
-    model, training = _clm_model(config), config.get("training", {})
-    if model is None or model["clm_encoder"] == "none":
-        return None
-    if not model.get("normalize_before", False) or model["clm_norm"] != "post":
-        return None
-    rate, warmup = training.get("learning_rate", 5e-5), training.get("warmup_steps", 0)
-    if not isinstance(rate, (int, float)) or rate < CLM_RISKY_RATE or warmup >= CLM_SAFE_WARMUP:
-        return None
-    return (
-        f"CLM in the encoder of a pre-norm model with eq. 3's LayerNorm after every sublayer, at learning rate "
-        f"{rate} after {warmup} warm-up steps: this setting trained encoders that ignore their source (bible6 and "
-        "bible11, every seed; docs/DECISIONS.md CLM). Use model.clm_norm: pre (the pre-LN form), or the paper's "
-        "schedule (learning_rate 5e-4, warmup_steps 4000, lr_scheduler_type inverse_sqrt), or clm_encoder: none; "
-        "check a run with hf_langspec.evaluation.source_use."
-    )
-
-
-CLM_PAPER_SMALLEST_K = 35  # the paper's smallest k (Table 2, WMT-14 en-xx); at k = 8 the Xavier start measured 0.53
-
-
-def clm_map_start_risk(config: dict[str, Any]) -> str | None:
-    """The warning for CLM in the encoder with few Xavier-started maps: at k = 8 each CLM starts as a random
-    distortion about half the size of its input (|h~|/|h| = 0.53; 0.11-0.20 at the paper's k 94-280), and on bible6
-    that start cost 1.4-1.5 en->xx / 2.3-2.5 xx->en BLEU against the control at either norm placement, where maps
-    from zero were at par en->xx and +0.38 xx->en in the post-norm pair (3 seeds each, bible6_clm_norm); None for
-    any other setting (CLM in the decoder alone from Xavier maps was not hurt: bible6's sCLM-D)."""
-    model = _clm_model(config)
-    if model is None or model["clm_encoder"] not in ("sclm", "mclm"):
-        return None
-    k = model["clm_num_features"]
-    if model["clm_map_init"] != "xavier" or not isinstance(k, int) or k >= CLM_PAPER_SMALLEST_K:
-        return None
-    return (
-        f"CLM in the encoder with k = {k} maps started Xavier-uniform (model.clm_map_init: xavier, the default; the "
-        f"paper's k is {CLM_PAPER_SMALLEST_K}-560): with few maps each CLM starts as a large random distortion of its "
-        "input (half its size at k = 8), which cost 1.4-2.5 BLEU against the control on bible6, where maps from zero "
-        "were at par or better in the paper's post-norm setting (3 seeds; docs/DECISIONS.md CLM). Use "
-        "model.clm_map_init: zeros."
-    )
 
 
 EVALUATION_TYPES = {"max_sentences_per_direction": int | dict | None, "num_beams": int, "batch_size": int,
@@ -474,7 +415,7 @@ def _check_types(config: dict[str, Any], config_class: type, where: str) -> None
     """Every value of every section against the type and range of the field it sets (`config_types`)."""
     from ..modeling import LangSpecConfig
     from ..tokenization import train_tokenizer
-    from .trainer import LangSpecTrainingArguments
+    from .training_args import LangSpecTrainingArguments
 
     training_hints = type_hints(LangSpecTrainingArguments, fields=True)
     check_section(config.get("training", {}), training_hints, f"{where} [training]", ConfigError)
@@ -542,97 +483,11 @@ def sentence_limit(evaluation: dict[str, Any], set_name: str) -> int | None:
     return limit.get(set_name, limit.get("default")) if isinstance(limit, dict) else limit
 
 
-def _type_name(annotation: Any) -> str:
-    # "or", not "|": the table is Markdown
-    return describe(annotation).replace(" | ", " or ") if annotation is not inspect.Parameter.empty else "any"
-
-
-def _default(key: str, defaults: dict[str, Any], absent: dict[str, str]) -> str:
-    return repr(defaults[key]) if key in defaults else absent.get(key, "")
-
-
-def _signature_rows(target: Any, keys: set[str] | None = None, skip: frozenset[str] = frozenset()) -> list[tuple]:
-    """(key, type, default) of a function's or class's parameters, or of a dataclass's fields."""
-    import typing
-
-    if dataclasses.is_dataclass(target):
-        hints = type_hints(target, fields=True)
-        params = [
-            (
-                f.name,
-                hints.get(f.name, f.type),
-                f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default,
-            )
-            for f in dataclasses.fields(target)
-        ]
-    else:
-        function = target.__init__ if inspect.isclass(target) else target
-        hints = typing.get_type_hints(function)
-        params = [
-            (n, hints.get(n, p.annotation), p.default) for n, p in inspect.signature(function).parameters.items()
-        ]
-    rows = []
-    for name, annotation, default in params:
-        if name in skip or name in ("self", "kwargs") or (keys is not None and name not in keys):
-            continue
-        shown = "required" if default in (inspect.Parameter.empty, dataclasses.MISSING) else repr(default)
-        rows.append((name, _type_name(annotation), shown))
-    return rows
-
-
-def schema_table() -> str:
-    """Every section and key of an experiment config with its type and default, as Markdown."""
-    from ..data.bible import BibleCorpusConfig
-    from ..modeling import LangSpecConfig
-    from ..tokenization import train_tokenizer
-    from .trainer import LangSpecTrainingArguments
-
-    # the package's own training fields, and those whose default it changes (the papers' optimiser, schedule)
-    parent = {f.name: repr(f.default) for f in dataclasses.fields(LangSpecTrainingArguments.__mro__[1])}
-    fixed_by_tokenizer = frozenset({"vocab_size", "languages", "lang_tag_token_ids", "lang_tag_style"})
-    sections: dict[str, list[tuple]] = {
-        "data": [
-            *[(k, _type_name(DATA_TYPES[k]), _default(k, DATA_DEFAULTS, DATA_ABSENT)) for k in sorted(DATA_TYPES)],
-            *[(f"bible.{n}", t, d) for n, t, d in _signature_rows(BibleCorpusConfig)],
-        ],
-        "tokenizer": [("path", "str", "(or the keys below)"), *_signature_rows(train_tokenizer, TOKENIZER_KEYS)],
-        "model": [
-            ("class", "str", "'baseline'"),
-            ("init_from", "str", "none"),
-            ("init_encoder_from", "str or dict", "none"),
-            ("init_from_pretrained", "str", "none"),
-            ("freeze_pretrained", "bool", "true if the method adds modules"),
-            ("train_pretrained", "list[str]", "[]"),
-            ("add_languages", "list[str]", "[] (codes the checkpoint lacks, given a code token)"),
-            *_signature_rows(LangSpecConfig, skip=fixed_by_tokenizer),
-        ],
-        "training": [
-            *[row for row in _signature_rows(LangSpecTrainingArguments) if parent.get(row[0]) != row[2]],
-            ("...", "", "every other Seq2SeqTrainingArguments field"),
-        ],
-        "stages": [(k, "", "") for k in sorted(STAGE_KEYS)],
-        "evaluation": [
-            (k, _type_name(EVALUATION_TYPES[k]), _default(k, EVALUATION_DEFAULTS, EVALUATION_ABSENT))
-            for k in sorted(EVALUATION_KEYS)
-        ],
-        "translate": [(k, "str", "") for k in sorted(TRANSLATE_KEYS)],
-        "card": [(k, "str", "") for k in sorted(CARD_KEYS)],
-    }
-    lines = ["| section | key | type | default |", "|---|---|---|---|"]
-    for section in SECTION_HELP:
-        lines.append(f"| **{section}** | | | {SECTION_HELP[section]} |")
-        lines += [f"| | {key} | {type_} | {default} |" for key, type_, default in sections.get(section, [])]
-    classes = ", ".join(f"`{name}` ({config_class.__name__})" for name, (config_class, _) in model_classes().items())
-    lines += ["", f"[model] class: {classes}; each class adds its own fields (its config class's docstring)."]
-    return "\n".join(lines)
-
-
 __all__ = [
     "ConfigError",
     "apply_overrides",
     "check_keys",
     "load_config",
-    "schema_table",
     "sentence_limit",
     "set_keys",
     "validate_config",

@@ -14,14 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluation.trainer_metrics import TranslationMetrics
+from ..modeling.configuration_clm import clm_collapse_risk, clm_map_start_risk
 from ..modeling.registry import model_classes
 from .config import (
     ConfigError,
     apply_overrides,
     check_keys,
-    clm_collapse_risk,
-    clm_map_start_risk,
-    compiled_shapes_risk,
     load_config,
     pretrained_start_fields,
     sentence_limit,
@@ -41,6 +39,7 @@ from .stages.evaluate import evaluate_and_publish
 from .stages.model import build_model, resolve_high_resource
 from .stages.tokenizer import build_tokenizer
 from .stages.train import GENERATION_MAX_NEW_TOKENS, save_model, train_stages
+from .static_shapes import compiled_shapes_risk
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +64,9 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     """
     import contextlib
 
+    from .processes import check_processes_joined
     from .run_guard import RunLock, check_resumed_config
-    from .trainer import LangSpecTrainingArguments, check_processes_joined
+    from .training_args import LangSpecTrainingArguments
 
     validate_config(config)
     _check_saved_models(config.get("model", {}), config.get("tokenizer", {}))
@@ -115,7 +115,9 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     evaluation. Each says what it did; the main process alone writes the results and the card."""
     from ..data.columns import direction_sizes
 
-    for risk in (clm_collapse_risk(config), clm_map_start_risk(config), compiled_shapes_risk(config)):
+    model_section, training_section = config.get("model", {}), config.get("training", {})
+    risks = clm_collapse_risk(model_section, training_section), clm_map_start_risk(model_section)
+    for risk in (*risks, compiled_shapes_risk(config)):
         if risk and base_args.process_index == 0:  # said first, before any data is read
             print(f"warning: {risk}")
             logger.warning(risk)

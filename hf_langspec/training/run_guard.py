@@ -200,7 +200,7 @@ def record_config(output_dir: Path, config: dict[str, Any]) -> None:
 def input_fingerprints(config: dict[str, Any]) -> dict[str, Any]:
     """`{key: the contents' hashes}` of every local file or folder the config names in INPUT_KEYS (a Hub id is not
     a file and is left out): the same path with other contents is another input."""
-    from ..data.corpus_store import content_fingerprint
+    from ..data.cache import content_fingerprint
 
     cache = _get(config, "data.cache_dir")
     out = {}

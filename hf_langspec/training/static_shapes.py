@@ -272,12 +272,36 @@ def capture_buckets(
     return record
 
 
+def compiled_shapes_risk(config: dict[str, Any]) -> str | None:
+    """The warning for compiled training over unpadded batches: length-grouped batches come in every length up to
+    `data.max_length`, and with CUDA graphs (`torch_compile_mode: reduce-overhead`) each length records its own
+    graph and memory pool; None when nothing is compiled or the lengths are bucketed (`static_shapes`, on by
+    default when compiled, or `pad_to_multiple_of`)."""
+    training = config.get("training", {})
+    if not training.get("torch_compile") or training.get("pad_to_multiple_of"):
+        return None
+    if training.get("static_shapes", "auto") not in ("off", None):
+        return None
+    mode = training.get("torch_compile_mode") or "default"
+    cost = (
+        "each length records its own CUDA graph and memory pool"
+        if mode in ("reduce-overhead", "max-autotune")
+        else "the compiled step serves them with symbolic lengths, slower than a few fixed shapes"
+    )
+    return (
+        f"training.torch_compile ({mode} mode) with static_shapes: off: batches come in every length up to "
+        f"data.max_length, and {cost}. Leave training.static_shapes at auto (4 length buckets, each compiled once "
+        "before the first step) or set training.pad_to_multiple_of: 16; padding is masked, so no result changes."
+    )
+
+
 __all__ = [
     "StaticShapeCollator",
     "auto_buckets",
     "capture_buckets",
     "check_lengths_fit",
     "choose_bucket",
+    "compiled_shapes_risk",
     "pad_batch",
     "parse_buckets",
     "resolve_buckets",

@@ -25,31 +25,35 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
-import math
 import os
 import shutil
-import warnings
-import weakref
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from safetensors.torch import load_file
-from transformers import EvalPrediction, Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
+from transformers import EvalPrediction, Seq2SeqTrainer
 from transformers.trainer_pt_utils import LabelSmoother
 from transformers.trainer_utils import rotate_checkpoints
 
 from ..data.sampler import TemperatureSampler
 from ..environment import environment_problem, writing
-from ..modeling.routing import _standing_in, on_accelerator
+from ..modeling.routing import _standing_in
 from ..pipelines import group_by_target
-from .checkpoints import complete_checkpoints, last_complete_checkpoint, write_manifest
+from .batches import CheckedBatches, example_lengths, sampling_columns
+from .callbacks import DivergedTraining, StopOnNonFiniteLoss, TokensAtEpochEnd
+from .checkpoints import (
+    average_checkpoints,
+    check_resumable,
+    complete_checkpoints,
+    last_complete_checkpoint,
+    truly_missing_keys,
+    write_manifest,
+)
 from .graph_step import StepGraphs, StepTakenInGraph, inner_optimizer, whole_step
+from .loss import SmoothedCrossEntropy
+from .processes import warn_if_fsdp_not_applied
 from .static_shapes import (
     StaticShapeCollator,
     capture_buckets,
@@ -57,112 +61,9 @@ from .static_shapes import (
     resolve_buckets,
     use_compile_cache,
 )
+from .training_args import LangSpecTrainingArguments
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class LangSpecTrainingArguments(Seq2SeqTrainingArguments):
-    """`Seq2SeqTrainingArguments` with the papers' defaults and the sampling/averaging options."""
-
-    sampling_temperature: float = field(
-        default=5.0, metadata={"help": "Temperature T over directions (1: proportional; 0: plain shuffling)."}
-    )
-    temperature_warmup_epochs: float = field(
-        default=0.0, metadata={"help": "Raise T linearly from 1 over this many epochs (HLT-MT uses 5)."}
-    )
-    average_last_checkpoints: int = field(
-        default=0, metadata={"help": "Average the weights of the last N checkpoints into output_dir at the end."}
-    )
-    lr_scheduler_type: str = field(default="inverse_sqrt", metadata={"help": "fairseq's inverse_sqrt by default."})
-    train_sampling_strategy: str = field(
-        default="group_by_length",
-        metadata={"help": "Batches of similar length (fairseq's buckets) within the temperature sampling."},
-    )
-    label_smoothing_factor: float = field(default=0.1, metadata={"help": "0.1 in every paper."})
-    adam_beta2: float = field(default=0.98, metadata={"help": "Adam (0.9, 0.98) as in the papers."})
-    pad_to_multiple_of: int | None = field(
-        default=None,
-        metadata={
-            "help": "Pad each batch's source and target lengths up to a multiple of this (the package's runs pass it "
-            "to their collator): a few shapes instead of one per length, so that a compiled step is reused and a "
-            "CUDA graph can be replayed (torch_compile_mode='reduce-overhead'). Masked padding changes no result."
-        },
-    )
-    static_shapes: str | list[list[int]] | None = field(
-        default="auto",
-        metadata={
-            "help": "Pad every training batch to one of a few fixed shapes (`training.static_shapes`): 'auto' (on when "
-            "the step is compiled: 4 square buckets up to the longest example), 'off', or [[src, tgt], ...]. The "
-            "compiled step is then traced with dynamic=False and compiled once per bucket, before the first step."
-        },
-    )
-    cuda_graph_step: bool = field(
-        default=False,
-        metadata={
-            "help": "Record the whole training step (loss, backward, clipping, fused AdamW) as one CUDA graph per "
-            "static-shape bucket and replay it for every batch (training/graph_step.py): host work per step is "
-            "copying the batch in. Needs a CUDA GPU, static shapes, optim adamw_torch_fused, one process, no "
-            "gradient accumulation; combine with torch_compile in its default mode, not reduce-overhead."
-        },
-    )
-    compile_cache_dir: str | None = field(
-        default=None,
-        metadata={
-            "help": "Where inductor keeps compiled kernels and graphs (TORCHINDUCTOR_CACHE_DIR, unless that is set): "
-            "runs and processes of the same model shape then compile from a warm cache."
-        },
-    )
-    logging_nan_inf_filter: bool = field(
-        default=False,
-        metadata={
-            "help": "transformers' filter reads every step's loss back from the device to leave NaN/inf out of the "
-            "logged mean (it changes no update); off, a NaN loss shows in the log, and a GPU step does not wait."
-        },
-    )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        # pinned host memory only speeds copies to an accelerator; without one torch warns at every data loader
-        if self.dataloader_pin_memory and not _has_accelerator():
-            self.dataloader_pin_memory = False
-
-
-def _has_accelerator() -> bool:
-    accelerator = getattr(torch, "accelerator", None)  # torch >= 2.6; before it, CUDA is the one that pins
-    return accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
-
-
-def check_processes_joined(world_size: int) -> None:
-    """Several processes launched, but this one is alone (no GPU and `use_cpu` false, so accelerate found no
-    backend to join them): each would train its own model into the same folder. A ValueError says the fix."""
-    launched = int(os.environ.get("WORLD_SIZE", "1"))
-    if launched > 1 and world_size == 1:
-        raise ValueError(
-            f"accelerate launched {launched} processes, but they did not join one process group (no GPU here, and "
-            "training.use_cpu is false): set training.use_cpu: true to train on CPU processes."
-        )
-
-
-def warn_if_fsdp_not_applied(accelerator: Any) -> None:
-    """An FSDP config on CPU processes trains with DDP: say so instead of letting it pass.
-
-    accelerate (1.15) turns its FSDP plugin on only for GPU-like devices (`AcceleratorState` sets
-    `DistributedType.FSDP` inside its MULTI_GPU / NPU / XPU / ... branch; CPU processes are MULTI_CPU),
-    so every process holds the whole model and its optimizer state.
-    """
-    from accelerate.utils import DistributedType
-
-    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and (
-        accelerator.state.distributed_type != DistributedType.FSDP
-    ):
-        message = (
-            f"accelerate was launched with FSDP, but it applies FSDP only on GPUs: these "
-            f"{accelerator.state.distributed_type.value} processes train with DDP (a full copy of the model and "
-            "optimizer each). On CPU use examples/accelerate/ddp.yaml; FSDP needs GPUs."
-        )
-        warnings.warn(message, stacklevel=3)
-        logger.warning(message)
 
 
 # the attribute that marks a parameter trained in some rows only (its other rows' gradient masked): how many rows
@@ -187,8 +88,8 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
         self.static_capture: dict[str, Any] | None = None  # what compiling and capturing the buckets took
         self._records_steps = self._check_graph_step()  # True: record; False: a CPU standing in runs it eagerly
         self._step_graphs: StepGraphs | None = None
-        self.callback_handler.callbacks.insert(0, _TokensAtEpochEnd(self))  # before any callback reads the count
-        self.add_callback(_StopOnNonFiniteLoss())
+        self.callback_handler.callbacks.insert(0, TokensAtEpochEnd(self))  # before any callback reads the count
+        self.add_callback(StopOnNonFiniteLoss())
 
     def _resolve_static_buckets(self) -> list[tuple[int, int]] | None:
         """`args.static_shapes` as buckets (checked against the training set's lengths before any step), and the
@@ -537,167 +438,6 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
         return result
 
 
-@dataclass
-class SmoothedCrossEntropy(LabelSmoother):
-    """transformers' `LabelSmoother` (eps/V on every class, the papers' 0.1), as one fused `cross_entropy` with
-    `label_smoothing` on an accelerator: the same value, `(1 - eps) * nll + eps / V * sum_V(-log p)` summed over the
-    non-ignored tokens and divided as transformers divides (the batch's or the accumulated count), in about a third
-    of the kernels. On a CPU (outside `modeling.routing.accelerator_path()`, or with `fused=False`) transformers'
-    own code runs, so CPU runs compute exactly what they computed before."""
-
-    fused: bool | None = None  # None: on an accelerator
-
-    def __call__(self, model_output, labels, shift_labels=False, num_items_in_batch=None):
-        logits = model_output["logits"] if isinstance(model_output, dict) else model_output[0]
-        if not (self.fused if self.fused is not None else on_accelerator(logits)):
-            return super().__call__(model_output, labels, shift_labels, num_items_in_batch)
-        if shift_labels:
-            logits, labels = logits[..., :-1, :], labels[..., 1:]
-        total = F.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]).to(torch.promote_types(logits.dtype, torch.float32)),
-            labels.reshape(-1), ignore_index=self.ignore_index,
-            label_smoothing=self.epsilon, reduction="sum",
-        )  # fmt: skip
-        if num_items_in_batch is None:
-            return total / labels.ne(self.ignore_index).sum()
-        if torch.is_tensor(num_items_in_batch):
-            return total / num_items_in_batch.to(total.device)
-        return total / num_items_in_batch
-
-
-def check_resumable(checkpoint: str | os.PathLike, max_steps: int) -> None:
-    """A checkpoint past the run's `max_steps` (one from a longer run, copied or left in the folder) would become
-    the run's model with no step trained: a ValueError says so and the fix, before anything is loaded."""
-    state_file = Path(checkpoint) / "trainer_state.json"
-    if max_steps <= 0 or not state_file.is_file():
-        return
-    step = json.loads(state_file.read_text(encoding="utf-8")).get("global_step", 0)
-    if step > max_steps:
-        raise ValueError(
-            f"{checkpoint} is at step {step}, past this run's max_steps={max_steps}: resuming would train nothing and "
-            "keep that checkpoint's weights as the run's model. Use a new output_dir, or raise max_steps."
-        )
-
-
-class _TokensAtEpochEnd(TrainerCallback):
-    """Flushes the trainer's token count at the end of each epoch (and of training, which ends an epoch), before
-    the other callbacks and the final metrics read it."""
-
-    def __init__(self, trainer: LangSpecSeq2SeqTrainer):
-        self.trainer = weakref.proxy(trainer)
-
-    def on_epoch_end(self, args, state, control, **kwargs):
-        self.trainer.flush_tokens()
-
-
-class DivergedTraining(RuntimeError):
-    """The training loss became NaN or infinite: the run stops before that model is saved, scored or carded."""
-
-
-class _StopOnNonFiniteLoss(TrainerCallback):
-    """Reads the loss the Trainer logs (every `logging_steps`; no extra read-back from the device) and stops the
-    run with `DivergedTraining` when it is NaN or infinite. Logging comes before saving in a step, so the diverged
-    weights are never written as a checkpoint or the run's model; the checkpoints before it are kept."""
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        try:
-            loss = float((logs or {}).get("loss", 0.0))
-        except (TypeError, ValueError):
-            return
-        if not math.isfinite(loss):
-            raise DivergedTraining(
-                f"the training loss became {loss} by step {state.global_step}: the model diverged and is not saved, "
-                f"scored or carded. Lower training.learning_rate (now {args.learning_rate:g}), lengthen "
-                "training.warmup_steps or set training.max_grad_norm, or check the data; the checkpoints before it "
-                f"are in {args.output_dir}."
-            )
-
-
-class CheckedBatches:
-    """A data collator whose batches are checked on the host: token ids in `[0, vocab_size)` (labels may hold
-    -100), language ids in `[0, num_languages)`; a ValueError names the field and the fix. The model checks the
-    same in a CPU step; a GPU training step does not (`modeling.routing.sync_free`), so that it never waits to
-    read ids back, and without this a wrong id would end the run with CUDA's device-side assert."""
-
-    def __init__(self, collator: Any, vocab_size: int, num_languages: int):
-        self.collator, self.vocab_size, self.num_languages = collator, vocab_size, num_languages
-
-    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
-        batch = self.collator(features)
-        limits = {"input_ids": self.vocab_size, "decoder_input_ids": self.vocab_size, "labels": self.vocab_size,
-                  "src_lang_ids": self.num_languages, "tgt_lang_ids": self.num_languages}  # fmt: skip
-        for name, limit in limits.items():
-            values = batch.get(name) if hasattr(batch, "get") else None
-            if not isinstance(values, torch.Tensor) or values.device.type != "cpu" or not values.numel():
-                continue
-            if name == "labels":
-                values = values[values != -100]
-                if not values.numel():
-                    continue
-            low, high = int(values.min()), int(values.max())
-            if low < 0 or high >= limit:
-                bad = low if low < 0 else high
-                what = "the vocabulary size" if limit == self.vocab_size else "len(config.languages)"
-                raise ValueError(
-                    f"{name} holds {bad}, outside [0, {limit}) ({what}): the data was made for another model; "
-                    "tokenize it with the tokenizer saved with this model."
-                )
-        return batch
-
-
-def sampling_columns(dataset: Any, with_lengths: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """`([N, 2] source and target language ids, [N] lengths or None)` of a training dataset, as arrays.
-
-    Read from the Arrow columns of a `datasets.Dataset` (zero-copy; the length of an example is the longer of its
-    source and labels, from the list offsets), never through Python lists: at OPUS-100's 110M examples those cost
-    gigabytes and minutes. Any other dataset (a list of feature dicts) is read example by example.
-    """
-    if hasattr(dataset, "with_format"):
-        table = dataset.with_format("arrow")
-        # narrow as stored (int32): at 110M examples each byte per example is 110 MB per process
-        directions = np.stack([table["src_lang_ids"].to_numpy(), table["tgt_lang_ids"].to_numpy()], axis=1)
-        return directions, np.maximum(*example_lengths(dataset)) if with_lengths else None
-    rows = list(dataset)
-    directions = np.array([[int(r["src_lang_ids"]), int(r["tgt_lang_ids"])] for r in rows], dtype=np.int64)
-    return directions, np.maximum(*example_lengths(rows)) if with_lengths else None
-
-
-def example_lengths(dataset: Any) -> tuple[np.ndarray, np.ndarray]:
-    """`([N] source lengths, [N] target lengths)` of a training dataset: from the Arrow list offsets of a
-    `datasets.Dataset` (zero-copy), else example by example; a dataset without labels has target length 0."""
-    if hasattr(dataset, "with_format"):
-        import pyarrow.compute as pc
-
-        table = dataset.with_format("arrow")
-        names = [name for name in ("input_ids", "labels") if name in dataset.column_names]
-        found = [pc.list_value_length(table[name]).to_numpy() for name in names]
-        return found[0], found[1] if len(found) > 1 else np.zeros_like(found[0])
-    if not hasattr(dataset, "__len__"):
-        raise ValueError(
-            "training.static_shapes 'auto' reads the training set's lengths, which a streamed dataset does not have; "
-            "declare the buckets ([[src, tgt], ...]) or set static_shapes: off."
-        )
-    rows = list(dataset)
-    source = np.array([len(r["input_ids"]) for r in rows], dtype=np.int64)
-    target = np.array([len(r.get("labels", ())) for r in rows], dtype=np.int64)
-    return source, target
-
-
-def truly_missing_keys(model: torch.nn.Module, missing_keys: list[str]) -> list[str]:
-    """The keys of `missing_keys` whose tensor no loaded key shares (tied weights are loaded through their twin)."""
-    names_by_tensor: dict[int, list[str]] = {}
-    for name, tensor in [
-        *model.named_parameters(remove_duplicate=False),
-        *model.named_buffers(remove_duplicate=False),
-    ]:
-        names_by_tensor.setdefault(id(tensor), []).append(name)
-    missing = set(missing_keys)
-    loaded_via_twin = {
-        name for names in names_by_tensor.values() if any(n not in missing for n in names) for name in names
-    }
-    return [key for key in missing_keys if key not in loaded_via_twin]
-
-
 EVAL_FIELDS = ("predictions", "label_ids", "inputs", "losses")
 
 
@@ -710,28 +450,6 @@ def in_dataset_order(values: Any, order: list[int]) -> Any:
         restored[order] = values
         return restored
     return values
-
-
-def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, torch.Tensor]:
-    """Element-wise mean of the floating-point weights of several checkpoints (fairseq's average_checkpoints)."""
-    if not paths:
-        raise ValueError("average_checkpoints needs at least one checkpoint.")
-    total: dict[str, torch.Tensor] = {}
-    dtypes: dict[str, torch.dtype] = {}
-    for path in paths:
-        weights = Path(path) / "model.safetensors"
-        if not weights.exists():
-            raise FileNotFoundError(f"{weights} does not exist; is {path} a checkpoint saved by save_pretrained?")
-        state = load_file(weights)
-        if total and set(state) != set(total):
-            raise ValueError(f"{path} has different weights than the first checkpoint; cannot average them.")
-        for name, tensor in state.items():
-            dtypes[name] = tensor.dtype
-            if tensor.is_floating_point():
-                total[name] = total.get(name, 0) + tensor.double()  # accumulate in float64
-            else:
-                total.setdefault(name, tensor)
-    return {name: (t / len(paths)).to(dtypes[name]) if t.is_floating_point() else t for name, t in total.items()}
 
 
 __all__ = [

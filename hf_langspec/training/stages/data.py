@@ -175,7 +175,7 @@ def setting_warnings(data: dict[str, Any], sizes: dict[str, int], report: Any, a
 
 def direction_sizes_of(train_set: Any, languages: list[str]) -> dict[str, int]:
     """Examples per direction `"src-tgt"` of a tokenized training set, counted over its id columns."""
-    from ..trainer import sampling_columns
+    from ..batches import sampling_columns
 
     directions, _ = sampling_columns(train_set, with_lengths=False)
     keys, counts = np.unique(directions @ np.array([len(languages), 1]), return_counts=True)

@@ -19,8 +19,8 @@ from .data import held_out_languages
 
 def build_tokenizer(config: dict[str, Any], data: dict[str, Any], output_dir: Path, base_args: Any, say) -> Any:
     """The run's tokenizer (see the module), with every training language and test set checked against it."""
+    from ...data.cache import cached_tokenizer_folder
     from ...data.columns import language_counts
-    from ...data.corpus_store import cached_tokenizer_folder
 
     data_section = config.get("data", {})
     trained_languages = sorted(language_counts(data["train"]))  # one pass over the corpus's language columns
@@ -60,7 +60,7 @@ def train_or_reuse_tokenizer(section: dict[str, Any], train_rows: list[dict], ou
     be the section's), the one kept in `cached` (trained before on this corpus with these settings), or one trained
     on `train_rows` now (and kept in `cached`)."""
     from ... import tokenization
-    from ...data.corpus_store import publish_copy
+    from ...data.cache import publish_copy
     from ...model_folder import load_tokenizer, tokenizer_problem
     from ...tokenization import LangSpecTokenizer
 

@@ -120,7 +120,7 @@ def run_stage(
     final = Path(args.output_dir) / "final"
     record: dict[str, Any] = {"stage": stage["name"], "max_steps": args.max_steps}
     if "directions" in stage:
-        from ..trainer import sampling_columns
+        from ..batches import sampling_columns
 
         wanted = [[tokenizer.language_id(c) for c in d.split("-")] for d in stage["directions"]]
         directions, _ = sampling_columns(train_set, with_lengths=False)

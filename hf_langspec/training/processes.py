@@ -1,0 +1,46 @@
+"""Checks of the processes a run was launched with (`accelerate launch`): joined into one group, and FSDP applied
+where it was asked for."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+def check_processes_joined(world_size: int) -> None:
+    """Several processes launched, but this one is alone (no GPU and `use_cpu` false, so accelerate found no
+    backend to join them): each would train its own model into the same folder. A ValueError says the fix."""
+    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    if launched > 1 and world_size == 1:
+        raise ValueError(
+            f"accelerate launched {launched} processes, but they did not join one process group (no GPU here, and "
+            "training.use_cpu is false): set training.use_cpu: true to train on CPU processes."
+        )
+
+
+def warn_if_fsdp_not_applied(accelerator: Any) -> None:
+    """An FSDP config on CPU processes trains with DDP: say so instead of letting it pass.
+
+    accelerate (1.15) turns its FSDP plugin on only for GPU-like devices (`AcceleratorState` sets
+    `DistributedType.FSDP` inside its MULTI_GPU / NPU / XPU / ... branch; CPU processes are MULTI_CPU),
+    so every process holds the whole model and its optimizer state.
+    """
+    from accelerate.utils import DistributedType
+
+    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and (
+        accelerator.state.distributed_type != DistributedType.FSDP
+    ):
+        message = (
+            f"accelerate was launched with FSDP, but it applies FSDP only on GPUs: these "
+            f"{accelerator.state.distributed_type.value} processes train with DDP (a full copy of the model and "
+            "optimizer each). On CPU use examples/accelerate/ddp.yaml; FSDP needs GPUs."
+        )
+        warnings.warn(message, stacklevel=3)
+        logger.warning(message)
+
+
+__all__ = ["check_processes_joined", "warn_if_fsdp_not_applied"]
