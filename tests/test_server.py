@@ -181,7 +181,7 @@ def test_the_cli_exports_directions_and_serves_them(model_and_export, tmp_path):
          "--directions writes CTranslate2 models"),
         (["export", "--model", "m", "--src-lang", "en", "--output-dir", "o"], "give one of --src-lang and --tgt-lang"),
         (["export", "--model", "m", "--multilingual", "--directions", "en-de", "--output-dir", "o"],
-         "--multilingual (the whole model as a plain checkpoint) or --condensed"),
+         "--multilingual (the whole model as a plain checkpoint), --condensed"),
         (["serve"], "give --export DIR (CTranslate2 directions) or --model DIR"),
         (["serve", "--model", "m", "--port", "70000"], "argument --port: port 70000 is not a TCP port; give one in 1-65535 (0: any free one)"),
         (["serve", "--model", "m", "--port", "-1"], "argument --port: port -1 is not a TCP port"),

@@ -123,13 +123,19 @@ def cached_tokenizer_folder(
     return cache_root(cache_dir) / "tokenizers" / digest(["tokenizer", TOKENIZER_VERSION, corpus_files, settings])
 
 
+OPEN_WORK_FOLDERS: set[Path] = set()  # this process's work folders: what SIGTERM removes (`cli._stop_now`)
+
+
 def work_folder(parent: Path, name: str) -> Path:
     """A new temporary folder under `parent` to build the entry `name` in, named with this process's id. An
-    interrupted build removes its own (its `finally`, also on SIGTERM: the CLI turns it into an exception); one left
-    by a process that was killed outright (SIGKILL, a power cut) is removed by the next build in `parent`."""
+    interrupted build removes its own (its `finally` on an error or Ctrl-C; on SIGTERM the CLI removes every one in
+    `OPEN_WORK_FOLDERS`); one left by a process killed outright (SIGKILL, a power cut) is removed by the next build
+    in `parent`."""
     parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned(parent)
-    return Path(tempfile.mkdtemp(prefix=f".{name}-pid{os.getpid()}-", dir=parent))
+    work = Path(tempfile.mkdtemp(prefix=f".{name}-pid{os.getpid()}-", dir=parent))
+    OPEN_WORK_FOLDERS.add(work)
+    return work
 
 
 def remove_abandoned(parent: Path) -> list[Path]:
@@ -168,6 +174,7 @@ def publish_copy(source: Path, target: Path) -> None:
 __all__ = [
     "CACHE_ENV",
     "HASHES_FILE",
+    "OPEN_WORK_FOLDERS",
     "CacheSpaceError",
     "cache_root",
     "cached_tokenizer_folder",
