@@ -180,14 +180,30 @@ def new_language_rows(tokenizer: LangSpecTokenizer, new_languages: Sequence[str]
 
 
 def load_pretrained(
-    path: str | os.PathLike, method: str = "baseline", languages: list[str] | None = None, **fields: Any
+    path: str | os.PathLike,
+    method: str = "baseline",
+    languages: list[str] | None = None,
+    add_languages: Sequence[str] = (),
+    freeze: bool | None = None,
+    train_pretrained: Sequence[str] = (),
+    **fields: Any,
 ) -> tuple[Any, LangSpecTokenizer]:
     """`(model, tokenizer)`: the checkpoint at `path` as a `method` model (`"baseline"`, `"laa"`, `"cll"`, `"xlp"`,
     `"clm"`, `"adapter"`, `"lora"`, ...; `fields` are its config fields), starting equal to the checkpoint, and a
     `LangSpecTokenizer` keeping its language codes (`languages`: the codes to train and translate, as the checkpoint
-    writes them). From a config: `model.init_from_pretrained: PATH` (`hf-langspec train`)."""
-    tokenizer = pretrained_tokenizer(path, languages or [])
-    return adapt_pretrained(path, method, tokenizer, **fields), tokenizer
+    writes them).
+
+    As `train` does from `model.init_from_pretrained`: `add_languages` are codes the checkpoint lacks (each gets a
+    code token after its vocabulary and an embedding row started at the mean of the others), and `freeze` (default:
+    when the method adds language modules, as `freeze_pretrained`) leaves trainable only the language modules, the
+    parameters whose names contain one of `train_pretrained`, and the added languages' rows (`freeze_base`)."""
+    codes = list(languages or [])
+    codes += [code for code in add_languages if code not in codes]
+    tokenizer = pretrained_tokenizer(path, codes, new_languages=add_languages)
+    model = adapt_pretrained(path, method, tokenizer, new_languages=add_languages, **fields)
+    if freeze if freeze is not None else method != "baseline":
+        freeze_base(model, tuple(train_pretrained), rows=new_language_rows(tokenizer, add_languages))
+    return model, tokenizer
 
 
 def save_as_checkpoint(

@@ -1159,3 +1159,33 @@ def test_serve_translates_an_adapted_models_directions_with_the_checkpoints_code
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_load_pretrained_adds_languages_and_freezes_as_train_does(nllb_folder):
+    """Issue 59: `load_pretrained` could not add a language and left every weight trainable until `freeze_base` was
+    called; it now builds what `train`'s model stage builds from the same settings, trainable flags included."""
+    from hf_langspec.pretrained import load_pretrained, pretrained_tokenizer
+    from hf_langspec.training.stages.model import pretrained_model
+
+    model, tokenizer = load_pretrained(nllb_folder, "lora", languages=["eng_Latn"], add_languages=["tgl_Latn"],
+                                       lora_rank=4)  # fmt: skip
+    assert tokenizer.languages == ["eng_Latn", "tgl_Latn"] and model.config.languages == tokenizer.languages
+    reference_tokenizer = pretrained_tokenizer(nllb_folder, ["eng_Latn", "tgl_Latn"], new_languages=["tgl_Latn"])
+    fields = {"lora_rank": 4, "add_languages": ["tgl_Latn"]}
+    reference = pretrained_model(str(nllb_folder), "lora", reference_tokenizer, fields, say=lambda _: None)
+    flags = {n: p.requires_grad for n, p in model.named_parameters()}
+    assert flags == {n: p.requires_grad for n, p in reference.named_parameters()}
+    assert any(flags.values()) and not all(flags.values())
+    for (name, p), (_, q) in zip(model.named_parameters(), reference.named_parameters(), strict=True):
+        if ".insertions." not in name:  # the modules are drawn at random; the base and the new row are not
+            assert torch.equal(p, q), name
+    batch = tokenizer(TEXTS[:2], text_target=TEXTS[1:3], src_lang="tgl_Latn", tgt_lang="eng_Latn", padding=True,
+                      return_tensors="pt")  # fmt: skip
+    model(**batch).loss.backward()
+    grad = model.get_input_embeddings().weight.grad
+    row = tokenizer.lang_tag_token_ids[1]
+    assert grad[row].abs().sum() > 0 and grad[torch.arange(grad.shape[0]) != row].abs().sum() == 0
+    plain, _ = load_pretrained(nllb_folder, "baseline", languages=["eng_Latn", "deu_Latn"])
+    assert all(p.requires_grad for p in plain.parameters())  # a baseline fine-tunes the whole checkpoint
+    unfrozen, _ = load_pretrained(nllb_folder, "lora", languages=["eng_Latn", "deu_Latn"], freeze=False, lora_rank=4)
+    assert all(p.requires_grad for p in unfrozen.parameters())
