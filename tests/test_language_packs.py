@@ -94,7 +94,9 @@ def test_a_pack_from_a_model_on_the_same_base_translates_as_the_model_built_with
         torch.testing.assert_close(grown(**inputs).logits, expected(**inputs).logits)
 
 
+@pytest.mark.reliability
 def test_packs_that_cannot_fit_are_refused_with_the_reason(checkpoint, tmp_path):
+    """A language pack of other settings, another base, a served language or a damaged folder: refused, naming it."""
     served, tokenizer = adapted(checkpoint, ["eng_Latn", "deu_Latn"], seed=1)
     donor, donor_tokenizer = adapted(checkpoint, ["eng_Latn", "fra_Latn"], seed=2)
     export_language_pack(donor, donor_tokenizer, ["fra_Latn"], tmp_path / "fra")
@@ -122,7 +124,9 @@ def test_packs_that_cannot_fit_are_refused_with_the_reason(checkpoint, tmp_path)
         export_language_pack(donor, donor_tokenizer, ["fra_Latn"], tmp_path / "fra")
 
 
+@pytest.mark.reliability
 def test_pair_adapters_cannot_take_a_language_pack_and_say_why(checkpoint):
+    """Modules indexed by language pair do not grow with a language: refused with that reason."""
     pairs = [["eng_Latn", "deu_Latn"], ["deu_Latn", "eng_Latn"]]
     model, _ = load_pretrained(checkpoint, "adapter", languages=["eng_Latn", "deu_Latn"], adapter_preset="bapna_firat",
                                adapter_dim=8, language_pairs=pairs)  # fmt: skip
