@@ -67,6 +67,17 @@ def writing(path: str | os.PathLike) -> Iterator[None]:
         raise
 
 
+def process_running(pid: int) -> bool:
+    """Whether a process with this id runs on this machine (one of another user's counts: it exists)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
 def environment_problem(err: BaseException) -> str | None:
     """One line for an error caused by the machine (see the module docstring), or None for any other error."""
     for link in _chain(err):

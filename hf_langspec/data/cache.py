@@ -17,6 +17,7 @@ from typing import Any
 
 from datasets import Dataset
 
+from ..environment import process_running
 from .schema import write_atomic
 
 CACHE_ENV = "HF_LANGSPEC_CACHE"
@@ -144,20 +145,10 @@ def remove_abandoned(parent: Path) -> list[Path]:
     removed = []
     for entry in parent.glob(".*-pid*-*"):
         owner = re.search(r"-pid(\d+)-", entry.name)
-        if entry.is_dir() and owner and not _running(int(owner.group(1))):
+        if entry.is_dir() and owner and not process_running(int(owner.group(1))):
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
     return removed
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def publish_copy(source: Path, target: Path) -> None:

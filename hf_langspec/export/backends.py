@@ -117,10 +117,10 @@ class ModelBackend:
     def directions(self) -> list[str]:
         return sorted(self._directions)
 
-    def add_languages(self, folders: Sequence[str | Path]) -> list[str]:
+    def add_languages(self, folders: Sequence[str | Path]) -> tuple[list[str], list[str]]:
         """Append the languages of the language packs in `folders` (`export.language_packs`) to the model it serves,
-        between two batches; returns the directions it serves now that it did not (every direction between a new
-        language and the others that the model can translate)."""
+        between two batches; returns them and the directions it serves now that it did not (every direction between
+        a new language and the others that the model can translate)."""
         from ..export.language_packs import add_language_packs, base_fingerprint
 
         with self._lock:  # no batch runs while the model and its tokenizer grow
@@ -132,7 +132,7 @@ class ModelBackend:
             new = [d for d in new if _servable(d, model.config)]
             self.model = model
             self._directions += new
-        return sorted(new)
+        return added, sorted(new)
 
     def memory(self) -> dict[str, int]:
         """Bytes of weights: the shared base and the language modules beside it (one copy for every direction)."""

@@ -189,7 +189,7 @@ def check_pack(model: torch.nn.Module, tokenizer: Any, pack: dict[str, Any], ten
 def add_language_packs(model: torch.nn.Module, tokenizer: Any, folders: list[str | os.PathLike],
                        base: str | None = None) -> tuple[Any, list[str]]:  # fmt: skip
     """`(model, languages added)`: `model` with the packs' languages appended, a new model object over the same base
-    tensors (one copy of the base); `tokenizer` is extended in place to match. Every pack is checked before anything
+    tensors (one copy of the base); `tokenizer` takes them too (`LangSpecTokenizer.add_languages`). Every pack is checked before anything
     changes. `base`: the model's `base_fingerprint`, when the caller keeps it (hashing a large base takes seconds)."""
     axes, base = language_axes(model), base or base_fingerprint(model)
     packs, languages, tag_ids = [], [], []
@@ -215,7 +215,7 @@ def add_language_packs(model: torch.nn.Module, tokenizer: Any, folders: list[str
     grown.tie_weights()  # `assign` gives each tied name a Parameter of its own (one storage): one Parameter again
     _copy_buffers(model, grown)
     grown.generation_config = model.generation_config
-    _extend_tokenizer(tokenizer, languages)
+    tokenizer.add_languages(languages)
     grown.config.vocabulary_fingerprint = tokenizer.vocabulary_fingerprint()
     tokenizer.check_model(grown)
     return grown.eval(), languages
@@ -228,16 +228,6 @@ def _copy_buffers(source: torch.nn.Module, target: torch.nn.Module) -> None:
         module = target.get_submodule(owner) if owner else target
         if getattr(module, leaf).is_meta:
             module.register_buffer(leaf, buffer, persistent=leaf not in module._non_persistent_buffers_set)
-
-
-def _extend_tokenizer(tokenizer: Any, languages: list[str]) -> None:
-    """Append `languages` (their code tokens already in the vocabulary) to a LangSpecTokenizer's language contract."""
-    vocab = tokenizer.get_vocab()
-    tokenizer.languages = [*tokenizer.languages, *languages]
-    tokenizer.lang_tag_token_ids = [*tokenizer.lang_tag_token_ids, *(vocab[tokenizer.lang_tag(c)] for c in languages)]
-    tokenizer._tag_ids = set(tokenizer.lang_tag_token_ids)
-    tokenizer.init_kwargs["languages"] = list(tokenizer.languages)
-    tokenizer._fingerprint = None
 
 
 __all__ = [

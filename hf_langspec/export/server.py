@@ -156,13 +156,11 @@ class TranslationService:
         folders = sorted(
             f for f in self.language_dir.iterdir() if (f / PACK_FILE).is_file() and f.name not in self.loaded_packs
         )
-        before = set(self.backend.model.config.languages)
-        new = self.backend.add_languages(folders) if folders else []
+        added, new = self.backend.add_languages(folders) if folders else ([], [])
         mixed = next(iter(self.batchers.values())) if self.mixed else None
         for direction in new:
             self.batchers[direction] = mixed or self._direction_batcher(direction)
         self.loaded_packs |= {f.name for f in folders}
-        added = [code for code in self.backend.model.config.languages if code not in before]
         return {
             "added_languages": added,
             "added_directions": new,

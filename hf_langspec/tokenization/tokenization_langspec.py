@@ -190,20 +190,26 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
             raise ValueError(f"lang_tag_style={lang_tag_style!r} is not supported; use one of {list(TAG_STYLES)}.")
         for loading_option in ("is_local", "local_files_only"):  # how it was loaded, not what it is: not saved
             self.init_kwargs.pop(loading_option, None)
-        self.languages = list(languages or [])
-        check_unique_languages(self.languages)
-        self.lang_tag_style = lang_tag_style
-        self.lang_tag_template = lang_tag_template
+        self.lang_tag_style, self.lang_tag_template = lang_tag_style, lang_tag_template
+        self.languages: list[str] = []
+        self.add_languages(list(languages or []))
+
+    def add_languages(self, codes: Sequence[str]) -> None:
+        """Append `codes` to the language contract, their tags already in the vocabulary (at `__init__`, or a
+        checkpoint's codes whose modules `export.language_packs` adds), with what derives from them."""
+        languages = [*self.languages, *codes]
+        check_unique_languages(languages)
         vocab = self.get_vocab()
-        missing = [self.lang_tag(code) for code in self.languages if self.lang_tag(code) not in vocab]
+        missing = [self.lang_tag(code) for code in languages if self.lang_tag(code) not in vocab]
         if missing:
             raise ValueError(
                 f"The vocabulary has no tag tokens {missing}; train the tokenizer with these languages "
                 "(hf_langspec.train_tokenizer adds the tags) or add them as special tokens."
             )
-        self.lang_tag_token_ids = [vocab[self.lang_tag(code)] for code in self.languages]
+        self.languages, self.init_kwargs["languages"] = languages, list(languages)  # the latter: what is saved
+        self.lang_tag_token_ids = [vocab[self.lang_tag(code)] for code in languages]
         self._tag_ids = set(self.lang_tag_token_ids)
-        self._control_ids = control_token_ids(self)
+        self._control_ids, self._fingerprint = control_token_ids(self), None  # the fingerprint covers the languages
 
     @classmethod
     def convert_to_native_format(cls, trust_remote_code: bool = False, **kwargs: Any) -> dict[str, Any]:

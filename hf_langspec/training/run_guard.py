@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.schema import read_json
+from ..environment import process_running
 
 logger = logging.getLogger(__name__)
 CONFIG_FILE = "experiment_config.json"
@@ -230,16 +231,6 @@ def check_inputs_unchanged(output_dir: Path, config: dict[str, Any]) -> None:
         )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
 class RunLock:
     """`with RunLock(output_dir):` one training process per output directory (see the module docstring).
 
@@ -293,7 +284,7 @@ class RunLock:
                 except FileExistsError:
                     holder = self._holder()
                     same_host = holder.get("host") == me["host"]
-                    if holder and (not same_host or _alive(int(holder.get("pid", -1)))):
+                    if holder and (not same_host or process_running(int(holder.get("pid", -1)))):
                         raise ConfigError(
                             f"{self.path.parent} is being trained by process {holder.get('pid')} on "
                             f"{holder.get('host')} (since {holder.get('started')}); wait for it to finish or use "
