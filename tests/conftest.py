@@ -27,12 +27,13 @@ SHAPE = dict(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, e
              scale_embedding=True, dropout=0.1)  # fmt: skip
 
 
-def nllb_shaped() -> Any:
-    """A tiny random M2M100 with NLLB-200 dense's config fields (no LayerDrop, tied, relu, scaled embeddings)."""
+def nllb_shaped(**shape) -> Any:
+    """A tiny random M2M100 with NLLB-200 dense's config fields (no LayerDrop, tied, relu, scaled embeddings);
+    `shape` overrides `SHAPE`'s fields."""
     from transformers import M2M100Config, M2M100ForConditionalGeneration
 
     torch.manual_seed(0)
-    config = M2M100Config(**SHAPE, encoder_layerdrop=0.0, decoder_layerdrop=0.0, tie_word_embeddings=True)
+    config = M2M100Config(**(SHAPE | shape), encoder_layerdrop=0.0, decoder_layerdrop=0.0, tie_word_embeddings=True)
     return M2M100ForConditionalGeneration(config).eval()
 
 
@@ -154,10 +155,10 @@ def marian_checkpoint(folder: Path, model_type: str = "unigram", codes: list[str
     return folder
 
 
-def nllb_checkpoint(folder: Path, codes=CODES) -> Path:
-    """`folder` holding `nllb_shaped()` and `nllb_tokenizer(codes)`: an NLLB-200 checkpoint in miniature."""
+def nllb_checkpoint(folder: Path, codes=CODES, **shape) -> Path:
+    """`folder` holding `nllb_shaped(**shape)` and `nllb_tokenizer(codes)`: an NLLB-200 checkpoint in miniature."""
     tokenizer = nllb_tokenizer(codes)
-    model = nllb_shaped()
+    model = nllb_shaped(**shape)
     assert len(tokenizer) <= model.config.vocab_size
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)

@@ -433,10 +433,16 @@ def _check_types(config: dict[str, Any], config_class: type, where: str) -> None
 
 
 def named_test_files(data: dict[str, Any], corpus_files: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A [data] section's test sets by name: a Bible corpus's supervised and zero-shot files (from its
-    `corpus_files` once built, None before), or `test_files` (a single file is the set named supervised)."""
+    """A [data] section's test sets by name: a Bible corpus's supervised and (where it has zero-shot directions)
+    zero-shot files (from its `corpus_files` once built, None before), or `test_files` (a single file is the set named supervised)."""
     if "bible" in data:
-        return {name: corpus_files[key] if corpus_files else None for name, key in BIBLE_TEST_FILES.items()}
+        from ..data.bible import BibleCorpusConfig
+
+        bible = BibleCorpusConfig(**data["bible"])
+        # zero-shot directions exist when two languages are each paired with the pivot only (en/de alone: none)
+        zero_shot = bible.directions == "pivot" and len(set(bible.languages) - {bible.pivot}) >= 2
+        names = BIBLE_TEST_FILES if zero_shot else {"supervised": BIBLE_TEST_FILES["supervised"]}
+        return {name: corpus_files[key] if corpus_files else None for name, key in names.items()}
     tests = data["test_files"]
     return dict(tests) if isinstance(tests, dict) else {"supervised": tests}
 

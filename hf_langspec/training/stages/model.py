@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...modeling.registry import model_classes
-from ..config import ConfigError
+from ..config import DATA_DEFAULTS, ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +93,7 @@ def build_model(
             f"{base_args.weight_decay} would still shrink them; set training.weight_decay: 0."
         )
     tokenizer.check_model(model)
+    check_positions(model, config.get("data", {}).get("max_length", DATA_DEFAULTS["max_length"]), pretrained)
     added = added_parameters(model)
     # a matrix trained in some rows only (a new language's code rows) counts those rows
     trainable = sum(getattr(p, ROWS_ONLY, 0) * p.shape[-1] or p.numel() for p in model.parameters() if p.requires_grad)
@@ -101,6 +102,16 @@ def build_model(
     say(f"model: {type(model).__name__}, {model.num_parameters():,} parameters ({added:,} in language modules)"
         f"{frozen}")  # fmt: skip
     return BuiltModel(model, parameters, added)
+
+
+def check_positions(model: Any, max_length: int | None, pretrained: str | None) -> None:
+    """A ConfigError before training when `data.max_length` lets in sequences longer than the model has positions
+    for (a small checkpoint's `max_position_embeddings`, or the config's): the first batch would fail."""
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit and max_length and max_length > limit:
+        whose = f"the checkpoint {pretrained}" if pretrained else "the model"
+        raise ConfigError(f"data.max_length is {max_length} subwords but {whose} has {limit} positions "
+                          f"(max_position_embeddings); set data.max_length to {limit} or less.")  # fmt: skip
 
 
 def pretrained_model(path: str, method: str, tokenizer: Any, fields: dict[str, Any], say) -> Any:
@@ -129,4 +140,4 @@ def pretrained_model(path: str, method: str, tokenizer: Any, fields: dict[str, A
     return model
 
 
-__all__ = ["BuiltModel", "build_model", "pretrained_model", "resolve_high_resource"]
+__all__ = ["BuiltModel", "build_model", "check_positions", "pretrained_model", "resolve_high_resource"]

@@ -1,0 +1,242 @@
+"""The documentation's code blocks, found and run on a tiny setting (used by tests/test_doc_examples.py).
+
+Every fenced block of the README and of the pages a user reads (docs/guide, docs/methods, docs/DATA.md,
+docs/contributing.md) is a `Block`. A page's blocks run in order in a `Sandbox`: a scratch folder shaped like the
+repository (its own copy of examples/ and an empty benchmarks/results/, so nothing committed is read or written), where shell
+commands run as written with three changes, each stated here: `train` gets `--set` overrides that make it tiny
+(`tiny_overrides`), a suite is rewritten tiny in the sandbox's copy (`shrink_suite`), and port 8080 becomes a free
+port. Placeholders the documentation uses for what a user has (`PLACEHOLDERS`) are replaced by local stand-ins.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("guide/*.md")),
+         *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("methods/*.md")),
+         "docs/DATA.md", "docs/contributing.md"]  # fmt: skip
+# the documentation's ways of naming what a user has: a stand-in for each is made by the test
+PLACEHOLDERS = ("path/to/nllb-200-distilled-600M", "<you>/")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced code block: its page, the heading above it, its position under that heading, language and code."""
+
+    page: str
+    heading: str
+    number: int
+    language: str
+    code: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.page} > {self.heading} #{self.number}"
+
+
+def blocks(page: str) -> list[Block]:
+    """The fenced blocks of `page` (a path relative to the repository), in order."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    found, heading, counts = [], "(top)", {}
+    for match in re.finditer(r"^(#+) ([^\n]+)$|^```(\w*)[^\n]*\n(.*?)^```", text, re.M | re.S):
+        if match.group(1):
+            heading = match.group(2).strip()
+            continue
+        counts[heading] = counts.get(heading, 0) + 1
+        found.append(Block(page, heading, counts[heading], match.group(3) or "text", match.group(4)))
+    return found
+
+
+def commands(code: str) -> list[str]:
+    """A shell block's commands: continuation lines joined, comments dropped, `a && b` split into two."""
+    joined = re.sub(r"\\\n\s*", " ", code)
+    found = []
+    for line in joined.splitlines():
+        words = shlex.split(line, comments=True)
+        if not words:
+            continue
+        command = shlex.join(words)
+        found.extend(part.strip() for part in command.split(" '&&' ") if part.strip())
+        # shlex.join quotes shell operators; put the pipe back
+    return [c.replace(" '|' ", " | ") for c in found]
+
+
+def program(command: str) -> tuple[list[str], list[str]]:
+    """`(environment assignments, the command's words)` of the last stage of a pipe, `.venv/bin/` dropped."""
+    words = shlex.split(command.split(" | ")[-1])
+    env = []
+    while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+        env.append(words.pop(0))
+    if words:
+        words[0] = words[0].removeprefix(".venv/bin/")
+    return env, words
+
+
+def _set(config: dict[str, Any], key: str, value: Any) -> None:
+    node = config
+    *parents, last = key.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+
+
+def tiny_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """Keys that make a config (or a suite's base) train and score in seconds, as it is otherwise written: the
+    Bible's shortest multi-chapter book (1 John: 3 chapters to train on, 1 each to validate and test), a small
+    tokenizer, 2 steps, 2 sentences per direction scored. Corpora that must be downloaded first become the tests'
+    toy corpus (examples/suites/tiny)."""
+    data, tokenizer = config.get("data", {}), config.get("tokenizer", {})
+    model, training = config.get("model", {}), config.get("training", {})
+    tiny: dict[str, Any] = {}
+    if "bible" in data:
+        tiny |= {"data.bible.books": [62], "data.bible.valid_chapters": 1, "data.bible.test_chapters": 1}
+    elif data.get("train_files") and not all((ROOT / f).exists() for f in data["train_files"]):
+        toy = "examples/suites/tiny"
+        tiny |= {"data.train_files": [f"{toy}/train.jsonl"], "data.valid_files": [f"{toy}/valid.jsonl"],
+                 "data.test_files": {"supervised": f"{toy}/test.jsonl"}, "data.language_codes": None}  # fmt: skip
+    if "num_proc" in data:
+        tiny["data.num_proc"] = 1
+    if not (model.get("init_from_pretrained") or tokenizer.get("path")):
+        tiny |= {"tokenizer.vocab_size": 300, "tokenizer.sample_size": 2000}
+    tiny |= {"training.max_steps": 2, "training.warmup_steps": 0, "training.logging_steps": 1,
+             "training.per_device_train_batch_size": 4, "training.gradient_accumulation_steps": 1}  # fmt: skip
+    if training.get("save_strategy") == "steps":
+        tiny["training.save_steps"] = 2
+    for i, stage in enumerate(config.get("stages") or []):
+        if "max_steps" in stage.get("training", {}):
+            tiny[f"stages.{i}.training.max_steps"] = 1
+    tiny |= {"evaluation.max_sentences_per_direction": 2, "evaluation.max_new_tokens": 8, "evaluation.num_beams": 2}
+    return {k: v for k, v in tiny.items() if v is not None or k.rsplit(".", 1)[-1] in data}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Sandbox:
+    """A scratch folder shaped like the repository where a page's commands run as written (see the module's
+    docstring for the three changes)."""
+
+    def __init__(self, folder: Path, stand_ins: dict[str, str]):
+        self.folder, self.stand_ins, self.port = folder, stand_ins, free_port()
+        shutil.copytree(ROOT / "examples", folder / "examples")
+        (folder / "benchmarks" / "results").mkdir(parents=True)  # a suite's results are the sandbox's own
+        (folder / "scripts").symlink_to(ROOT / "scripts")
+        (folder / "requirements").symlink_to(ROOT / "requirements")
+        (folder / ".venv").symlink_to(Path(sys.prefix))  # the environment the tests run in
+        bin_folder = folder / ".venv" / "bin"
+        for suite in (folder / "examples" / "suites").glob("*.yaml"):
+            suite.write_text(yaml.safe_dump(shrink_suite(yaml.safe_load(suite.read_text()))))
+        self.servers: list[subprocess.Popen] = []
+        self.env = {"PATH": f"{bin_folder}:{Path(sys.executable).parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "1",
+                    "HOME": str(Path.home()), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
+                    "HF_HUB_DISABLE_TELEMETRY": "1", "NO_COLOR": "1"}  # fmt: skip
+
+    def text(self, code: str) -> str:
+        """`code` with the placeholders' stand-ins and this sandbox's port."""
+        for placeholder, stand_in in self.stand_ins.items():
+            code = code.replace(placeholder, stand_in)
+        return code.replace("8080", str(self.port))
+
+    def run(self, command: str, timeout: float = 600) -> subprocess.CompletedProcess:
+        """Run one documented command (already through `text`), `train` made tiny; `serve` is left running."""
+        env, words = program(command)
+        if words[:2] == ["hf-langspec", "train"] and "--config" in words and "--help-config" not in words:
+            command += " --set " + " ".join(shlex.quote(f"{k}={json.dumps(v)}") for k, v in self.train_settings(words).items())
+        if words[:2] == ["hf-langspec", "serve"]:
+            return self.serve(command)
+        return subprocess.run(["bash", "-c", command], cwd=self.folder, env=self.env, capture_output=True, text=True,
+                              timeout=timeout)  # fmt: skip
+
+    def train_settings(self, words: list[str]) -> dict[str, Any]:
+        from hf_langspec.training.config import apply_overrides, load_config
+
+        config = load_config(self.folder / words[words.index("--config") + 1])
+        if "--set" in words:
+            documented = words[words.index("--set") + 1 :]
+            apply_overrides(config, [w for w in documented[: next((i for i, w in enumerate(documented)
+                                                                   if w.startswith("--")), None)]])  # fmt: skip
+        return tiny_settings(config)
+
+    def serve(self, command: str) -> subprocess.CompletedProcess:
+        """Start a documented `serve` in the background and wait until it answers (or ends)."""
+        import urllib.request
+
+        self.stop_servers()
+        log = self.folder / f"serve-{len(self.servers)}.log"
+        with open(log, "w") as out:
+            server = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=self.folder, env=self.env, stdout=out,
+                                      stderr=subprocess.STDOUT)  # fmt: skip
+        self.servers.append(server)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/ready", timeout=2):
+                    return subprocess.CompletedProcess(command, 0, log.read_text(), "")
+            except OSError:
+                time.sleep(0.5)
+        return subprocess.CompletedProcess(command, server.poll() or 1, log.read_text(), "the server did not start")
+
+    def stop_servers(self) -> None:
+        for server in self.servers:
+            if server.poll() is None:
+                server.terminate()
+                server.wait(timeout=60)
+
+
+def shrink_suite(suite: dict[str, Any]) -> dict[str, Any]:
+    """A suite as written but tiny: its first seed only, and `tiny_settings` on its base (systems keep theirs)."""
+    suite["seeds"] = suite.get("seeds", [1])[:1]
+    for key, value in tiny_settings(suite.get("base", {})).items():
+        _set(suite.setdefault("base", {}), key, value)
+    for system in (suite.get("systems") or {}).values():
+        for key in [k for k in (system or {}).get("set", {}) if k.endswith(("max_steps", "seeds"))]:
+            system["set"][key] = 2 if key.endswith("max_steps") else system["set"][key][:1]
+    return suite
+
+
+def parses(words: list[str]) -> str | None:
+    """Whether a script's command line parses with the script's own argparse parser, without running it: None when
+    it does, else argparse's message. The script is executed up to its `parse_args`."""
+    import argparse
+    import contextlib
+    import io
+    import runpy
+    import unittest.mock
+
+    class Parsed(Exception):
+        pass
+
+    original = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(self, args=None, namespace=None):
+        result = original(self, args, namespace)  # exits with argparse's message on a bad command line
+        if self.prog == Path(words[0]).name:  # the script's top parser (subparsers are parsed inside it)
+            raise Parsed
+        return result
+
+    errors = io.StringIO()
+    with (unittest.mock.patch.object(argparse.ArgumentParser, "parse_args", parse_then_stop),
+          unittest.mock.patch.object(sys, "argv", [words[0], *words[1:]]), contextlib.redirect_stderr(errors)):  # fmt: skip
+        try:
+            runpy.run_path(str(ROOT / words[0]), run_name="__main__")
+        except Parsed:
+            return None
+        except SystemExit:
+            return errors.getvalue().strip() or "exited before parsing"
+    return "the script ran to its end without parsing arguments"
