@@ -247,3 +247,34 @@ def test_settings_transformers_leaves_on_the_backend_do_not_reach_text(tokenizer
     plain(texts, truncation=True, max_length=3)
     assert encode_with_template(plain, texts) == alone
     assert alone == [ids for ids in plain(texts)["input_ids"]]
+
+
+@pytest.fixture(scope="module")
+def exported_tokenizer_folder(tokenizer, tmp_path_factory):
+    from hf_langspec.export.specialize import specialize_tokenizer
+
+    folder = tmp_path_factory.mktemp("plain-tokenizer")
+    specialize_tokenizer(tokenizer, "en", "de").save_pretrained(folder)
+    return folder
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_an_exported_folder_loaded_without_this_package_reads_control_strings_as_text(
+    tokenizer, exported_tokenizer_folder, data
+):
+    """The exported plain tokenizer, read by transformers' AutoTokenizer as a user without this package reads it:
+    a unigram vocabulary holds `<2fr>` and `</s>` as pieces, yet text holding them gets none (before: their ids),
+    and text without them encodes as the package encodes it."""
+    from transformers import AutoTokenizer
+
+    plain = AutoTokenizer.from_pretrained(exported_tokenizer_folder)
+    assert type(plain).__module__.startswith("transformers.")
+    text = data.draw(texts_with_controls(tokenizer))
+    ids = plain(text)["input_ids"]
+    frame = plain("alpha")["input_ids"]  # the direction's tag and </s>, around the text
+    assert ids[0] == frame[0] == tokenizer.convert_tokens_to_ids("<2de>") and ids[-1] == frame[-1] == tokenizer.eos_token_id
+    assert not control_token_ids(tokenizer) & set(ids[1:-1]), plain.convert_ids_to_tokens(ids)
+    assert plain.decode(ids, skip_special_tokens=True).strip() == text
+    clean = data.draw(st.lists(st.sampled_from(WORDS + ["a < b", "c > d", "2/s"]), min_size=1, max_size=5).map(" ".join))
+    assert plain(clean)["input_ids"][1:-1] == encode_text(tokenizer, [clean])[0]

@@ -29,9 +29,9 @@ The target model follows the backbone: post-norm with `position_embedding_type="
 `MarianMTModel`; pre-norm with fairseq sinusoids (`"sinusoidal"`) -> `M2M100ForConditionalGeneration`.
 The tokenizer becomes a plain `PreTrainedTokenizerFast` that adds the direction's source tag itself;
 with target tags the generation config forces the tag as the first token. It is saved with
-`split_special_tokens=True`, so transformers never matches a tag or `</s>` written in the text; a unigram
-vocabulary still holds those pieces, and only the package's readers (`encode_with_template`: the pipeline,
-`translate_ctranslate2`, `hf-langspec serve`) also keep its subword model from choosing them.
+`split_special_tokens=True`, so transformers never matches a tag or `</s>` written in the text, and a unigram
+vocabulary's control pieces are put out of its subword model's reach (`unreachable_control_pieces`): loaded
+without this package, the folder reads such strings as text.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ from ..data.schema import check_direction
 from ..interop import INHERITED_GENERATION, _reference_kwargs, backbone_problems, copy_state
 from ..modeling.configuration_langspec import decoder_tag, source_tag_side
 from ..modeling.routing import LanguageContext
+from ..tokenization.tokenization_langspec import control_token_ids
 
 # LEE-style constants: (stack, point) -> the sublayer whose input they join
 _INPUT_POINTS = {"enc_self_in": "self", "enc_ffn_in": "ffn", "dec_self_in": "self", "dec_cross_in": "cross",
@@ -183,13 +184,37 @@ def save_condensed(model: Any, tokenizer: Any, output_dir: str | Path) -> Path:
     return output_dir
 
 
+def unreachable_control_pieces(backend: Any, controls: list[str]) -> Any:
+    """A copy of `backend` whose subword model cannot choose a control piece for text.
+
+    `split_special_tokens` keeps transformers from matching `<2fr>` or `</s>` in text as added tokens, but a unigram
+    vocabulary also holds them as pieces, and its lattice picks the whole piece for the same characters. A last
+    pre-tokenizer step cuts each control string written in text after its first character (`<` | `2fr>`), so no
+    pre-token holds one and the piece is out of reach; text without control strings encodes exactly as before."""
+    import re
+
+    from tokenizers import Regex, pre_tokenizers
+
+    copied = copy.deepcopy(backend)
+    if not controls:
+        return copied
+    rests = "|".join(re.escape(token[1:]) for token in sorted(controls, key=len, reverse=True))
+    cut = pre_tokenizers.Split(Regex(f"(?:{'|'.join(sorted({re.escape(t[0]) for t in controls}))})(?=(?:{rests}))"),
+                               behavior="isolated")  # fmt: skip
+    steps = [copied.pre_tokenizer] if copied.pre_tokenizer is not None else []
+    copied.pre_tokenizer = pre_tokenizers.Sequence([*steps, cut])
+    return copied
+
+
 def specialize_tokenizer(tokenizer: Any, src_lang: str, tgt_lang: str) -> PreTrainedTokenizerFast:
     """A plain `PreTrainedTokenizerFast` for one direction: `[tag] pieces </s>` with source tags, else `pieces </s>`."""
     from tokenizers import processors
 
     for code in (src_lang, tgt_lang):
         tokenizer.language_id(code)  # unknown codes fail here, with the tokenizer's message
-    backend = copy.deepcopy(tokenizer.backend_tokenizer)
+    backend = unreachable_control_pieces(
+        tokenizer.backend_tokenizer, tokenizer.convert_ids_to_tokens(sorted(control_token_ids(tokenizer)))
+    )
     eos = tokenizer.eos_token
     specials = [(eos, tokenizer.eos_token_id)]
     template = f"$A {eos}"
