@@ -2,10 +2,11 @@
 
 Every fenced block of the README and of the pages a user reads (docs/guide, docs/methods, docs/DATA.md,
 docs/contributing.md) is a `Block`. A page's blocks run in order in a `Sandbox`: a scratch folder shaped like the
-repository (its own copy of examples/ and an empty benchmarks/results/, so nothing committed is read or written), where shell
-commands run as written with three changes, each stated here: `train` gets `--set` overrides that make it tiny
-(`tiny_overrides`), a suite is rewritten tiny in the sandbox's copy (`shrink_suite`), and port 8080 becomes a free
-port. Placeholders the documentation uses for what a user has (`PLACEHOLDERS`) are replaced by local stand-ins.
+repository (its own copies of examples/ and BENCHMARKS.md and an empty benchmarks/results/, so nothing committed
+is read or written), where shell commands run as written with these changes, each stated here: `train` gets
+`--set` overrides that make it tiny (`tiny_settings`), a suite is rewritten tiny in the sandbox's copy
+(`shrink_suite`), `pip install .` runs at the repository's root with `--dry-run`, and port 8080 becomes a free
+port. Placeholders the documentation uses for what a user has (`PLACEHOLDERS`) get local stand-ins.
 """
 
 from __future__ import annotations
@@ -93,11 +94,12 @@ def _set(config: dict[str, Any], key: str, value: Any) -> None:
     node[last] = value
 
 
-def tiny_settings(config: dict[str, Any]) -> dict[str, Any]:
+def tiny_settings(config: dict[str, Any], steps: int = 2) -> dict[str, Any]:
     """Keys that make a config (or a suite's base) train and score in seconds, as it is otherwise written: the
     Bible's shortest multi-chapter book (1 John: 3 chapters to train on, 1 each to validate and test), a small
-    tokenizer, 2 steps, 2 sentences per direction scored. Corpora that must be downloaded first become the tests'
-    toy corpus (examples/suites/tiny)."""
+    tokenizer, `steps` steps (a staged run: one a stage, the last taking the rest), 2 sentences per direction scored,
+    a data-size rule that every language of the slice passes. Corpora that must be downloaded first become the tests' toy corpus
+    (examples/suites/tiny)."""
     data, tokenizer = config.get("data", {}), config.get("tokenizer", {})
     model, training = config.get("model", {}), config.get("training", {})
     tiny: dict[str, Any] = {}
@@ -110,14 +112,27 @@ def tiny_settings(config: dict[str, Any]) -> dict[str, Any]:
     if "num_proc" in data:
         tiny["data.num_proc"] = 1
     if not (model.get("init_from_pretrained") or tokenizer.get("path")):
-        tiny |= {"tokenizer.vocab_size": 300, "tokenizer.sample_size": 2000}
-    tiny |= {"training.max_steps": 2, "training.warmup_steps": 0, "training.logging_steps": 1,
+        languages = len(data.get("bible", {}).get("languages") or [1, 2, 3])
+        tiny |= {"tokenizer.vocab_size": 300 + 50 * languages, "tokenizer.sample_size": 2000}  # room for each script
+    stages = [
+        dict(stage, training={**stage.get("training", {}), "max_steps": 1}) for stage in config.get("stages") or []
+    ]
+    steps = max(steps, len(stages))
+    if stages:
+        stages[-1]["training"]["max_steps"] = steps - len(stages) + 1  # the stages add up to the budget
+    if isinstance(
+        model.get("high_resource_languages"), dict
+    ):  # HLT-MT's rule by data size: every language of the slice
+        tiny["model.high_resource_languages"] = {"min_examples": 1}
+    tiny |= {"training.max_steps": steps, "training.warmup_steps": 0, "training.logging_steps": 1,
              "training.per_device_train_batch_size": 4, "training.gradient_accumulation_steps": 1}  # fmt: skip
+    if stages:
+        tiny["stages"] = stages
     if training.get("save_strategy") == "steps":
-        tiny["training.save_steps"] = 2
-    for i, stage in enumerate(config.get("stages") or []):
-        if "max_steps" in stage.get("training", {}):
-            tiny[f"stages.{i}.training.max_steps"] = 1
+        tiny["training.save_steps"] = steps
+    for precision in ("bf16", "fp16"):  # a GPU's number formats: this runs on the CPU
+        if training.get(precision):
+            tiny[f"training.{precision}"] = False
     tiny |= {"evaluation.max_sentences_per_direction": 2, "evaluation.max_new_tokens": 8, "evaluation.num_beams": 2}
     return {k: v for k, v in tiny.items() if v is not None or k.rsplit(".", 1)[-1] in data}
 
@@ -136,6 +151,7 @@ class Sandbox:
         self.folder, self.stand_ins, self.port = folder, stand_ins, free_port()
         shutil.copytree(ROOT / "examples", folder / "examples")
         (folder / "benchmarks" / "results").mkdir(parents=True)  # a suite's results are the sandbox's own
+        shutil.copy(ROOT / "BENCHMARKS.md", folder)  # where suites insert their reports
         (folder / "scripts").symlink_to(ROOT / "scripts")
         (folder / "requirements").symlink_to(ROOT / "requirements")
         (folder / ".venv").symlink_to(Path(sys.prefix))  # the environment the tests run in
@@ -153,14 +169,17 @@ class Sandbox:
             code = code.replace(placeholder, stand_in)
         return code.replace("8080", str(self.port))
 
-    def run(self, command: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    def run(self, command: str, timeout: float = 1800) -> subprocess.CompletedProcess:
         """Run one documented command (already through `text`), `train` made tiny; `serve` is left running."""
-        env, words = program(command)
+        _env, words = program(command)
         if words[:2] == ["hf-langspec", "train"] and "--config" in words and "--help-config" not in words:
-            command += " --set " + " ".join(shlex.quote(f"{k}={json.dumps(v)}") for k, v in self.train_settings(words).items())
+            command += " --set " + " ".join(
+                shlex.quote(f"{k}={json.dumps(v)}") for k, v in self.train_settings(words).items()
+            )
         if words[:2] == ["hf-langspec", "serve"]:
             return self.serve(command)
-        return subprocess.run(["bash", "-c", command], cwd=self.folder, env=self.env, capture_output=True, text=True,
+        # `pip install .` installs the repository: it runs at its root (the test adds --dry-run)
+        return subprocess.run(["bash", "-c", command], cwd=ROOT if words[0] == "pip" else self.folder, env=self.env, capture_output=True, text=True,
                               timeout=timeout)  # fmt: skip
 
     def train_settings(self, words: list[str]) -> dict[str, Any]:
@@ -178,6 +197,8 @@ class Sandbox:
         import urllib.request
 
         self.stop_servers()
+        if "--port" not in shlex.split(command):
+            command += f" --port {self.port}"  # serve's default, 8080, is this sandbox's port
         log = self.folder / f"serve-{len(self.servers)}.log"
         with open(log, "w") as out:
             server = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=self.folder, env=self.env, stdout=out,
@@ -200,13 +221,20 @@ class Sandbox:
 
 
 def shrink_suite(suite: dict[str, Any]) -> dict[str, Any]:
-    """A suite as written but tiny: its first seed only, and `tiny_settings` on its base (systems keep theirs)."""
+    """A suite as written but tiny: its first seed only, `tiny_settings` on its base and on what its systems set,
+    and no claims judged on other suites' reports (the committed runs' budgets, not this one's)."""
     suite["seeds"] = suite.get("seeds", [1])[:1]
-    for key, value in tiny_settings(suite.get("base", {})).items():
+    suite.get("report", {}).pop("other_budgets", None)  # those are the committed runs' reports, not the sandbox's
+    systems = [system.get("set", {}) for system in (suite.get("systems") or {}).values() if system]
+    steps = max([2, *(len(settings.get("stages") or []) for settings in systems)])  # the budget every system shares
+    for key, value in tiny_settings(suite.get("base", {}), steps).items():
         _set(suite.setdefault("base", {}), key, value)
-    for system in (suite.get("systems") or {}).values():
-        for key in [k for k in (system or {}).get("set", {}) if k.endswith(("max_steps", "seeds"))]:
-            system["set"][key] = 2 if key.endswith("max_steps") else system["set"][key][:1]
+    for settings in systems:
+        own = {"stages": settings.get("stages"), "model": {"high_resource_languages":
+               settings.get("model.high_resource_languages")}, "training": {}}  # fmt: skip
+        for key, value in tiny_settings(own, steps).items():
+            if key in settings:
+                settings[key] = value
     return suite
 
 

@@ -112,3 +112,20 @@ def test_names_that_moved_stay_importable_from_where_they_were():
     assert experiment.TranslationMetrics is TranslationMetrics
     for name in ("mean_interval", "paired_bootstrap", "paired_bootstrap_rate", "t_quantile", "claim_verdict"):
         assert getattr(report, name) is getattr(statistics, name)
+
+
+@pytest.mark.parametrize(
+    ("bible", "sets"),
+    [
+        ({"languages": ["en", "de", "fr"]}, ["supervised", "zero-shot"]),
+        ({"languages": ["en", "de"]}, ["supervised"]),  # one language besides the pivot: no zero-shot direction
+        ({"languages": ["en", "de", "fr"], "directions": "all"}, ["supervised"]),  # every direction trained
+        ({"languages": ["de", "fr"], "pivot": "de"}, ["supervised"]),
+    ],
+)
+def test_a_bible_corpus_has_a_zero_shot_test_set_only_where_it_has_zero_shot_directions(bible, sets):
+    """Before, a two-language Bible corpus (a pretrained start on en/de, guide/pretrained.md's config) stopped the run
+    with "The zero-shot test set is empty"."""
+    from hf_langspec.training.config import named_test_files
+
+    assert list(named_test_files({"bible": bible})) == sets

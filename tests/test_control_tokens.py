@@ -273,8 +273,13 @@ def test_an_exported_folder_loaded_without_this_package_reads_control_strings_as
     text = data.draw(texts_with_controls(tokenizer))
     ids = plain(text)["input_ids"]
     frame = plain("alpha")["input_ids"]  # the direction's tag and </s>, around the text
-    assert ids[0] == frame[0] == tokenizer.convert_tokens_to_ids("<2de>") and ids[-1] == frame[-1] == tokenizer.eos_token_id
+    assert (
+        ids[0] == frame[0] == tokenizer.convert_tokens_to_ids("<2de>")
+        and ids[-1] == frame[-1] == tokenizer.eos_token_id
+    )
     assert not control_token_ids(tokenizer) & set(ids[1:-1]), plain.convert_ids_to_tokens(ids)
     assert plain.decode(ids, skip_special_tokens=True).strip() == text
-    clean = data.draw(st.lists(st.sampled_from(WORDS + ["a < b", "c > d", "2/s"]), min_size=1, max_size=5).map(" ".join))
+    clean = data.draw(
+        st.lists(st.sampled_from([*WORDS, "a < b", "c > d", "2/s"]), min_size=1, max_size=5).map(" ".join)
+    )
     assert plain(clean)["input_ids"][1:-1] == encode_text(tokenizer, [clean])[0]

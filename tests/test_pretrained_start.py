@@ -747,7 +747,7 @@ def _pretrained_config(folder, tmp_path, **model):
         files[split] = str(path)
     return {
         "output_dir": str(tmp_path / "run"),
-        "data": {"train_files": [files["train"]],
+        "data": {"train_files": [files["train"]], "max_length": 60,  # the checkpoint has 64 positions
                  "test_files": {"supervised": files["test"], "zero-shot": files["zero-shot"]},
                  "language_codes": {"en": "eng_Latn", "de": "deu_Latn", "fr": "fra_Latn", "es": "spa_Latn"}},
         "model": {"init_from_pretrained": str(folder), **model},
@@ -791,6 +791,21 @@ def test_train_adapts_a_pretrained_checkpoint_from_its_config(nllb_folder, tmp_p
     reference = pretrained.eval().generate(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
                                            forced_bos_token_id=fra, max_new_tokens=7, num_beams=1)  # fmt: skip
     assert saved.eval().generate(**inputs, max_new_tokens=6, num_beams=1).tolist() == reference.tolist()
+
+
+@pytest.mark.reliability
+def test_a_corpus_longer_than_the_checkpoints_positions_is_refused_before_training(nllb_folder, tmp_path):
+    """data.max_length lets in sequences the checkpoint has no positions for (its 64; the default keeps 100): the
+    first long batch would stop the run. Refused when the model is built, before a step, naming both numbers."""
+    from hf_langspec.training.config import ConfigError
+    from hf_langspec.training.experiment import run_experiment
+
+    config = _pretrained_config(nllb_folder, tmp_path, **{"class": "lora", "lora_rank": 4})
+    del config["data"]["max_length"]
+    with pytest.raises(ConfigError, match=r"data.max_length is 100 subwords but the checkpoint .* has 64 positions "
+                                          r"\(max_position_embeddings\); set data.max_length to 64 or less"):  # fmt: skip
+        run_experiment(config)
+    assert not list((tmp_path / "run").rglob("checkpoint-*")) and not (tmp_path / "run" / "model").exists()
 
 
 @pytest.mark.reliability

@@ -106,6 +106,15 @@ def test_both_request_forms_as_json(server, body, answer):
     assert status == 200 and json.loads(raw) == answer
 
 
+@pytest.mark.parametrize(
+    "body", [{"text": "a b", "src_lang": "en", "tgt_lang": "fr"}, {"q": "a b", "source": "en", "target": "fr"}]
+)
+def test_json_sent_with_curls_default_form_type_is_read_as_json(server, body):
+    """`curl -d '{...}'` labels its JSON application/x-www-form-urlencoded (the README's curl line does so)."""
+    status, _, raw = call(server.url, "/translate", body, content_type="application/x-www-form-urlencoded")
+    assert status == 200 and "en-fr: b a" in raw.decode(), raw
+
+
 BAD = [
     # (body bytes, content type, status, the message's words)
     (json.dumps({"q": "a", "source": "auto", "target": "de"}), "application/json", 400, "source 'auto' (language detection) is not served"),

@@ -30,7 +30,10 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output-dir", type=Path, help="overrides the config's output_dir")
     p.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
     p.add_argument(
-        "--set", nargs="+", action="extend", metavar="SECTION.KEY=VALUE",
+        "--set",
+        nargs="+",
+        action="extend",
+        metavar="SECTION.KEY=VALUE",
         help="override config keys, e.g. model.clm_decoder=none (may be given more than once)",
     )
 

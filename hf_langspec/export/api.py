@@ -111,13 +111,15 @@ def rows_by_direction(items: list[dict[str, Any]]) -> dict[str, list[int]]:
 
 # ---------------------------------------------------------------------------- the body
 def parse_body(body: bytes, content_type: str) -> Any:
-    """The JSON (or LibreTranslate's form-encoded) body as Python values, or a RequestError naming the fix."""
+    """The JSON (or LibreTranslate's form-encoded) body as Python values, or a RequestError naming the fix. A JSON
+    body sent with the form's content type (curl's `-d` default) is read as JSON."""
     kind = content_type.split(";")[0].strip().lower()
     if kind.startswith("multipart/"):
         raise RequestError(f"multipart bodies are not read; send JSON or {FORM}", HTTPStatus.UNSUPPORTED_MEDIA_TYPE)
     try:
         text = body.decode("utf-8")
-        if kind == FORM:
+        # `curl -d '{...}'` sends JSON labelled as a form: a form's fields never start with a bracket
+        if kind == FORM and not text.lstrip().startswith(("{", "[")):
             return _form(text)
         return json.loads(text)
     except UnicodeDecodeError as error:
