@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import tempfile
 from collections import namedtuple
@@ -27,8 +28,10 @@ from hf_langspec.data.corpus_store import (
     direction_order,
     prepare_training_set,
     read_corpus,
+    write_corpus,
 )
 from hf_langspec.data.sampler import TemperatureSampler
+from hf_langspec.data.schema import CANONICAL_COLUMNS
 from hf_langspec.tokenization import train_tokenizer
 from hf_langspec.training.batches import sampling_columns
 
@@ -303,3 +306,46 @@ def test_data_local_writes_parquet_that_train_reads_as_the_jsonl(tmp_path):
     empty = subprocess.run([*command[:-2], str(tmp_path / "empty.jsonl"), "--output", str(tmp_path / "e.parquet")],
                            capture_output=True, text=True)  # fmt: skip
     assert empty.returncode != 0 and "No examples to write" in empty.stderr and not (tmp_path / "e.parquet").exists()
+
+
+@pytest.mark.reliability
+def test_a_parquet_corpus_is_read_in_place_not_copied_into_the_datasets_cache(tmp_path, monkeypatch):
+    """Before: `Dataset.from_parquet` copied the file into the datasets library's cache (HF_DATASETS_CACHE), outside
+    `data.cache_dir` and its free-space check."""
+    import datasets
+
+    rows = [{"src_lang": "en", "tgt_lang": "fr", "src": f"word {i}", "tgt": f"verbe {i}"} for i in range(30)]
+    write_corpus(tmp_path / "t.parquet", iter(rows))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "datasets-cache")
+    corpus = read_corpus([tmp_path / "t.parquet"], cache_dir=tmp_path / "cache", show_progress=False)
+    assert [dict(zip(CANONICAL_COLUMNS, v, strict=True)) for v in zip(*(corpus[c] for c in CANONICAL_COLUMNS),
+                                                                     strict=True)] == rows  # fmt: skip
+    assert not (tmp_path / "datasets-cache").exists()
+    (tmp_path / "broken.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(ValueError, match=r"broken.parquet is not a readable Parquet file .*; write it again"):
+        read_corpus([tmp_path / "broken.parquet"], cache_dir=tmp_path / "cache", show_progress=False)
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("extra", "refused"),
+    [("notes.txt", "['notes.txt']"), ("more/part-2.parquet", "['more/']"), ("_SUCCESS", None),
+     (".part-0.parquet.crc", None)],
+)  # fmt: skip
+def test_a_shard_folder_reads_all_its_shards_or_names_what_else_it_holds(tmp_path, extra, refused):
+    """Before: only the top-level `*.parquet` files were read and the rest skipped without a word (a shard in a
+    subfolder lost). A writer's bookkeeping files (Spark's `_SUCCESS`, `.crc`) are passed over with a logged line."""
+    rows = [{"src_lang": "en", "tgt_lang": "fr", "src": f"word {i}", "tgt": f"verbe {i}"} for i in range(20)]
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    write_corpus(folder / "part-0.parquet", iter(rows[:10]))
+    write_corpus(folder / "part-1.parquet", iter(rows[10:]))
+    (folder / extra).parent.mkdir(exist_ok=True)
+    shutil.copy(folder / "part-0.parquet", folder / extra)
+    if refused:
+        with pytest.raises(ValueError, match=re.escape(f"holds {refused} beside its Parquet shards")):
+            read_corpus([folder], cache_dir=tmp_path / "cache", show_progress=False)
+    else:
+        assert read_corpus([folder], cache_dir=tmp_path / "cache", show_progress=False)["src"] == [
+            r["src"] for r in rows
+        ]

@@ -112,28 +112,56 @@ def _record_batch(columns: dict[str, list[str]]) -> pa.RecordBatch:
 
 def corpus_rows(path: str | os.PathLike) -> Iterator[dict[str, str]]:
     """The canonical rows of one file, every row through the loaders' checks: JSONL / TSV through `local`'s
-    readers, a Parquet file or a `save_to_disk` folder (as `data local|hub --output X.parquet` write them) through
-    the same `check_row`, with the row's number in the error."""
+    readers, a Parquet file (read in place, in batches: nothing is copied into the datasets library's cache,
+    outside `data.cache_dir` and its space check), a folder of Parquet shards (`parquet_shards`) or a
+    `save_to_disk` folder (memory-mapped where it is) through the same `check_row`, with the row's number in the
+    error."""
     path = Path(path)
-    if path.is_dir() and not (path / "state.json").exists():  # a folder of Parquet shards, read in name order
-        shards = sorted(path.glob("*.parquet"))
-        if not shards:
-            raise ValueError(f"{path} is a folder without Parquet shards or a saved dataset; give a data file.")
-        for shard in shards:
+    if path.is_dir() and not (path / "state.json").exists():
+        for shard in parquet_shards(path):
             yield from corpus_rows(shard)
         return
-    if path.is_dir() or path.suffix == ".parquet":
-        dataset = load_from_disk(str(path)) if path.is_dir() else Dataset.from_parquet(str(path), keep_in_memory=False)
-        missing = [c for c in CANONICAL_COLUMNS if c not in dataset.column_names]
-        if missing:
-            raise ValueError(f"{path}: no columns {missing}; a corpus needs {list(CANONICAL_COLUMNS)}.")
-        number = 0
-        for batch in dataset.select_columns(list(CANONICAL_COLUMNS)).iter(batch_size=READ_BATCH):
-            for values in zip(*(batch[c] for c in CANONICAL_COLUMNS), strict=True):
-                number += 1
-                yield check_row(dict(zip(CANONICAL_COLUMNS, values, strict=True)), f"{path}: row {number}")
+    if path.is_dir():
+        dataset = load_from_disk(str(path))
+        names, batches = dataset.column_names, dataset.iter(batch_size=READ_BATCH)
+    elif path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            parquet = pq.ParquetFile(path)
+        except (pa.ArrowException, OSError) as error:
+            raise ValueError(f"{path} is not a readable Parquet file ({error}); write it again.") from None
+        names = parquet.schema_arrow.names
+        batches = (b.to_pydict() for b in parquet.iter_batches(READ_BATCH, columns=list(CANONICAL_COLUMNS)))
+    else:
+        yield from iter_rows(path)
         return
-    yield from iter_rows(path)
+    missing = [c for c in CANONICAL_COLUMNS if c not in names]
+    if missing:
+        raise ValueError(f"{path}: no columns {missing}; a corpus needs {list(CANONICAL_COLUMNS)}.")
+    number = 0
+    for batch in batches:
+        for values in zip(*(batch[c] for c in CANONICAL_COLUMNS), strict=True):
+            number += 1
+            yield check_row(dict(zip(CANONICAL_COLUMNS, values, strict=True)), f"{path}: row {number}")
+
+
+def parquet_shards(folder: Path) -> list[Path]:
+    """A folder's Parquet shards in name order: the `*.parquet` files at its top. A writer's bookkeeping (names
+    starting with `.` or `_`: `_SUCCESS`, `.part-0.parquet.crc`) is passed over with a logged line; anything else in
+    the folder (another file, a shard in a subfolder) is a ValueError naming it, never a corpus read in part."""
+    entries = sorted(folder.iterdir())
+    shards = [p for p in entries if p.suffix == ".parquet" and p.is_file()]
+    bookkeeping = [p.name for p in entries if p not in shards and p.name.startswith((".", "_"))]
+    others = [p.name + ("/" if p.is_dir() else "") for p in entries if p not in shards and p.name not in bookkeeping]
+    if others:
+        raise ValueError(f"{folder} holds {others} beside its Parquet shards; a corpus folder holds only its shards at "
+                         "its top: move the rest out, or give the files one by one.")  # fmt: skip
+    if not shards:
+        raise ValueError(f"{folder} is a folder without Parquet shards or a saved dataset; give a data file.")
+    if bookkeeping:
+        logger.info("%s: %d shards read; %s passed over (a writer's bookkeeping)", folder, len(shards), bookkeeping)
+    return shards
 
 
 def write_corpus(path: str | os.PathLike, rows: Iterator[dict[str, str]]) -> int:
