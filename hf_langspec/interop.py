@@ -16,6 +16,7 @@ tag style) is not part of Marian/M2M100 configs, so pass it to the `from_*` func
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -242,8 +243,6 @@ INHERITED_GENERATION = ("num_beams", "max_length", "max_new_tokens", "length_pen
 def inherit_generation(source: PreTrainedModel, model: PreTrainedModel) -> None:
     """Give `model` the decoding defaults `source`'s generation config sets (`INHERITED_GENERATION`, those that
     differ from transformers' defaults), so that `model.generate(**inputs)` decodes as the checkpoint did."""
-    import copy
-
     from transformers import GenerationConfig
 
     defaults = GenerationConfig()

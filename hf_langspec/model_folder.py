@@ -27,10 +27,16 @@ Checkpoints of a training run are checked by their manifests instead (`training/
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
+import struct
 from pathlib import Path
 from typing import Any
+
+from safetensors import SafetensorError, safe_open
+from tokenizers import Tokenizer
 
 PICKLES = ("pytorch_model.bin", "model.pt", "model.bin")
 
@@ -55,8 +61,6 @@ def json_problem(path: Path, mapping: bool = False) -> str | None:
 def _truncation(shard: Path) -> str | None:
     """'X is truncated (...)' when the file is shorter than its own header says (the header read, nothing else);
     said in this package's words, since safetensors' own differ between its versions."""
-    import struct
-
     size = shard.stat().st_size
     try:
         with shard.open("rb") as handle:
@@ -73,8 +77,6 @@ def _truncation(shard: Path) -> str | None:
 
 def weights_problem(folder: Path) -> str | None:
     """What is wrong with the folder's weight files, or None (headers and sizes only; nothing is loaded)."""
-    from safetensors import SafetensorError, safe_open
-
     index = folder / "model.safetensors.index.json"
     if index.is_file():
         problem = json_problem(index, mapping=True)
@@ -159,8 +161,6 @@ def tokenizer_problem(folder: str | os.PathLike) -> str | None:
     """What keeps a folder's tokenizer files (tokenizer.json, tokenizer_config.json) from loading, or None.
     Checked before anything is loaded: without them every language code reads as unknown, and tokenizers
     reports a vocabulary it cannot read with a bare Exception and a JSON position."""
-    from tokenizers import Tokenizer
-
     folder = Path(folder)
     vocabulary, settings = folder / "tokenizer.json", folder / "tokenizer_config.json"
     if not vocabulary.is_file():
@@ -305,8 +305,6 @@ def weights_fingerprint(folder: str | os.PathLike) -> str:
     """A short hash of a model folder's weight files (names and bytes): what a model card and a results file
     record of the weights they describe, so that `card`, `push` and `serve` can tell when the weights beside them
     changed afterwards (an extended run whose evaluation did not finish, a folder copied over)."""
-    import hashlib
-
     digest = hashlib.sha256()
     files = sorted({path for pattern in WEIGHT_FILES for path in Path(folder).glob(pattern) if path.is_file()})
     if not files:
@@ -343,8 +341,6 @@ CARD_WEIGHTS_FIELD = "hf_langspec_weights"  # the card metadata key holding weig
 
 def _card_field(text: str, key: str) -> str | None:
     """A top-level scalar of a card's YAML front matter, read without parsing the card as a whole."""
-    import re
-
     if not text.startswith("---"):
         return None
     front = text.split("\n---", 1)[0]

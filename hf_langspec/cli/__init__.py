@@ -16,10 +16,14 @@ import argparse
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
+import time
+import traceback
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -108,9 +112,6 @@ def _stop_now(command: str) -> None:
     running, holding a lock, forever (tried: 1 run in 8). What unwinding would have done is small: checkpoints are
     verified before a resume and set aside when incomplete, the run lock of a process that is gone is taken over,
     and files are written through renames."""
-    import shutil
-    import time
-
     from ..data.cache import OPEN_WORK_FOLDERS
 
     # SIGTERM first (a `compare` worker saves nothing half and releases its run's lock), then SIGKILL for what is
@@ -170,9 +171,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"hf-langspec {args.command}: error: {err}", file=sys.stderr)
             return 2
         # anything else is a bug: its traceback, and where to report it
-        import traceback
-        from importlib import metadata
-
         traceback.print_exc()
         versions = ", ".join(f"{n} {metadata.version(n)}" for n in ("hf_langspec", "torch", "transformers"))
         print(f"hf-langspec {args.command}: this is a bug, not a bad input; please report it with the command "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -154,8 +155,6 @@ def _clm_atp_arguments(p: argparse.ArgumentParser) -> None:
     help="CLM's average token-level feature proportions per direction and the most similar directions",
 )
 def cmd_clm_atp(args: argparse.Namespace) -> None:
-    import json
-
     from ..data.local import iter_rows
     from ..data.processing import per_direction
     from ..data.schema import check_output_file, write_atomic
@@ -190,8 +189,6 @@ def _typology_arguments(p: argparse.ArgumentParser) -> None:
     help="k-NN prediction of URIEL features from the learned language representations (LEE/LAA)",
 )
 def cmd_typology(args: argparse.Namespace) -> None:
-    import json
-
     from ..data.schema import check_output_file, write_atomic
     from ..evaluation.typology import format_typology_table, language_representations, plot_typology, typology_table
 
@@ -229,8 +226,6 @@ def _add_language_arguments(p: argparse.ArgumentParser) -> None:
     help="add a language to a trained CLL model: vocabulary, tag, LSLs (old ones frozen)",
 )
 def cmd_add_language(args: argparse.Namespace) -> None:
-    import json
-
     from ..data.local import iter_rows, read_sentences
     from ..data.processing import per_direction
     from ..data.schema import check_output_dir

@@ -7,6 +7,8 @@ import io
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..data.schema import write_atomic
 from .suite import Suite
 
@@ -22,7 +24,6 @@ def write_plots(suite: Suite, report: dict[str, Any], runs: dict, out: Path) -> 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     systems = report["systems"]
     names = list(systems)

@@ -15,6 +15,7 @@ per-sentence off-target flags; `*` marks p < 0.05.
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
@@ -285,8 +286,6 @@ def write_report(suite: Suite, report: dict[str, Any], runs: dict) -> None:
 
 
 def _relative(path: Path, start: Path) -> str:
-    import os
-
     return os.path.relpath(path, start) + "/"
 
 

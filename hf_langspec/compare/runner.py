@@ -12,6 +12,7 @@ gets one device.
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import os
 import subprocess
@@ -21,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tqdm.auto import tqdm
 
 from ..data.schema import write_atomic
 from ..training.checkpoints import CHECKPOINT
@@ -173,8 +176,6 @@ def worker_threads(workers: int, gpus: int, environ: Mapping[str, str]) -> int:
 
 def execute(runs: list[Run], workers: int, gpus: int) -> dict[str, str]:
     """Run the workers, at most `workers` at a time; returns the failed runs with their error lines."""
-    from tqdm.auto import tqdm
-
     pending = list(runs)
     active: dict[int, tuple[Run, subprocess.Popen, float, Any]] = {}
     failed: dict[str, str] = {}
@@ -226,8 +227,6 @@ def execute(runs: list[Run], workers: int, gpus: int) -> dict[str, str]:
 def check_identifier_installed(name: str | None) -> None:
     """Refuse, before any training, a suite whose language identifier is not installed (each run would fail
     at its evaluation), naming the two fixes."""
-    import importlib.util
-
     from ..evaluation.language_id import identifier_names
 
     names = identifier_names(name)

@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -206,8 +207,6 @@ def _shared_tokenizer(suite: Suite, tokenizer_dir: Path, train: Any, languages: 
     """The suite's joint vocabulary: trained once, and kept beside the results as well, so that a suite can be
     continued elsewhere (another machine, a later version of the trainer) with exactly the same ids. From a
     pretrained checkpoint: its own vocabulary for `languages` (those of the training and test sets)."""
-    import shutil
-
     from ..tokenization import train_tokenizer
 
     settings = {k: v for k, v in suite.base.get("tokenizer", {}).items() if k != "lang_tag_style"}

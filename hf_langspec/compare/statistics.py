@@ -15,6 +15,10 @@ import math
 from statistics import mean, stdev
 from typing import Any
 
+import numpy as np
+from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.significance import PairedTest
+
 METRICS = ("bleu", "chrfpp", "off_target", "length_ratio", "degenerate", "distinct")
 RATE_METRICS = ("off_target", "degenerate", "distinct")  # shares, printed in percent (points for differences)
 BOOTSTRAP_SAMPLES = 1000
@@ -45,9 +49,6 @@ def paired_bootstrap(
     zero difference (identical outputs, or both systems at BLEU 0 on every resample) would otherwise come
     out at p = 1 / (samples + 1), "significant".
     """
-    from sacrebleu.metrics import BLEU, CHRF
-    from sacrebleu.significance import PairedTest
-
     names = {"bleu": "BLEU", "chrfpp": "chrF2++"}
     if list(baseline) == list(system):
         return dict.fromkeys(names, 1.0)
@@ -71,8 +72,6 @@ def paired_bootstrap_rate(
     """p-value of the difference of two rates on paired items (per-sentence off-target flags), by sacreBLEU's
     paired bootstrap procedure and seed: resample items, centre the absolute differences, count those above the
     observed one; equal rates get p = 1."""
-    import numpy as np
-
     base, own = np.asarray(baseline, dtype=float), np.asarray(system, dtype=float)
     observed = abs(own.mean() - base.mean())
     if observed == 0:

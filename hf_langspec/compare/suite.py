@@ -37,6 +37,7 @@ A system with its own `seeds` is compared with the baseline on the seeds both ha
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field, replace
@@ -355,8 +356,6 @@ def _check_model(config: dict[str, Any], where: str) -> None:
 
 def suite_fingerprint(config: dict[str, Any]) -> str:
     """A stable key of a run's config (sorted JSON), to tell whether a results file is this run's."""
-    import hashlib
-
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

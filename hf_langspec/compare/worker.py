@@ -8,12 +8,15 @@ but lacks an evaluation set asked for later is evaluated on that set only.
 
 from __future__ import annotations
 
+import ctypes
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -223,9 +226,6 @@ def die_with_runner(runner_pid: int) -> None:
     run's lock and files are released on the way out and a resumed compare finds a clean state (the run
     resumes from its last complete checkpoint). Elsewhere the runner's own cleanup is all there is.
     """
-    import ctypes
-    import signal
-
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
@@ -249,8 +249,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run(spec)
     except Exception as err:  # the runner reports this line and goes on with the other runs
-        import traceback
-
         traceback.print_exc()
         print(f"RUN FAILED: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
         return 1

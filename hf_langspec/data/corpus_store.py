@@ -44,7 +44,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from datasets import Dataset, Features, List, Value, load_from_disk
+from tqdm.auto import tqdm
 
 from ..environment import writing
 from ..modeling.configuration_langspec import decoder_tag, source_tag_side
@@ -125,8 +127,6 @@ def corpus_rows(path: str | os.PathLike) -> Iterator[dict[str, str]]:
         dataset = load_from_disk(str(path))
         names, batches = dataset.column_names, dataset.iter(batch_size=READ_BATCH)
     elif path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
         try:
             parquet = pq.ParquetFile(path)
         except (pa.ArrowException, OSError) as error:
@@ -173,7 +173,6 @@ def write_corpus(path: str | os.PathLike, rows: Iterator[dict[str, str]]) -> int
     path = Path(path)
     if path.suffix != ".parquet":
         return write_jsonl(path, rows)
-    import pyarrow.parquet as pq
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -255,8 +254,6 @@ def _progress_bars(show: bool) -> Iterator[None]:
 
 
 def _progress(show: bool, desc: str, unit: str):
-    from tqdm.auto import tqdm
-
     return tqdm(desc=desc, unit=f" {unit}", disable=not show)
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -123,9 +125,6 @@ def read_json(path: str | os.PathLike, fix: str | None = None, gzipped: bool = F
     A missing file is the caller's question (FileNotFoundError passes through); `fix` defaults to deleting the file
     so that the command that wrote it makes it again.
     """
-    import gzip
-    import zlib
-
     path = Path(path)
     data = path.read_bytes()
     try:

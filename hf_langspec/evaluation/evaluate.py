@@ -3,6 +3,7 @@ and the results as JSON and as a Markdown table like the papers' tables."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections import defaultdict
@@ -92,8 +93,6 @@ def evaluate_model(
 def test_fingerprint(sources: Sequence[str], references: Sequence[str]) -> str:
     """A short hash of a direction's test sentences (sources and references, in order): two results compare a
     direction only where they scored the same sentences (`win_ratio`)."""
-    import hashlib
-
     digest = hashlib.sha256()
     for source, reference in zip(sources, references, strict=True):
         digest.update(source.encode() + b"\0" + reference.encode() + b"\0")

@@ -16,6 +16,7 @@ The coverage of every language of the papers' corpora is in docs/DATA.md (`scrip
 
 from __future__ import annotations
 
+import importlib
 import logging
 import re
 import warnings
@@ -105,8 +106,6 @@ class LangidIdentifier(_Single):
     name = "langid"
 
     def __init__(self) -> None:
-        import importlib
-
         module = importlib.import_module(self.name)
         self._classify = module.classify
         module.classify("")  # loads the model, whose labels are the languages

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 
 class TranslationMetrics:
     """`compute_metrics` for generation-based validation through the `langspec_mt` evaluate module.
@@ -22,8 +24,6 @@ class TranslationMetrics:
         self._module = None
 
     def __call__(self, prediction: Any, src_lang: list[str] | None = None, tgt_lang: list[str] | None = None):
-        import numpy as np
-
         from .metrics import corpus_scores
 
         pad = self.tokenizer.pad_token_id

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 
 from ..model_folder import CARD_WEIGHTS_FIELD, weights_fingerprint
 
@@ -340,9 +344,6 @@ def evaluation_note(results: Mapping[str, Any] | None) -> str:
 
 def check_repo_id(repo_id: str) -> None:
     """Refuse a Hub repo id the Hub would refuse (`huggingface_hub`'s own rule), before a card or an upload uses it."""
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
     try:
         validate_repo_id(repo_id)
     except HFValidationError:
@@ -354,8 +355,6 @@ def check_repo_id(repo_id: str) -> None:
 
 def rewrite_repo_id(card_text: str, repo_id: str) -> str:
     """The card's usage code pointed at `repo_id` (a card written before the Hub name was known names the folder)."""
-    import re
-
     return re.sub(r'from_pretrained\("[^"]*"', f'from_pretrained("{repo_id}"', card_text)
 
 
@@ -394,8 +393,6 @@ def write_model_card(
 
 def _written_here(path: Path) -> bool:
     """Whether a README.md is a card of this package (its metadata carries the `hf_langspec` tag)."""
-    import yaml
-
     try:
         tags = ModelCard.load(path).data.to_dict().get("tags") or []
     except (ValueError, OSError, yaml.YAMLError):  # unreadable front matter: a README of the user's

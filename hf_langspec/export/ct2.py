@@ -25,6 +25,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..data.schema import check_direction, check_output_dir, write_atomic
 from ..modeling.configuration_langspec import decoder_tag
 from ..tokenization.tokenization_langspec import encode_with_template
@@ -125,8 +127,6 @@ class _Weights:
 
     def attention(self, spec, name: str, fused: tuple[str, ...], then: tuple[str, ...] = ()) -> None:
         """Self-attention: one fused q|k|v linear; cross-attention: q, then a fused k|v linear; then the output."""
-        import numpy as np
-
         groups = [fused, then] if then else [fused]
         for linear, group in zip(spec.linear, groups, strict=False):
             linear.weight = np.concatenate([self.get(f"{name}.{p}_proj.weight") for p in group])

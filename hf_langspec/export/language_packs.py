@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 
 from ..data.schema import write_atomic
 from ..modeling.modeling_langspec import language_module_parameter
@@ -130,7 +131,6 @@ def export_language_pack(
 
 def read_language_pack(folder: str | os.PathLike) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """A pack's description and tensors, or a ValueError naming what is missing or damaged and the fix."""
-    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     folder = Path(folder)

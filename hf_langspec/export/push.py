@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import inspect
 import json
 import os
+import subprocess
+import sys
+import tempfile
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
+
+from huggingface_hub import HfApi
 
 from .card import check_repo_id, rewrite_repo_id
 
@@ -58,8 +65,6 @@ def files_to_push(folder: str | os.PathLike, include: tuple[str, ...] | list[str
     a regular file at the top of the folder. Pickles are left behind (uploaded with `allow_pickles`). Anything else
     (a hidden file, a subfolder, a link, a file the save did not write) is a ValueError listing all of them and the
     fix, before anything leaves the machine."""
-    from fnmatch import fnmatch
-
     folder = Path(folder)
     own = _own_files(folder)
     present = {entry.name: entry for entry in folder.iterdir()}
@@ -139,8 +144,6 @@ def push_model(
         if problem:
             raise ValueError(f"Not pushing {folder}: {problem}.")
     if api is None:
-        from huggingface_hub import HfApi
-
         api = HfApi(token=token)
     patterns = [glob.escape(name) for name in names]  # exact names: nothing else, at no depth, is matched
     print(f"Uploading to {repo_id}: {', '.join(names)}")
@@ -209,11 +212,6 @@ def remote_code_problem(folder: str | os.PathLike) -> str | None:
     """What goes wrong when the folder is loaded from the code it carries (the `.py` files an upload sends, read
     with `trust_remote_code=True` in a process without this package), or None when that gives the installed
     classes' logits."""
-    import inspect
-    import subprocess
-    import sys
-    import tempfile
-
     with tempfile.TemporaryDirectory() as helper:
         # probe_logits imports only transformers and torch: its source alone is the helper module
         (Path(helper) / "hf_langspec_probe.py").write_text(inspect.getsource(probe_logits), encoding="utf-8")

@@ -37,10 +37,12 @@ without this package, the folder reads such strings as text.
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
+from tokenizers import Regex, pre_tokenizers, processors
 from transformers import (
     GenerationConfig,
     M2M100Config,
@@ -191,10 +193,6 @@ def unreachable_control_pieces(backend: Any, controls: list[str]) -> Any:
     vocabulary also holds them as pieces, and its lattice picks the whole piece for the same characters. A last
     pre-tokenizer step cuts each control string written in text after its first character (`<` | `2fr>`), so no
     pre-token holds one and the piece is out of reach; text without control strings encodes exactly as before."""
-    import re
-
-    from tokenizers import Regex, pre_tokenizers
-
     copied = copy.deepcopy(backend)
     if not controls:
         return copied
@@ -208,8 +206,6 @@ def unreachable_control_pieces(backend: Any, controls: list[str]) -> Any:
 
 def specialize_tokenizer(tokenizer: Any, src_lang: str, tgt_lang: str) -> PreTrainedTokenizerFast:
     """A plain `PreTrainedTokenizerFast` for one direction: `[tag] pieces </s>` with source tags, else `pieces </s>`."""
-    from tokenizers import processors
-
     for code in (src_lang, tgt_lang):
         tokenizer.language_id(code)  # unknown codes fail here, with the tokenizer's message
     backend = unreachable_control_pieces(

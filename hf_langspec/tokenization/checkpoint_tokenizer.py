@@ -10,8 +10,13 @@ second model, the LangSpecTokenizer's `target_tokenizer_object`). Tested against
 
 from __future__ import annotations
 
+import copy
+import json as json_module
+import warnings
 from collections.abc import Sequence
 from typing import Any
+
+from tokenizers import AddedToken, Tokenizer, decoders
 
 from .tokenization_langspec import LangSpecTokenizer
 
@@ -31,7 +36,7 @@ _DELETED_CHARACTERS = [chr(c) for c in (*range(0x01, 0x09), 0x0B, *range(0x0E, 0
 
 def _spm_proto(serialized: bytes) -> Any:
     try:
-        from sentencepiece import sentencepiece_model_pb2
+        from sentencepiece import sentencepiece_model_pb2  # needs protobuf: the error below says so
     except Exception as error:  # protobuf missing, or older than the one sentencepiece's model file was made with
         raise ValueError(f"Reading a SentencePiece model needs protobuf ({error}); pip install -U protobuf.") from None
     proto = sentencepiece_model_pb2.ModelProto()
@@ -59,9 +64,6 @@ def keyed_spm_backend(serialized: bytes, encoder: dict[str, int], unk: str, cont
     whole (almost always `<unk>`); here each character the dictionary has keeps its id. And a Unigram model's ties
     (`..` `.` against `.` `..`: equal scores) may break the other way, as in transformers' own fast tokenizers
     converted from SentencePiece (float sums in another order)."""
-    import json as json_module
-
-    from tokenizers import AddedToken, Tokenizer, decoders
     from transformers.convert_slow_tokenizer import SpmConverter
 
     proto = _spm_proto(serialized)
@@ -140,8 +142,6 @@ def marian_backends(tokenizer: Any) -> tuple[Any, Any]:
     transformers 5's MarianTokenizer defines, but never applies, sacremoses' punctuation normaliser, so there is
     nothing else to replicate. A piece the vocabulary lacks is `<unk>` for Marian: counted in a warning, as text
     that needs it is cut differently here."""
-    import warnings
-
     if tokenizer.separate_vocabs:
         raise ValueError("This Marian tokenizer has separate source and target vocabularies; the package's models "
                          "share one (multilingual OPUS-MT models do).")  # fmt: skip
@@ -194,10 +194,6 @@ def checkpoint_tokenizer(
     the ones it knows, unless it is one of `new_languages`: those get a new code token after the vocabulary (item 5;
     `adapt_pretrained` gives it an embedding row). `model_vocab_size`: the checkpoint's embedding rows, when it has
     more than the vocabulary."""
-    import copy
-
-    from tokenizers import AddedToken
-
     if isinstance(tokenizer, LangSpecTokenizer):
         return tokenizer
     name = type(tokenizer).__name__

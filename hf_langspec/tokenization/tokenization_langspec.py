@@ -23,11 +23,14 @@ tokenizers, so `save_pretrained` can ship it as remote code.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import os
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from tokenizers import Tokenizer
 from transformers import BatchEncoding, PreTrainedTokenizerFast
 
 # LangSpecConfig's styles; written out here, not imported: this file travels alone as the Hub's remote code
@@ -170,8 +173,6 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
             and target_tokenizer_file is not None
             and os.path.isfile(target_tokenizer_file)
         ):
-            from tokenizers import Tokenizer
-
             target_tokenizer_object = Tokenizer.from_file(target_tokenizer_file)
         for name, token in SPECIAL_TOKENS.items():
             kwargs.setdefault(name, token)
@@ -264,9 +265,6 @@ class LangSpecTokenizer(PreTrainedTokenizerFast):
         but another fingerprint does not (two trainings used to differ in 28-30 of 600 ids), so a model
         records its tokenizer's fingerprint in `config.vocabulary_fingerprint` and meets only that one.
         """
-        import hashlib
-        import json
-
         state = self.backend_tokenizer.to_str()
         target = self._target_tokenizer.to_str() if self._target_tokenizer is not None else ""
         cached = getattr(self, "_fingerprint", None)

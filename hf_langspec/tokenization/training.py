@@ -15,6 +15,7 @@ same with the `tokenizers` library, so the result is a native fast tokenizer:
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 from collections import Counter
@@ -248,8 +249,6 @@ def canonical_unigram_order(backend: Tokenizer, num_special: int) -> Tokenizer:
     crosses a rounding boundary with probability about 1e-9 per piece); pieces are sorted by score,
     highest first, then by text. The special and tag tokens keep their leading ids.
     """
-    import json
-
     state = json.loads(backend.to_str())
     vocab = state["model"]["vocab"]
     pieces = [list(item) for item in vocab[num_special:]]
@@ -292,8 +291,6 @@ def extend_tokenizer(
     a new piece occurs in it and scores higher (`changed_segmentations` counts such sentences).
     (CLL's new-language integration, Qu & Watanabe 2022, section 4.4.)
     """
-    import json
-
     if code in tokenizer.languages:
         raise ValueError(f"{code!r} is already one of the tokenizer's languages {tokenizer.languages}.")
     if target_backend(tokenizer) is not tokenizer.backend_tokenizer:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pyarrow.compute as pc
 import torch
 
 
@@ -62,8 +63,6 @@ def example_lengths(dataset: Any) -> tuple[np.ndarray, np.ndarray]:
     """`([N] source lengths, [N] target lengths)` of a training dataset: from the Arrow list offsets of a
     `datasets.Dataset` (zero-copy), else example by example; a dataset without labels has target length 0."""
     if hasattr(dataset, "with_format"):
-        import pyarrow.compute as pc
-
         table = dataset.with_format("arrow")
         names = [name for name in ("input_ids", "labels") if name in dataset.column_names]
         found = [pc.list_value_length(table[name]).to_numpy() for name in names]

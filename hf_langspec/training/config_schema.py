@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import typing
 from typing import Any
 
 from ..modeling.registry import model_classes
@@ -36,8 +37,6 @@ def _default(key: str, defaults: dict[str, Any], absent: dict[str, str]) -> str:
 
 def _signature_rows(target: Any, keys: set[str] | None = None, skip: frozenset[str] = frozenset()) -> list[tuple]:
     """(key, type, default) of a function's or class's parameters, or of a dataclass's fields."""
-    import typing
-
     if dataclasses.is_dataclass(target):
         hints = type_hints(target, fields=True)
         params = [

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -62,8 +63,6 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     A run resumed into its output_dir must have the config it was started with (`run_guard`), and one
     process at a time trains into an output_dir.
     """
-    import contextlib
-
     from .processes import check_processes_joined
     from .run_guard import RunLock, check_resumed_config
     from .training_args import LangSpecTrainingArguments

@@ -17,6 +17,7 @@ guarantee. `torch.cuda.set_sync_debug_mode("error")` is the device's own check (
 from __future__ import annotations
 
 import collections
+import sys
 import warnings
 from typing import Any
 
@@ -75,8 +76,6 @@ class HostSyncCensus(TorchFunctionMode):
 
 def _caller() -> str:
     """`file:line function` of the nearest frame in hf_langspec, transformers or accelerate (not torch)."""
-    import sys
-
     frame = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename

@@ -15,6 +15,7 @@ process at a time trains into an output directory.
 from __future__ import annotations
 
 import atexit
+import copy
 import json
 import logging
 import os
@@ -56,7 +57,6 @@ PATH_KEYS = ("output_dir", "data.train_files", "data.valid_files", "data.test_fi
 
 def resolved_paths(config: dict[str, Any]) -> dict[str, Any]:
     """`config` with every path it names (PATH_KEYS, in lists and mappings too) made absolute and resolved."""
-    import copy
 
     def resolve(value: Any) -> Any:
         if isinstance(value, str):
