@@ -98,8 +98,8 @@ def tiny_settings(config: dict[str, Any], steps: int = 2) -> dict[str, Any]:
     """Keys that make a config (or a suite's base) train and score in seconds, as it is otherwise written: the
     Bible's shortest multi-chapter book (1 John: 3 chapters to train on, 1 each to validate and test), a small
     tokenizer, `steps` steps (a staged run: one a stage, the last taking the rest), 2 sentences per direction scored,
-    a data-size rule that every language of the slice passes. Corpora that must be downloaded first become the tests' toy corpus
-    (examples/suites/tiny)."""
+    a data-size rule that every language of the slice passes, CPU number formats. Corpora that must be downloaded
+    first become the tests' toy corpus (examples/suites/tiny)."""
     data, tokenizer = config.get("data", {}), config.get("tokenizer", {})
     model, training = config.get("model", {}), config.get("training", {})
     tiny: dict[str, Any] = {}
@@ -120,9 +120,7 @@ def tiny_settings(config: dict[str, Any], steps: int = 2) -> dict[str, Any]:
     steps = max(steps, len(stages))
     if stages:
         stages[-1]["training"]["max_steps"] = steps - len(stages) + 1  # the stages add up to the budget
-    if isinstance(
-        model.get("high_resource_languages"), dict
-    ):  # HLT-MT's rule by data size: every language of the slice
+    if isinstance(model.get("high_resource_languages"), dict):  # HLT-MT's rule by data size: every language passes
         tiny["model.high_resource_languages"] = {"min_examples": 1}
     tiny |= {"training.max_steps": steps, "training.warmup_steps": 0, "training.logging_steps": 1,
              "training.per_device_train_batch_size": 4, "training.gradient_accumulation_steps": 1}  # fmt: skip
@@ -144,8 +142,8 @@ def free_port() -> int:
 
 
 class Sandbox:
-    """A scratch folder shaped like the repository where a page's commands run as written (see the module's
-    docstring for the three changes)."""
+    """A scratch folder shaped like the repository where a page's commands run as written (the module's docstring
+    lists what is changed)."""
 
     def __init__(self, folder: Path, stand_ins: dict[str, str]):
         self.folder, self.stand_ins, self.port = folder, stand_ins, free_port()
@@ -178,11 +176,12 @@ class Sandbox:
             )
         if words[:2] == ["hf-langspec", "serve"]:
             return self.serve(command)
-        # `pip install .` installs the repository: it runs at its root (the test adds --dry-run)
-        return subprocess.run(["bash", "-c", command], cwd=ROOT if words[0] == "pip" else self.folder, env=self.env, capture_output=True, text=True,
+        where = ROOT if words[0] == "pip" else self.folder  # `pip install .` installs the repository (--dry-run)
+        return subprocess.run(["bash", "-c", command], cwd=where, env=self.env, capture_output=True, text=True,
                               timeout=timeout)  # fmt: skip
 
     def train_settings(self, words: list[str]) -> dict[str, Any]:
+        """`tiny_settings` of the config a `train` command names, with the command's own `--set` applied first."""
         from hf_langspec.training.config import apply_overrides, load_config
 
         config = load_config(self.folder / words[words.index("--config") + 1])
