@@ -127,6 +127,11 @@ class BibleCorpusConfig:
     books: Sequence[int] | None = None  # restrict to these book numbers (1-66), e.g. for a fast slice
     allow_restricted: bool = False
 
+    def zero_shot_directions(self) -> list[tuple[str, str]]:
+        """The ordered pairs of languages the training pairs never hold: the zero-shot test set's directions."""
+        trained = set(_directions(self))
+        return [(s, t) for s in self.languages for t in self.languages if s != t and (s, t) not in trained]
+
     def __post_init__(self) -> None:
         self.languages = list(self.languages)
         unknown = [c for c in self.languages if c not in FREE_VERSIONS and c not in RESTRICTED_VERSIONS]
@@ -315,8 +320,7 @@ def build_bible_corpus(
     train_rows = _training_rows(config, clean, set(valid_chapters) | set(test_chapters), held_out_texts,
                                 stats["directions"], show_progress)  # fmt: skip
 
-    trained = set(_directions(config))
-    zero_shot = [(s, t) for s in config.languages for t in config.languages if s != t and (s, t) not in trained]
+    trained, zero_shot = set(_directions(config)), config.zero_shot_directions()
 
     def pairs(split: str, directions: Sequence[tuple[str, str]]):
         for src, tgt in directions:

@@ -438,9 +438,7 @@ def named_test_files(data: dict[str, Any], corpus_files: dict[str, Any] | None =
     if "bible" in data:
         from ..data.bible import BibleCorpusConfig
 
-        bible = BibleCorpusConfig(**data["bible"])
-        # zero-shot directions exist when two languages are each paired with the pivot only (en/de alone: none)
-        zero_shot = bible.directions == "pivot" and len(set(bible.languages) - {bible.pivot}) >= 2
+        zero_shot = BibleCorpusConfig(**data["bible"]).zero_shot_directions()  # none for en/de alone
         names = BIBLE_TEST_FILES if zero_shot else {"supervised": BIBLE_TEST_FILES["supervised"]}
         return {name: corpus_files[key] if corpus_files else None for name, key in names.items()}
     tests = data["test_files"]
