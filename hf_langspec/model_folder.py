@@ -20,7 +20,13 @@ worse, an empty translation:
 * a config.json value of the wrong type or range (a string where a number goes, languages as one string), named
   by the same check as an experiment config's values (`training.config_types`);
 * a weights file that is a folder, or a shard index without its weight map;
-* weights that load but hold NaN or infinite values (bytes overwritten): the first such tensor is named.
+* weights that load but hold NaN or infinite values (bytes overwritten): the first such tensor is named;
+* a `generation_config.json` value transformers would take and then fail on, or decode wrongly with, later (a beam
+  count of 0 or "4", a token id outside the vocabulary, a negative length): the key, the value and what it must be;
+* a folder whose card (README.md) records other content than the folder holds: weights saved over, or a config,
+  generation setting or tokenizer (its normaliser included) edited or copied in after the card and its scores were
+  written (:func:`described_model_problem`, checked by `card`, `push` and `serve`; the records are
+  :func:`weights_fingerprint` and :func:`model_files_fingerprint`).
 
 Checkpoints of a training run are checked by their manifests instead (`training/checkpoints.py`).
 """
@@ -29,12 +35,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
-import re
 import struct
 from pathlib import Path
 from typing import Any
 
+import yaml
 from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer
 
@@ -212,7 +219,47 @@ def folder_problem(folder: str | os.PathLike, tokenizer: bool = False, translati
         if problem:
             copy = "copy tokenizer.json and tokenizer_config.json from the run's tokenizer folder"
             return f"{problem}; save the model with its tokenizer, or {copy}"
-    return config_problem(folder, translation) or weights_problem(folder)
+    return config_problem(folder, translation) or generation_problem(folder) or weights_problem(folder)
+
+
+GENERATION_COUNTS = {"num_beams": 1, "num_return_sequences": 1, "max_length": 1, "max_new_tokens": 1, "min_length": 0,
+                     "min_new_tokens": 0, "no_repeat_ngram_size": 0, "num_beam_groups": 1}  # fmt: skip
+GENERATION_TOKEN_IDS = ("decoder_start_token_id", "forced_bos_token_id", "forced_eos_token_id", "bos_token_id",
+                        "eos_token_id", "pad_token_id")  # fmt: skip
+GENERATION_NUMBERS = ("length_penalty", "repetition_penalty", "temperature", "top_p", "diversity_penalty")
+
+
+def generation_problem(folder: Path) -> str | None:
+    """What is wrong with a generation_config.json value, or None. transformers loads a beam count of 0 or "4", a
+    negative length or a token id past the vocabulary without a word, and then fails inside `generate()` or
+    decodes from a wrong start token; these are named here, before a model is loaded."""
+    file = folder / "generation_config.json"
+    if not file.is_file():
+        return None
+    values = json.loads(file.read_text(encoding="utf-8"))  # an object: folder_problem checked
+    vocab = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("vocab_size")
+    fix = "the file was edited: correct it, or remove the key for transformers' default"
+
+    def whole(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    for key, least in GENERATION_COUNTS.items():
+        value = values.get(key)
+        if value is not None and not (whole(value) and value >= least):
+            return f"generation_config.json's {key} is {value!r}, not a whole number of at least {least}; {fix}"
+    for key in GENERATION_TOKEN_IDS:
+        value = values.get(key)
+        for token in value if isinstance(value, list) else [] if value is None else [value]:
+            if not (whole(token) and token >= 0 and (not whole(vocab) or token < vocab)):
+                within = f" below the vocabulary's size {vocab}" if whole(vocab) else ""
+                return f"generation_config.json's {key} is {value!r}, not a token id (a whole number from 0{within}); {fix}"
+    for key in GENERATION_NUMBERS:
+        value = values.get(key)
+        if value is not None and not (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        ):
+            return f"generation_config.json's {key} is {value!r}, not a finite number; {fix}"
+    return None
 
 
 def non_finite_tensor(model: Any) -> str | None:
@@ -317,47 +364,86 @@ def weights_fingerprint(folder: str | os.PathLike) -> str:
     return digest.hexdigest()[:16]
 
 
-def described_weights_problem(folder: str | os.PathLike) -> str | None:
-    """What is wrong when the folder's model card (README.md, written by this package) records other weights
-    than the folder holds; None when they match, or when there is no such card or it predates the record."""
+# the files beside the weights that decide what the model outputs: its shape and language settings, how it
+# generates, and its tokenizer (vocabulary, normaliser, language tags)
+MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+               "special_tokens_map.json")  # fmt: skip
+
+
+def model_files_fingerprint(folder: str | os.PathLike) -> dict[str, str]:
+    """A short hash of each of the folder's :data:`MODEL_FILES` that exists, by name: recorded beside
+    :func:`weights_fingerprint` by results and cards, so that an edited generation setting or tokenizer normaliser
+    is told apart from the folder that was scored as surely as other weights are."""
+    return {name: hashlib.sha256((Path(folder) / name).read_bytes()).hexdigest()[:16]
+            for name in MODEL_FILES if (Path(folder) / name).is_file()}  # fmt: skip
+
+
+def changed_model_files(recorded: Any, folder: str | os.PathLike) -> list[str]:
+    """The names among :data:`MODEL_FILES` whose content differs from `recorded` (a file added or removed since
+    counts), or [] when they match or nothing usable was recorded (a record written before files were)."""
+    if not isinstance(recorded, dict):
+        return []
+    actual = model_files_fingerprint(folder)
+    return [name for name in MODEL_FILES if recorded.get(name) != actual.get(name)]
+
+
+def described_model_problem(folder: str | os.PathLike) -> str | None:
+    """What is wrong when the folder's model card (README.md, written by this package) records other weights or
+    other model files than the folder holds; None when they match, or when there is no such card or it predates
+    the record."""
     card = Path(folder) / "README.md"
     if not card.is_file():
         return None
-    recorded = _card_field(card.read_text(encoding="utf-8", errors="replace"), CARD_WEIGHTS_FIELD)
-    if recorded is None:
-        return None
-    actual = weights_fingerprint(folder)
-    if recorded == actual:
-        return None
-    return (
-        f"{card} describes other weights ({recorded}) than the folder holds ({actual}): the weights changed after "
-        "the card and its scores were written (an extended run whose evaluation did not finish?). Evaluate these "
-        "weights and write the card again (`hf-langspec evaluate` then `hf-langspec card --results`)"
-    )
+    front = _card_front(card.read_text(encoding="utf-8", errors="replace"))
+    again = ("Evaluate the folder as it is and write the card again (`hf-langspec evaluate` then "
+             "`hf-langspec card --results`)")  # fmt: skip
+    recorded = front.get(CARD_WEIGHTS_FIELD)
+    if isinstance(recorded, str):
+        actual = weights_fingerprint(folder)
+        if recorded != actual:
+            return (
+                f"{card} describes other weights ({recorded}) than the folder holds ({actual}): the weights changed "
+                f"after the card and its scores were written (an extended run whose evaluation did not finish?). {again}"
+            )
+    changed = changed_model_files(front.get(CARD_FILES_FIELD), folder)
+    if changed:
+        return (
+            f"{card} describes the folder with another {', '.join(changed)} than it holds now: "
+            f"{'it was' if len(changed) == 1 else 'they were'} edited, added, removed or copied in after the card and "
+            f"its scores were written, and the same weights may now translate otherwise. {again}"
+        )
+    return None
 
 
 CARD_WEIGHTS_FIELD = "hf_langspec_weights"  # the card metadata key holding weights_fingerprint
+CARD_FILES_FIELD = "hf_langspec_files"  # the card metadata key holding model_files_fingerprint
 
 
-def _card_field(text: str, key: str) -> str | None:
-    """A top-level scalar of a card's YAML front matter, read without parsing the card as a whole."""
+def _card_front(text: str) -> dict[str, Any]:
+    """A card's YAML front matter as a mapping ({} when it has none or it does not parse)."""
     if not text.startswith("---"):
-        return None
-    front = text.split("\n---", 1)[0]
-    match = re.search(rf"^{re.escape(key)}:\s*['\"]?([0-9a-f]+)['\"]?\s*$", front, re.MULTILINE)
-    return match.group(1) if match else None
+        return {}
+    try:
+        front = yaml.safe_load(text[3:].split("\n---", 1)[0])
+    except yaml.YAMLError:
+        return {}
+    return front if isinstance(front, dict) else {}
 
 
 __all__ = [
+    "CARD_FILES_FIELD",
     "CARD_WEIGHTS_FIELD",
     "ModelFolderError",
+    "changed_model_files",
     "check_model_folder",
     "config_problem",
-    "described_weights_problem",
+    "described_model_problem",
     "folder_problem",
+    "generation_problem",
     "json_problem",
     "load_model_folder",
     "load_tokenizer",
+    "model_files_fingerprint",
     "non_finite_tensor",
     "tokenizer_problem",
     "weights_fingerprint",

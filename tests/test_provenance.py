@@ -16,7 +16,14 @@ from test_evaluation import ENGLISH, GERMAN, FakeHub
 from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, train_tokenizer
 from hf_langspec.evaluation import evaluate_model, save_results, win_ratio
 from hf_langspec.export import push_model, write_model_card
-from hf_langspec.model_folder import CARD_WEIGHTS_FIELD, described_weights_problem, weights_fingerprint
+from hf_langspec.model_folder import (
+    CARD_WEIGHTS_FIELD,
+    ModelFolderError,
+    check_model_folder,
+    described_model_problem,
+    model_files_fingerprint,
+    weights_fingerprint,
+)
 
 pytestmark = pytest.mark.reliability
 ROWS = [{"src_lang": "en", "tgt_lang": "de", "src": e, "tgt": g} for e, g in zip(ENGLISH * 4, GERMAN, strict=False)]
@@ -42,7 +49,7 @@ def saved_model(tokenizer, folder, seed: int = 0):
 def evaluated(model, tokenizer, folder, out) -> dict:
     results = evaluate_model(model, tokenizer, {"supervised": ROWS}, num_beams=1, max_new_tokens=4,
                              off_target=False, show_progress=False)  # fmt: skip
-    save_results(results, out, weights=weights_fingerprint(folder))
+    save_results(results, out, weights=weights_fingerprint(folder), files=model_files_fingerprint(folder))
     return json.loads((out / "results.json").read_text())
 
 
@@ -59,12 +66,12 @@ def test_weights_card_and_results_are_tied_and_a_mismatch_is_refused_everywhere(
     assert results["model_weights"] == weights_fingerprint(folder)
     card = write_model_card(folder, results)
     assert f"{CARD_WEIGHTS_FIELD}: {weights_fingerprint(folder)}" in card.read_text()
-    assert described_weights_problem(folder) is None
+    assert described_model_problem(folder) is None
     push_model(folder, "me/tiny", api=FakeHub())  # matching: published
 
     # the run extended: new weights saved, its evaluation interrupted; the card and results still describe the old
     saved_model(tokenizer, folder, seed=1)
-    assert "describes other weights" in described_weights_problem(folder)
+    assert "describes other weights" in described_model_problem(folder)
     hub = FakeHub()
     with pytest.raises(ValueError, match=r"Not pushing .*README.md describes other weights .*hf-langspec evaluate"):
         push_model(folder, "me/tiny", api=hub)
@@ -77,7 +84,70 @@ def test_weights_card_and_results_are_tied_and_a_mismatch_is_refused_everywhere(
     assert cli_exit_code(["card", str(folder), "--results", str(tmp_path / "run/evaluation/results.json")]) == 2
     fresh = evaluated(LangSpecForConditionalGeneration.from_pretrained(folder), tokenizer, folder, tmp_path / "again")
     write_model_card(folder, fresh)
-    assert described_weights_problem(folder) is None
+    assert described_model_problem(folder) is None
+
+
+def edit_generation(folder) -> None:
+    """A valid edit that changes what the same weights output: beam search and a longer limit."""
+    path = folder / "generation_config.json"
+    values = json.loads(path.read_text())
+    path.write_text(json.dumps(values | {"num_beams": 3, "max_new_tokens": 6}))
+
+
+def edit_normaliser(folder) -> None:
+    """The tokenizer's normaliser made to lowercase: the same ids now read other text."""
+    path = folder / "tokenizer.json"
+    values = json.loads(path.read_text())
+    values["normalizer"] = {"type": "Sequence", "normalizers": [values["normalizer"], {"type": "Lowercase"}]}
+    path.write_text(json.dumps(values))
+
+
+@pytest.mark.parametrize(
+    ("edit", "name"), [(edit_generation, "generation_config.json"), (edit_normaliser, "tokenizer.json")]
+)
+def test_an_edited_generation_setting_or_normaliser_is_told_apart_from_the_folder_that_was_scored(
+    tokenizer, tmp_path, capsys, edit, name
+):
+    folder = tmp_path / "run" / "model"
+    model = saved_model(tokenizer, folder)
+    results = evaluated(model, tokenizer, folder, tmp_path / "run" / "evaluation")
+    assert set(results["model_files"]) >= {"config.json", "generation_config.json", "tokenizer.json"}
+    write_model_card(folder, results)
+    assert described_model_problem(folder) is None
+    edit(folder)
+    check_model_folder(folder, tokenizer=True)  # still a loadable folder: the edit is valid, only not what was scored
+    assert weights_fingerprint(folder) == results["model_weights"]  # the weights alone cannot tell
+    problem = described_model_problem(folder)
+    assert problem is not None and f"another {name} than it holds now" in problem
+    hub = FakeHub()
+    with pytest.raises(ValueError, match=rf"Not pushing .*another {name}"):
+        push_model(folder, "me/tiny", api=hub)
+    assert hub.calls == []
+    assert cli_exit_code(["serve", "--model", str(folder), "--port", str(free_port())]) == 2
+    assert f"another {name}" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=rf"the results scored .* with another {name}"):
+        write_model_card(folder, results)
+    fresh_model = LangSpecForConditionalGeneration.from_pretrained(folder)
+    fresh = evaluated(fresh_model, tokenizer.from_pretrained(folder), folder, tmp_path / "again")
+    write_model_card(folder, fresh)
+    assert described_model_problem(folder) is None
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("num_beams", 0), ("num_beams", "4"), ("max_length", -3), ("max_new_tokens", 2.5), ("min_length", True),
+     ("decoder_start_token_id", 10**6), ("forced_bos_token_id", -5), ("eos_token_id", [2, "x"]),
+     ("length_penalty", "big"), ("repetition_penalty", float("nan"))],
+)  # fmt: skip
+def test_a_generation_setting_transformers_takes_but_cannot_use_is_named_before_loading(
+    tokenizer, tmp_path, key, value
+):
+    folder = tmp_path / "model"
+    saved_model(tokenizer, folder)
+    path = folder / "generation_config.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | {key: value}))
+    with pytest.raises(ModelFolderError, match=rf"generation_config.json's {key} is .*; the file was edited"):
+        check_model_folder(folder)
 
 
 def test_a_card_names_what_the_run_trained_on_and_never_a_corpus_it_did_not(tokenizer, tmp_path):

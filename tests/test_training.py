@@ -826,7 +826,7 @@ def test_ranks_probing_one_output_dir_at_once_do_not_fail_each_other(tmp_path):
 def test_a_fresh_runs_card_knows_the_weights_its_results_scored(tmp_path, capsys):
     """Issue 59: every fresh `train` printed "the results do not record which weights they scored", which was not
     true: its results.json records them. The card now gets them, and no such note is printed."""
-    from hf_langspec.model_folder import weights_fingerprint
+    from hf_langspec.model_folder import described_model_problem, model_files_fingerprint, weights_fingerprint
     from hf_langspec.training.experiment import run_experiment
 
     run_experiment(_config(tmp_path))
@@ -834,6 +834,8 @@ def test_a_fresh_runs_card_knows_the_weights_its_results_scored(tmp_path, capsys
     assert "do not record which weights" not in out
     saved = json.loads((tmp_path / "run" / "evaluation" / "results.json").read_text())
     assert saved["model_weights"] == weights_fingerprint(tmp_path / "run" / "model")
+    assert saved["model_files"] == model_files_fingerprint(tmp_path / "run" / "model")  # as scored, files too
+    assert described_model_problem(tmp_path / "run" / "model") is None  # nothing written after the card
 
 
 @pytest.mark.reliability

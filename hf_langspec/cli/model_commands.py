@@ -129,10 +129,12 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if reference:
         results["win_ratio"] = win_ratio(results["directions"], reference["directions"])
     baseline = copy_baseline(tests)
-    from ..model_folder import weights_fingerprint
+    from ..model_folder import model_files_fingerprint, weights_fingerprint
 
-    weights = weights_fingerprint(args.model) if Path(args.model).is_dir() else None
-    save_results(results, args.output_dir, baseline, weights=weights)
+    folder = Path(args.model).is_dir()  # a model folder (not a Hub id): record what was scored
+    weights = weights_fingerprint(args.model) if folder else None
+    files = model_files_fingerprint(args.model) if folder else None
+    save_results(results, args.output_dir, baseline, weights=weights, files=files)
     print(results_table(results, baseline))
     if "win_ratio" in results:
         print(f"win ratio against {args.reference}: {results['win_ratio']:.2f}")

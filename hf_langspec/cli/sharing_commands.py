@@ -223,9 +223,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if args.export is not None:
         backend = CTranslate2Backend(args.export, device=args.device, threads=args.threads)
     else:
-        from ..model_folder import described_weights_problem
+        from ..model_folder import described_model_problem
 
-        if Path(args.model).is_dir() and (problem := described_weights_problem(args.model)):
+        if Path(args.model).is_dir() and (problem := described_model_problem(args.model)):
             raise ValueError(f"Not serving {args.model}: {problem}.")
         model, tokenizer = load_model(args.model, args.device)
         backend = ModelBackend(model, tokenizer, args.directions)

@@ -147,15 +147,19 @@ def save_results(
     output_dir: str | os.PathLike,
     baseline: Mapping[str, Any] | None = None,
     weights: str | None = None,
+    files: Mapping[str, str] | None = None,
 ) -> dict[str, Path]:
-    """Write `results.json`, `results.md` and one `hypotheses.<direction>.txt` per direction; `weights` is the
-    evaluated folder's `model_folder.weights_fingerprint`, recorded so that a card is never written from the
-    results of other weights."""
+    """Write `results.json`, `results.md` and one `hypotheses.<direction>.txt` per direction; `weights` and
+    `files` are the evaluated folder's `model_folder.weights_fingerprint` and `model_files_fingerprint`, recorded
+    so that a card is never written from the results of other weights, or of the same weights with another
+    generation setting or tokenizer."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary = {k: v for k, v in results.items() if k != "hypotheses"}
     if weights is not None:
         summary["model_weights"] = weights
+    if files is not None:
+        summary["model_files"] = dict(files)
     if baseline is not None:
         summary["copy_source_baseline"] = {d: {"bleu": s["bleu"], "chrf": s["chrf"]} for d, s in baseline.items()}
     paths = {"json": out / "results.json", "markdown": out / "results.md"}

@@ -14,7 +14,13 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
-from ..model_folder import CARD_WEIGHTS_FIELD, weights_fingerprint
+from ..model_folder import (
+    CARD_FILES_FIELD,
+    CARD_WEIGHTS_FIELD,
+    changed_model_files,
+    model_files_fingerprint,
+    weights_fingerprint,
+)
 
 TEMPLATES = Path(str(resources.files("hf_langspec.model_cards")))
 JOHNSON = (
@@ -248,7 +254,7 @@ def build_model_card(
         metrics=["bleu", "chrf"],
         model_name=model_name,
         eval_results=eval_results or None,
-        **{CARD_WEIGHTS_FIELD: weights},
+        **{CARD_WEIGHTS_FIELD: weights, CARD_FILES_FIELD: model_files_fingerprint(model_dir)},
     )
     layers = f"{config.encoder_layers}+{config.decoder_layers} layers, d_model {config.d_model}, FFN {config.encoder_ffn_dim}"
     norm = "pre-norm" if config.normalize_before else "post-norm"
@@ -298,6 +304,12 @@ def _checked_weights(model_dir: str | os.PathLike, results: Mapping[str, Any] | 
         raise ValueError(
             f"the results describe other weights ({described}) than {model_dir} holds ({weights}); give the "
             f"results.json of an evaluation of this folder (`hf-langspec evaluate {model_dir} ...`)."
+        )
+    changed = changed_model_files((results or {}).get("model_files"), model_dir)
+    if changed:
+        raise ValueError(
+            f"the results scored {model_dir} with another {', '.join(changed)} than it holds now (edited or copied in "
+            f"since); evaluate the folder as it is (`hf-langspec evaluate {model_dir} ...`) and give that results.json."
         )
     if results and described is None:
         print("note: the results do not record which weights they scored (written before results did); the card "

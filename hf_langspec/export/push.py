@@ -137,10 +137,10 @@ def push_model(
         )
     names = files_to_push(folder, include, allow_pickles)
     if not pickled_weights:  # what is published must load: damaged weights or a config that does not fit them stay
-        from ..model_folder import described_weights_problem, load_model_folder
+        from ..model_folder import described_model_problem, load_model_folder
 
         load_model_folder(folder)
-        problem = described_weights_problem(folder) or remote_code_problem(folder)
+        problem = described_model_problem(folder) or remote_code_problem(folder)
         if problem:
             raise ValueError(f"Not pushing {folder}: {problem}.")
     if api is None:

@@ -20,7 +20,7 @@ def evaluate_and_publish(config: dict[str, Any], trained: Any, model_dir: Path, 
     from ...data.processing import per_direction
     from ...evaluation import copy_baseline, evaluate_model, results_table, save_results, translate
     from ...export.card import write_model_card
-    from ...model_folder import weights_fingerprint
+    from ...model_folder import model_files_fingerprint, weights_fingerprint
 
     evaluation = config.get("evaluation", {})
     settings = EVALUATION_DEFAULTS | evaluation
@@ -40,8 +40,8 @@ def evaluate_and_publish(config: dict[str, Any], trained: Any, model_dir: Path, 
         identifier=language_identifier_of(evaluation),
     )  # fmt: skip
     baseline = copy_baseline(tests)
-    weights = weights_fingerprint(model_dir)
-    paths = save_results(results, output_dir / "evaluation", baseline, weights=weights)
+    weights, files = weights_fingerprint(model_dir), model_files_fingerprint(model_dir)
+    paths = save_results(results, output_dir / "evaluation", baseline, weights=weights, files=files)
     print(results_table(results, baseline))
     if config.get("expected"):
         from ...evaluation.expected import compare_with_expected
@@ -50,7 +50,7 @@ def evaluate_and_publish(config: dict[str, Any], trained: Any, model_dir: Path, 
         print("\n".join(outcome["expected"]))
     card_section = {"datasets": training_data_names(config["data"]), **config.get("card", {})}
     # the results as saved, with the weights they scored: the card checks them (a fresh run said they were unknown)
-    scored = {**results, "model_weights": weights}
+    scored = {**results, "model_weights": weights, "model_files": files}
     write_model_card(model_dir, scored, force=True, train_sizes=train_sizes, **card_section)  # the run's own folder
     outcome |= {"results": results, "results_files": paths}
     example = config.get("translate")
