@@ -12,6 +12,7 @@ from transformers import (
     AutoTokenizer,
 )
 
+from .export.specialize import specialize
 from .modeling import (
     AdapterConfig,
     AdapterForConditionalGeneration,
@@ -123,12 +124,3 @@ __all__ = [
     "specialize",
     "train_tokenizer",
 ]
-
-
-def __getattr__(name: str):
-    # `hf_langspec.specialize` without importing the export stack (model cards, the Hub client) at start-up
-    if name == "specialize":
-        from .export.specialize import specialize
-
-        return specialize
-    raise AttributeError(f"module 'hf_langspec' has no attribute {name!r}")

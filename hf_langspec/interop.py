@@ -20,7 +20,14 @@ import copy
 from typing import Any
 
 import torch
-from transformers import M2M100Config, M2M100ForConditionalGeneration, MarianConfig, MarianMTModel, PreTrainedModel
+from transformers import (
+    GenerationConfig,
+    M2M100Config,
+    M2M100ForConditionalGeneration,
+    MarianConfig,
+    MarianMTModel,
+    PreTrainedModel,
+)
 
 from .modeling import LangSpecConfig, LangSpecForConditionalGeneration
 from .modeling.configuration_langspec import backbone_fields
@@ -243,7 +250,6 @@ INHERITED_GENERATION = ("num_beams", "max_length", "max_new_tokens", "length_pen
 def inherit_generation(source: PreTrainedModel, model: PreTrainedModel) -> None:
     """Give `model` the decoding defaults `source`'s generation config sets (`INHERITED_GENERATION`, those that
     differ from transformers' defaults), so that `model.generate(**inputs)` decodes as the checkpoint did."""
-    from transformers import GenerationConfig
 
     defaults = GenerationConfig()
     for field in INHERITED_GENERATION:

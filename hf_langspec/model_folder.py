@@ -41,9 +41,17 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+from transformers.utils import logging as hf_logging
+
+from .modeling import LangSpecConfig, XLPConfig
+from .modeling.registry import config_classes_by_model_type
+from .tokenization import LangSpecTokenizer
+from .training.config_types import check_section, type_hints
 
 PICKLES = ("pytorch_model.bin", "model.pt", "model.bin")
 
@@ -127,8 +135,6 @@ def config_problem(folder: Path, translation: bool = True) -> str | None:
     """What is wrong with a parsed config.json's kind of model, or None: it must name one of this package's
     translation models, or with `translation=False` also its XLP encoder (a model of another library or an
     edited model_type is named as such)."""
-    from .modeling import XLPConfig
-    from .modeling.registry import config_classes_by_model_type
 
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))  # an object: folder_problem checked
     model_type = config.get("model_type")
@@ -153,8 +159,6 @@ def _value_problem(config: dict[str, Any], config_class: type) -> str | None:
     """A config.json value of the wrong type or range, named as an experiment config's would be (`config_types`):
     the config class compared it with a number first ("'<=' not supported between instances of 'str' and 'int'"),
     or read a string of languages letter by letter."""
-    from .modeling import LangSpecConfig
-    from .training.config_types import check_section, type_hints
 
     hints = {**type_hints(LangSpecConfig), **type_hints(config_class)}
     try:
@@ -193,7 +197,6 @@ def load_tokenizer(folder: str | os.PathLike, label: str = "Model folder", **kwa
     """`LangSpecTokenizer.from_pretrained(folder, **kwargs)` of a folder :func:`tokenizer_problem` passed; a
     setting the tokenizer refuses (a tag style, languages without tags in the vocabulary) is a
     :class:`ModelFolderError` starting with `label` and the folder."""
-    from .tokenization import LangSpecTokenizer
 
     try:
         return LangSpecTokenizer.from_pretrained(folder, **kwargs)
@@ -264,7 +267,6 @@ def generation_problem(folder: Path) -> str | None:
 
 def non_finite_tensor(model: Any) -> str | None:
     """The name of the first floating-point parameter or buffer holding NaN or infinite values, or None."""
-    import torch
 
     for name, tensor in model.state_dict().items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
@@ -290,7 +292,6 @@ def load_model_folder(path: str | os.PathLike, folder_checked: bool = False, tra
     `folder_checked=True`: the caller ran :func:`check_model_folder` already (before loading its tokenizer).
     `translation=False`: `AutoModel` (the bare model, an XLP encoder too), for a model to start an encoder from.
     """
-    from transformers import AutoModel, AutoModelForSeq2SeqLM
 
     if not folder_checked:
         check_model_folder(path, translation=translation)
@@ -308,8 +309,6 @@ def _load_matching(path: str | os.PathLike, auto_class: Any) -> Any:
     """The model, its config built first (values it refuses are config.json's fault), then the weights, which
     must fill exactly the tensors the config makes (transformers would start missing or mis-shaped ones at
     random and only warn: a model that translates nonsense)."""
-    from transformers import AutoConfig
-    from transformers.utils import logging as hf_logging
 
     try:
         config = AutoConfig.from_pretrained(path)

@@ -27,6 +27,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, NllbTokenizerFast
+from transformers.utils import logging as hf_logging
+
+from .export.ct2 import refuse_to_overwrite
+from .interop import _TARGETS, _backbone_kwargs, adapt, to_m2m100
 from .modeling.modeling_langspec import language_module_parameter
 from .modeling.registry import variant
 from .tokenization import LangSpecTokenizer
@@ -37,6 +43,7 @@ from .tokenization.checkpoint_tokenizer import (
     keyed_spm_backend,
     marian_backends,
 )
+from .training.trainer import ROWS_ONLY
 
 # the checkpoints a method can start from: their config's model_type -> the backbone form (interop's targets)
 CHECKPOINT_TYPES = {"m2m_100": "m2m100", "marian": "marian"}
@@ -45,7 +52,6 @@ CHECKPOINT_TYPES = {"m2m_100": "m2m100", "marian": "marian"}
 def pretrained_config(path: str | os.PathLike) -> Any:
     """The config of the checkpoint at `path`, refused in one line unless it is an M2M-100 / NLLB-200 dense or a
     Marian model."""
-    from transformers import AutoConfig
 
     try:
         config = AutoConfig.from_pretrained(path)
@@ -66,9 +72,6 @@ def check_start(path: str | os.PathLike, method: str, fields: dict[str, Any]) ->
     """Refuse, before any weights or data are read, a `method` (with its config `fields`) that cannot start as the
     checkpoint at `path`: the method is built on the meta device with the checkpoint's shape and stand-in
     languages, and its modules asked to start as the identity (`start_as_identity` names the ones that cannot)."""
-    import torch
-
-    from .interop import _TARGETS, _backbone_kwargs
 
     config = pretrained_config(path)
     backbone = _backbone_kwargs(config) | _TARGETS[CHECKPOINT_TYPES[config.model_type]]
@@ -87,7 +90,6 @@ def pretrained_tokenizer(
     """A `LangSpecTokenizer` over the tokenizer saved with the checkpoint at `path`, for `languages` (codes as the
     checkpoint writes them; `new_languages` among them get new code tokens), checked against the checkpoint's config
     (one vocabulary, one pad and end)."""
-    from transformers import AutoTokenizer
 
     if not languages:
         raise ValueError("Name the languages to adapt (codes as the checkpoint writes them, e.g. eng_Latn).")
@@ -128,10 +130,6 @@ def adapt_pretrained(
     rows=...)` then trains those rows alone. The old tokens' logits are unchanged, and the new codes are suppressed
     in generation (`generation_config.suppress_tokens`, with `renormalize_logits`), so untouched directions decode
     as the checkpoint does."""
-    import torch
-    from transformers import AutoModelForSeq2SeqLM
-
-    from .interop import adapt
 
     pretrained_config(path)  # one clear line for a folder that is not a checkpoint
     pretrained = AutoModelForSeq2SeqLM.from_pretrained(path)
@@ -139,8 +137,6 @@ def adapt_pretrained(
     if rows:
         old = pretrained.get_input_embeddings().weight.shape[0]
         if len(tokenizer) > old:
-            from transformers.utils import logging as hf_logging
-
             # MarianMTModel's resize drops mean_resizing=False and announces a multivariate-normal start for the
             # new rows; they are set to the mean just below, so the announcement would mislead
             verbosity = hf_logging.get_verbosity()
@@ -217,10 +213,6 @@ def save_as_checkpoint(
     rebuilds from its pieces and merges without a normaliser: text that NFKC changes (ligatures, full-width forms)
     is segmented as NLLB's class does, not as the package's NFKC tokenizer did. `hf-langspec export --multilingual`.
     Returns the plain model."""
-    from transformers import NllbTokenizerFast
-
-    from .export.ct2 import refuse_to_overwrite
-    from .interop import to_m2m100
 
     tokenizer.check_model(model)
     modules = sorted({name.split(".insertions.")[0] for name, _ in model.named_parameters()
@@ -285,9 +277,6 @@ def freeze_base(model: Any, trainable: tuple[str, ...] = (), rows: Sequence[int]
     With the base frozen, a direction none of whose language modules was trained computes exactly what the
     checkpoint computes (zero-started modules stay zero under AdamW, weight decay included; tested), so adapting
     one language never changes the others."""
-    import torch
-
-    from .training.trainer import ROWS_ONLY
 
     embedding = model.get_input_embeddings().weight
     total = kept = 0

@@ -27,6 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ..data.cache import OPEN_WORK_FOLDERS
 from ..environment import environment_problem
 from . import data_commands, model_commands, sharing_commands, training_commands
 from .registry import COMMANDS, GROUP_HELP
@@ -112,8 +113,6 @@ def _stop_now(command: str) -> None:
     running, holding a lock, forever (tried: 1 run in 8). What unwinding would have done is small: checkpoints are
     verified before a resume and set aside when incomplete, the run lock of a process that is gone is taken over,
     and files are written through renames."""
-    from ..data.cache import OPEN_WORK_FOLDERS
-
     # SIGTERM first (a `compare` worker saves nothing half and releases its run's lock), then SIGKILL for what is
     # left after a few seconds (a worker forked while the signal came may be stuck on a lock it will never get)
     for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 0.0)):

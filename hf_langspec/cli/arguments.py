@@ -8,6 +8,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
+from ..data.checks import check_code
+from ..data.schema import split_direction
+from ..export.sockets import port_problem
+from ..model_folder import ModelFolderError, check_model_folder, load_model_folder, load_tokenizer
+
 
 def codes(text: str) -> list[str]:
     """`en,de, fr`: the comma-separated items, blanks dropped."""
@@ -67,7 +74,6 @@ def positive_number(text: str) -> float:
 
 def language_code(text: str) -> str:
     """A new language's code, lowercase ISO 639 like the corpora's (`IT` was accepted and tagged as it stood)."""
-    from ..data.checks import check_code
 
     try:
         check_code(text, "code")
@@ -77,8 +83,6 @@ def language_code(text: str) -> str:
 
 
 def port(text: str) -> int:
-    from ..export.sockets import port_problem
-
     value = whole_number(text, -sys.maxsize)
     if problem := port_problem(value):
         raise argparse.ArgumentTypeError(problem)
@@ -87,7 +91,6 @@ def port(text: str) -> int:
 
 def device(text: str) -> str:
     """A device PyTorch knows and this machine has, checked as the arguments are read (before any loading)."""
-    import torch
 
     try:
         device = torch.device(text)
@@ -109,7 +112,6 @@ def device(text: str) -> str:
 def directions(text: str) -> list[str]:
     """`en-de,de-en`: directions written src-tgt, each once (a repeated one was exported twice, and refused as
     "not empty" half way)."""
-    from ..data.schema import split_direction
 
     try:
         found = ["-".join(split_direction(item)) for item in codes(text)]
@@ -168,10 +170,6 @@ def parse_target(text: str) -> tuple[str, float]:
 
 
 def load_model(path: str, device: str | None, codes: Sequence[str] = ()):
-    import torch
-
-    from ..model_folder import ModelFolderError, check_model_folder, load_model_folder, load_tokenizer
-
     check_model_folder(path, tokenizer=True)  # before anything is loaded: missing, damaged or pickled files named
     tokenizer = load_tokenizer(path)
     for code in codes:

@@ -5,6 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..data.bible import DEFAULT_LANGUAGES, BibleCorpusConfig, build_bible_corpus, stats_table
+from ..data.checks import check_corpus
+from ..data.corpus_store import read_corpus, write_corpus
+from ..data.hub import load_corpus
+from ..data.local import check_row, iter_rows, load_local, read_multiway
+from ..data.processing import multiway_pairs
+from ..data.schema import check_output_dir, check_output_file
+from ..tokenization import train_tokenizer
 from .arguments import books, codes, corpus_file, directions
 from .registry import command
 
@@ -34,9 +42,6 @@ def _data_bible_arguments(p: argparse.ArgumentParser) -> None:
     "copying limited to 500 verses; --allow-restricted builds them at your responsibility): pt zh ja pl ro hi bn tr sw id uk.",
 )
 def cmd_data_bible(args: argparse.Namespace) -> None:
-    from ..data.bible import DEFAULT_LANGUAGES, BibleCorpusConfig, build_bible_corpus, stats_table
-    from ..data.schema import check_output_dir
-
     # the corpus folder may hold an earlier build (it is reused when up to date): only a file there is refused
     check_output_dir(args.output_dir, "--output-dir", force=True)
     config = BibleCorpusConfig(
@@ -66,11 +71,6 @@ def _data_hub_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("data hub", _data_hub_arguments, help="a papers' corpus from the Hub (or local files in its layout)")
 def cmd_data_hub(args: argparse.Namespace) -> None:
-    from ..data.corpus_store import write_corpus
-    from ..data.hub import load_corpus
-    from ..data.local import check_row
-    from ..data.schema import check_output_file
-
     check_output_file(args.output, "--output", args.force, keep=args.data_files or ())
     dataset = load_corpus(args.corpus, args.directions, split=args.split, data_files=args.data_files)
     # the loaders' row checks (codes, blank sides) on the Hub's rows too, as they are written
@@ -82,8 +82,6 @@ def _report_written(count: int, output: Path) -> None:
     """One line for what was written, after the content checks `train` applies (`checks.check_corpus`: read back
     into the corpus store, whose cache `train` then reuses); nothing written, or a corpus those checks refuse, is
     an error that leaves no file behind."""
-    from ..data.checks import check_corpus
-    from ..data.corpus_store import read_corpus
 
     if not count:
         output.unlink(missing_ok=True)
@@ -110,10 +108,6 @@ def _data_local_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("data local", _data_local_arguments, help="a local JSONL / TSV / Moses pair, validated line by line")
 def cmd_data_local(args: argparse.Namespace) -> None:
-    from ..data.corpus_store import write_corpus
-    from ..data.local import iter_rows
-    from ..data.schema import check_output_file
-
     check_output_file(
         args.output, "--output", args.force, keep=[args.path, *([args.tgt_path] if args.tgt_path else [])]
     )
@@ -137,21 +131,13 @@ def _train_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("train-tokenizer", _train_tokenizer_arguments, help="learn the joint vocabulary with language tags")
 def cmd_train_tokenizer(args: argparse.Namespace) -> None:
-    from ..data.local import load_local, read_multiway
-    from ..data.schema import check_output_dir
-    from ..tokenization import train_tokenizer
-
     check_output_dir(args.output_dir, "--output-dir", args.force)  # a model folder's vocabulary is not replaced
     if not any(path.endswith(".multiway.jsonl") for path in args.train):
-        from ..data.corpus_store import read_corpus
-
         rows = read_corpus(args.train)  # on disk: only the tokenizer's sample is read from it
     else:
         rows = []
         for path in args.train:
             if path.endswith(".multiway.jsonl"):  # multi-way records: every ordered pair of their texts
-                from ..data.processing import multiway_pairs
-
                 rows += multiway_pairs({"texts": texts} for texts in read_multiway(path)).to_list()
             else:
                 rows += load_local(path).to_list()

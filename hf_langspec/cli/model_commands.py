@@ -8,6 +8,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..data.local import iter_rows, read_sentences
+from ..data.processing import per_direction
+from ..data.schema import check_output_dir, check_output_file, write_atomic
+from ..data.text import split_lines
+from ..evaluation import copy_baseline, evaluate_model, load_results, results_table, save_results, translate, win_ratio
+from ..evaluation.evaluate import test_sets_from_files
+from ..evaluation.feature_proportions import average_token_proportions, similarity_table
+from ..evaluation.language_id import language_identifier
+from ..evaluation.typology import format_typology_table, language_representations, plot_typology, typology_table
+from ..model_folder import model_files_fingerprint, weights_fingerprint
+from ..training.new_language import add_language
 from .arguments import (
     device,
     directions,
@@ -33,10 +44,6 @@ def _translate_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("translate", _translate_arguments, help="translate a file or stdin, one sentence per line")
 def cmd_translate(args: argparse.Namespace) -> None:
-    from ..data.schema import check_output_file, write_atomic
-    from ..data.text import split_lines
-    from ..evaluation import translate
-
     if args.input and not Path(args.input).is_file():
         what = "is a folder, not a file" if Path(args.input).is_dir() else "does not exist"
         raise FileNotFoundError(f"--input {args.input} {what}.")
@@ -93,17 +100,11 @@ def test_files(items: Sequence[str]) -> dict[str, str]:
 
 @command("evaluate", _evaluate_arguments, help="sacreBLEU/chrF per direction, off-target rates, group means")
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from ..data.schema import check_output_dir
-    from ..evaluation import copy_baseline, evaluate_model, load_results, results_table, save_results, win_ratio
-    from ..evaluation.evaluate import test_sets_from_files
-
     check_output_dir(args.output_dir, "--output-dir", args.force, keep=[args.model])
     reference = load_results(args.reference) if args.reference else None  # a bad one fails before decoding
     files = test_files(args.test)
     tests = test_sets_from_files(files, args.directions)
     if args.max_sentences_per_direction:
-        from ..data.processing import per_direction
-
         limit = args.max_sentences_per_direction
         tests = {n: [r for rows in per_direction(t, limit).values() for r in rows] for n, t in tests.items()}
     if args.off_target is None:  # the default: the zero-shot set, where the question arises, if one was given
@@ -119,7 +120,6 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             f"--off-target {args.off_target!r}: use 'all', 'none' or a test set name ({', '.join(tests)})."
         )
     model, tokenizer = load_model(args.model, args.device)
-    from ..evaluation.language_id import language_identifier
 
     off_target = {"none": False, "all": True}.get(args.off_target, args.off_target)
     results = evaluate_model(
@@ -129,7 +129,6 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if reference:
         results["win_ratio"] = win_ratio(results["directions"], reference["directions"])
     baseline = copy_baseline(tests)
-    from ..model_folder import model_files_fingerprint, weights_fingerprint
 
     folder = Path(args.model).is_dir()  # a model folder (not a Hub id): record what was scored
     weights = weights_fingerprint(args.model) if folder else None
@@ -157,11 +156,6 @@ def _clm_atp_arguments(p: argparse.ArgumentParser) -> None:
     help="CLM's average token-level feature proportions per direction and the most similar directions",
 )
 def cmd_clm_atp(args: argparse.Namespace) -> None:
-    from ..data.local import iter_rows
-    from ..data.processing import per_direction
-    from ..data.schema import check_output_file, write_atomic
-    from ..evaluation.feature_proportions import average_token_proportions, similarity_table
-
     if args.output:
         check_output_file(args.output, "--output", args.force, keep=[args.model, args.data])
     rows = [
@@ -191,9 +185,6 @@ def _typology_arguments(p: argparse.ArgumentParser) -> None:
     help="k-NN prediction of URIEL features from the learned language representations (LEE/LAA)",
 )
 def cmd_typology(args: argparse.Namespace) -> None:
-    from ..data.schema import check_output_file, write_atomic
-    from ..evaluation.typology import format_typology_table, language_representations, plot_typology, typology_table
-
     for option, path in (("--output", args.output), ("--plot", args.plot)):
         if path:
             check_output_file(path, option, args.force, keep=[args.model])
@@ -228,11 +219,6 @@ def _add_language_arguments(p: argparse.ArgumentParser) -> None:
     help="add a language to a trained CLL model: vocabulary, tag, LSLs (old ones frozen)",
 )
 def cmd_add_language(args: argparse.Namespace) -> None:
-    from ..data.local import iter_rows, read_sentences
-    from ..data.processing import per_direction
-    from ..data.schema import check_output_dir
-    from ..training.new_language import add_language
-
     check_output_dir(args.output_dir, "--output-dir", args.force, keep=[args.model])  # the model is not replaced
     texts = [line for path in args.texts for line in read_sentences(path)]  # the files checked before the model
     old_texts = None

@@ -5,6 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..data.schema import split_direction
+from ..evaluation import load_results
+from ..export import push_model, write_model_card
+from ..export.ct2 import export_direction, export_directions, refuse_to_overwrite
+from ..export.language_packs import export_language_pack
+from ..export.sockets import check_port_free
+from ..export.specialize import save_condensed
+from ..model_folder import described_model_problem
+from ..pretrained import save_as_checkpoint
 from .arguments import (
     codes,
     device,
@@ -30,9 +39,6 @@ def _card_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("card", _card_arguments, help="write README.md (model card with model-index) into a model folder")
 def cmd_card(args: argparse.Namespace) -> None:
-    from ..evaluation import load_results
-    from ..export import write_model_card
-
     results = load_results(args.results) if args.results else None
     path = write_model_card(
         args.model, results, force=args.force, model_name=args.model_name, repo_id=args.repo_id, license=args.license
@@ -75,7 +81,6 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
     help="fold directions into plain models: CTranslate2 (every backbone) and Marian/M2M100 where one fits",
 )
 def cmd_export(args: argparse.Namespace) -> None:
-
     single = args.src_lang is not None or args.tgt_lang is not None
     modes = [single, args.directions is not None, args.multilingual, args.condensed, args.language_pack is not None]
     if sum(modes) != 1 or (single and not (args.src_lang and args.tgt_lang)):
@@ -96,9 +101,6 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 
 def _export_condensed(args: argparse.Namespace) -> None:
-    from ..export.ct2 import refuse_to_overwrite
-    from ..export.specialize import save_condensed
-
     target = Path(args.output_dir) / "transformers"
     refuse_to_overwrite(target, args.force)  # before the model is loaded
     model, tokenizer = load_model(args.model, "cpu")
@@ -107,9 +109,6 @@ def _export_condensed(args: argparse.Namespace) -> None:
 
 
 def _export_multilingual(args: argparse.Namespace) -> None:
-    from ..export.ct2 import refuse_to_overwrite
-    from ..pretrained import save_as_checkpoint
-
     refuse_to_overwrite(Path(args.output_dir), args.force)  # before the model is loaded
     model, tokenizer = load_model(args.model, "cpu")
     save_as_checkpoint(model, tokenizer, args.output_dir, force=args.force)
@@ -118,8 +117,6 @@ def _export_multilingual(args: argparse.Namespace) -> None:
 
 
 def _export_language_pack(args: argparse.Namespace) -> None:
-    from ..export.language_packs import export_language_pack
-
     output = Path(args.output_dir)
     if not args.language_pack:
         raise ValueError("--language-pack names no language; give the codes whose modules to pack, e.g. fra_Latn")
@@ -131,14 +128,10 @@ def _export_language_pack(args: argparse.Namespace) -> None:
 
 
 def _export_directions(args: argparse.Namespace, single: bool) -> None:
-    from ..data.schema import split_direction
-    from ..export.ct2 import export_direction, export_directions
-
     if args.directions is not None and args.no_ctranslate2:
         raise ValueError("--directions writes CTranslate2 models (for `serve`); drop --no-ctranslate2, or export one "
                          "direction with --src-lang/--tgt-lang")  # fmt: skip
     pairs = [split_direction(direction) for direction in args.directions] if not single else []
-    from ..export.ct2 import refuse_to_overwrite
 
     out = Path(args.output_dir)
     if single:
@@ -207,8 +200,7 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     help="translate many directions over HTTP on localhost (an ASGI app, LibreTranslate-compatible)",
 )
 def cmd_serve(args: argparse.Namespace) -> None:
-    from ..export.server import CTranslate2Backend, ModelBackend, ServerLimits, TranslationServer
-    from ..export.sockets import check_port_free
+    from ..export.server import CTranslate2Backend, ModelBackend, ServerLimits, TranslationServer  # the [serve] extra
 
     if (args.export is None) == (args.model is None):
         raise ValueError("give --export DIR (CTranslate2 directions) or --model DIR (the generic model)")
@@ -223,8 +215,6 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if args.export is not None:
         backend = CTranslate2Backend(args.export, device=args.device, threads=args.threads)
     else:
-        from ..model_folder import described_model_problem
-
         if Path(args.model).is_dir() and (problem := described_model_problem(args.model)):
             raise ValueError(f"Not serving {args.model}: {problem}.")
         model, tokenizer = load_model(args.model, args.device)
@@ -249,7 +239,5 @@ def _push_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("push", _push_arguments, help="upload a model folder to the Hugging Face Hub")
 def cmd_push(args: argparse.Namespace) -> None:
-    from ..export import push_model
-
     print(push_model(args.model, args.repo_id, private=args.private, allow_pickles=args.allow_pickles,
                      include=args.include))  # fmt: skip

@@ -5,6 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import torch.distributed as dist
+
+from ..compare import compare
+from ..compare.learning_curve import curve_markdown, learning_curve
+from ..compare.report import markdown
+from ..training.config import apply_overrides, load_config
+from ..training.config_schema import schema_table
+from ..training.experiment import run_experiment
 from .arguments import codes, integers, parse_target, positive
 from .registry import command
 
@@ -16,8 +24,6 @@ class _HelpConfig(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from ..training.config_schema import schema_table
-
         print(schema_table())
         parser.exit()
 
@@ -40,15 +46,11 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("train", _train_arguments, help="corpus, tokenizer, training, evaluation and card from one config")
 def cmd_train(args: argparse.Namespace) -> None:
-    from ..training.config import apply_overrides, load_config
-    from ..training.experiment import run_experiment
-
     config = apply_overrides(load_config(args.config), args.set or [])
     if args.output_dir:
         config["output_dir"] = str(args.output_dir)
     outcome = run_experiment(config, resume=not args.no_resume)
     print(f"model: {outcome['model_dir']}")
-    import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():  # a launched process ends its group (accelerate's end_training)
         dist.destroy_process_group()  # left to interpreter exit, a rank once aborted ("terminate called ...")
@@ -79,9 +81,6 @@ def _compare_arguments(p: argparse.ArgumentParser) -> None:
     help="train every system of a suite over seeds at an equal budget and report the comparison",
 )
 def cmd_compare(args: argparse.Namespace) -> None:
-    from ..compare import compare
-    from ..compare.report import markdown
-
     report = compare(
         args.suite, systems=codes(args.systems) if args.systems else None, seeds=args.seeds, workers=args.workers,
         output_dir=args.output_dir, report_only=args.report_only, eval_sets=args.eval_set or [],
@@ -112,8 +111,6 @@ def _curve_arguments(p: argparse.ArgumentParser) -> None:
     help="a system's learning curve on a suite (validation BLEU by direction group against steps), to choose its budget",
 )
 def cmd_curve(args: argparse.Namespace) -> None:
-    from ..compare.learning_curve import curve_markdown, learning_curve
-
     result = learning_curve(
         args.suite, args.max_steps, args.every, system=args.system, seed=args.seed, sentences=args.sentences,
         targets=dict(args.target or []), output_dir=args.output_dir,

@@ -3,12 +3,13 @@ read by the report, and by the suite's checks to refuse a claim on a group the r
 
 from __future__ import annotations
 
+from ..evaluation.metrics import direction_groups, resource_groups
+
 
 def direction_group_names(
     set_name: str, direction: str, train_sizes: dict[str, int], pivot: str, resource: dict[str, int] | None
 ) -> list[str]:
     """The groups a direction of an evaluation set counts in (the groups of `evaluation.metrics`)."""
-    from ..evaluation.metrics import direction_groups, resource_groups
 
     supervised = direction in train_sizes
     if set_name.startswith("eval:"):

@@ -24,7 +24,11 @@ from ..data.schema import read_json, write_atomic
 from ..evaluation.metrics import direction_groups
 from ..training.checkpoints import last_complete_checkpoint
 from ..training.config import ConfigError
+from ..training.experiment import run_experiment
+from .runner import run_config
+from .shared import prepare_shared
 from .suite import Suite, load_suite
+from .worker import evaluate_run
 
 CURVE_FORMAT = 1
 
@@ -64,7 +68,6 @@ def curve_file_name(system: str, seed: int, every: int) -> str:
 def curve_config(suite: Suite, shared: dict[str, Any], system: str, seed: int, max_steps: int, every: int,
                  sentences: int | None, output_dir: Path) -> dict[str, Any]:  # fmt: skip
     """The suite's run config of (system, seed), trained `max_steps` and validated every `every` steps."""
-    from .runner import run_config
 
     config = run_config(suite, system, seed, shared)
     evaluation = suite.base.get("evaluation", {})
@@ -94,8 +97,6 @@ def learning_curve(
 ) -> dict[str, Any]:
     """Train `system` (default: the suite's baseline) for `max_steps`, validating every `every` steps;
     returns the curve and writes it to `<results_dir>/` `curve_file_name(system, seed, every)`."""
-    from ..training.experiment import run_experiment
-    from .shared import prepare_shared
 
     suite, system, seed = _checked(suite, system, seed, max_steps, every, targets)
     run_dir = Path(output_dir) if output_dir else suite.output_dir / "curves" / f"{system}-seed{seed}-every{every}"
@@ -119,7 +120,6 @@ def partial_learning_curve(
     """The curve of a `learning_curve` run stopped before `max_steps` (a machine's time ran out), read from its
     last complete checkpoint and written like a finished one, marked `stopped_at` and without the test-set scores
     (they need the final model); None when the run has no complete checkpoint yet. Resuming the run completes it."""
-    from .shared import prepare_shared
 
     suite, system, seed = _checked(suite, system, seed, max_steps, every, targets)
     run_dir = Path(output_dir)
@@ -201,7 +201,6 @@ def _write_curve(suite: Suite, shared: dict[str, Any], system: str, seed: int, c
 def _test_scores(suite: Suite, shared: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """BLEU of the run's final model on the suite's supervised test set, per group and direction, decoded as the
     suite's runs are (`worker.evaluate_run`; no off-target rate: the curve is about BLEU)."""
-    from .worker import evaluate_run
 
     spec = {"run_dir": str(run_dir), "tokenizer_fingerprint": shared["tokenizer_fingerprint"], "sets": shared["sets"],
             "evaluation": {**suite.base.get("evaluation", {}), "off_target": False}}  # fmt: skip

@@ -23,10 +23,12 @@ from statistics import mean
 from typing import Any
 
 from ..data.schema import write_atomic
+from ..evaluation.language_id import language_identifier, off_target_flags
 from ..training.config import ConfigError
 from .budgets import judge_at_other_budgets, load_other_budgets
 from .groups import direction_group_names
 from .markers import insert_markdown
+from .plots import write_plots
 from .report_markdown import csv_rows, markdown
 from .shared import REFERENCES_FILE, load_references, read_run_file, results_paths
 from .statistics import (
@@ -106,7 +108,6 @@ def _read_outputs(path: Path, modified: int) -> dict[str, dict[str, list[str]]]:
 
 def _off_target_flags(suite: Suite, runs: dict, system: str, seed: int, pairs: list, cache: dict) -> list[bool]:
     """Per sentence, whether the run's output is not in the target language (the run's own identifier)."""
-    from ..evaluation.language_id import language_identifier, off_target_flags
 
     key = (system, seed)
     if key not in cache:
@@ -273,7 +274,6 @@ def _setting(suite: Suite, runs: dict) -> dict[str, Any]:
 
 def write_report(suite: Suite, report: dict[str, Any], runs: dict) -> None:
     """report.md / .json / .csv and the plots into the results directory; the Markdown into `insert_into` files."""
-    from .plots import write_plots
 
     out = suite.results_dir
     write_atomic(out / "report.json", (json.dumps(report, indent=1) + "\n").encode())

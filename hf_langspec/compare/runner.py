@@ -23,13 +23,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from tqdm.auto import tqdm
 
 from ..data.schema import write_atomic
+from ..evaluation.language_id import identifier_names
 from ..training.checkpoints import CHECKPOINT
 from ..training.config import ConfigError
+from ..training.run_guard import config_changes, describe_changes
+from .budgets import load_other_budgets
+from .report import build_report, run_groups
 from .shared import RUNNER_PID, prepare_shared, read_run_file, results_paths, run_identity
 from .suite import Suite, load_suite
+from .worker import fill_pending_off_target
 
 
 @dataclass
@@ -96,7 +102,6 @@ def check_results_settings(suite: Suite) -> None:
     edited after its runs (another `d_model`, beam, system setting) would head a table of runs it did not train.
     Compared without the runs' locations (`run_identity`), so a moved suite folder keeps its results; the shared
     corpus and vocabulary are compared by fingerprint when runs are planned (`plan_runs`)."""
-    from ..training.run_guard import config_changes, describe_changes
 
     stale = []
     for system, seed in suite.runs:
@@ -145,7 +150,6 @@ def _summary(run: Run) -> str:
     scores_path, _ = results_paths(Path(run.spec["results_dir"]), run.system, run.seed)
     result = read_run_file(scores_path)
     parts = [f"{result['training']['steps']} steps"]
-    from .report import run_groups
 
     groups = run_groups(result)
     for group in ("xx-en", "en-xx", "zero-shot"):
@@ -227,7 +231,6 @@ def execute(runs: list[Run], workers: int, gpus: int) -> dict[str, str]:
 def check_identifier_installed(name: str | None) -> None:
     """Refuse, before any training, a suite whose language identifier is not installed (each run would fail
     at its evaluation), naming the two fixes."""
-    from ..evaluation.language_id import identifier_names
 
     names = identifier_names(name)
     missing = [n for n in names if importlib.util.find_spec(n) is None]  # the modules are named as the identifiers
@@ -258,9 +261,6 @@ def compare(
     off-target rates to a machine that has the suite's language identifier (a GPU machine may not): the
     next `compare` there, `--report-only` too, measures them from the saved outputs before reporting.
     """
-    from .budgets import load_other_budgets
-    from .report import build_report
-    from .worker import fill_pending_off_target
 
     whole = suite if isinstance(suite, Suite) else load_suite(suite)
     suite = whole.select(systems, seeds)
@@ -277,8 +277,6 @@ def compare(
     if not report_only and not off_target_later and evaluation.get("off_target", "zero-shot"):
         check_identifier_installed(evaluation.get("language_identifier"))
     if not report_only:
-        import torch
-
         gpus = torch.cuda.device_count()
         threads = worker_threads(workers, gpus, os.environ)
         shared = prepare_shared(suite, list(eval_sets))

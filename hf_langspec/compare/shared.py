@@ -18,7 +18,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ..data.bible import BibleCorpusConfig, build_bible_corpus
+from ..data.columns import direction_sizes
+from ..data.corpus_store import canonical_rows, direction_order, read_corpus, renamed_languages, write_corpus
+from ..data.local import load_local, read_multiway
+from ..data.processing import multiway_pairs, per_direction
 from ..data.schema import read_json, write_atomic, write_jsonl
+from ..pretrained import pretrained_tokenizer
+from ..tokenization import LangSpecTokenizer, train_tokenizer
 from ..training.config import ConfigError, named_test_files, sentence_limit
 from ..training.run_guard import section_of
 from .suite import Suite
@@ -76,8 +83,6 @@ def multiway_rows(path: str | os.PathLike, languages: list[str]) -> list[dict[st
     A record is `{"texts": {code: text}}` (the Bible's `*.multiway.jsonl`) or has one field per code;
     a direction counts only where both sides are present and non-empty.
     """
-    from ..data.local import read_multiway
-    from ..data.processing import multiway_pairs
 
     records = list(read_multiway(path))
     outside = sorted({code for texts in records for code in texts} - set(languages))
@@ -94,17 +99,11 @@ def multiway_rows(path: str | os.PathLike, languages: list[str]) -> list[dict[st
 
 
 def _first_per_direction(rows: list[dict[str, str]], limit: int | None) -> dict[str, list[dict[str, str]]]:
-    from ..data.processing import per_direction
-
     return dict(sorted(per_direction(rows, limit).items()))
 
 
 def prepare_shared(suite: Suite, eval_set_files: list[str] = ()) -> dict[str, Any]:
     """Build (or reuse) the shared corpus, tokenizer and evaluation sets; return their paths and fingerprints."""
-    from ..data.columns import direction_sizes
-    from ..data.corpus_store import read_corpus
-    from ..data.local import load_local
-    from ..tokenization import LangSpecTokenizer
 
     shared = suite.output_dir / "shared"
     data_dir = shared / "data"
@@ -165,13 +164,9 @@ def _build_shared_data(
 ) -> tuple[dict[str, dict[str, list]], dict[str, Path]]:
     """Write the suite's training, validation and test files into `data_dir` from its corpus (the Bible, built
     or reused, or its JSONL files); returns the test sets by direction and their paths."""
-    from ..data.corpus_store import canonical_rows, direction_order, read_corpus, renamed_languages, write_corpus
-    from ..data.local import load_local
 
     base_data, evaluation = stamp["data"], suite.base.get("evaluation", {})
     if "bible" in base_data:
-        from ..data.bible import BibleCorpusConfig, build_bible_corpus
-
         print(f"[{suite.name}] data: the Bible corpus ({', '.join(base_data['bible'].get('languages', []))})")
         corpus = build_bible_corpus(data_dir.parent / "bible", BibleCorpusConfig(**base_data["bible"]))
         train_files, valid_files = [corpus.files["train"]], [corpus.files["valid"]]
@@ -207,7 +202,6 @@ def _shared_tokenizer(suite: Suite, tokenizer_dir: Path, train: Any, languages: 
     """The suite's joint vocabulary: trained once, and kept beside the results as well, so that a suite can be
     continued elsewhere (another machine, a later version of the trainer) with exactly the same ids. From a
     pretrained checkpoint: its own vocabulary for `languages` (those of the training and test sets)."""
-    from ..tokenization import train_tokenizer
 
     settings = {k: v for k, v in suite.base.get("tokenizer", {}).items() if k != "lang_tag_style"}
     kept = suite.results_dir / "tokenizer"
@@ -218,8 +212,6 @@ def _shared_tokenizer(suite: Suite, tokenizer_dir: Path, train: Any, languages: 
 
     model = suite.base.get("model", {})
     if "init_from_pretrained" in model:  # the checkpoint's own vocabulary and codes (not copied beside the results)
-        from ..pretrained import pretrained_tokenizer
-
         path, added = model["init_from_pretrained"], model.get("add_languages", [])
         settings = {"init_from_pretrained": os.path.realpath(path), "languages": languages, "add_languages": added}
         if trained_with(tokenizer_dir) != settings:

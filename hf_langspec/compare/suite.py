@@ -44,8 +44,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ..modeling.registry import model_classes
-from ..training.config import ConfigError, check_keys, set_keys, validate_config
+from ..pretrained import check_start
+from ..training.config import ConfigError, check_keys, pretrained_start_fields, set_keys, validate_config
 from ..training.config_files import read_config_file
 from .groups import group_names
 from .markers import insertion_problem
@@ -321,7 +324,6 @@ def training_budget(config: dict[str, Any]) -> tuple[int, int]:
 
 def _check_model(config: dict[str, Any], where: str) -> None:
     """Build the system's model config and model on the meta device with stand-in languages."""
-    import torch
 
     model = dict(config.get("model", {}))
     data = config.get("data", {})
@@ -330,9 +332,6 @@ def _check_model(config: dict[str, Any], where: str) -> None:
     if "init_from" in model:
         return
     if "init_from_pretrained" in model:  # the checkpoint's shape, built on the meta device
-        from ..pretrained import check_start
-        from ..training.config import pretrained_start_fields
-
         try:
             check_start(model["init_from_pretrained"], model.get("class", "baseline"), pretrained_start_fields(model))
         except (ValueError, TypeError) as err:

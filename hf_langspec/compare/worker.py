@@ -20,8 +20,17 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import torch
+from transformers import AutoModelForSeq2SeqLM
+
 from ..data.schema import read_json, write_atomic
+from ..evaluation import evaluate_model
+from ..evaluation.evaluate import direction_off_target
 from ..evaluation.expected import library_versions
+from ..evaluation.language_id import language_identifier
+from ..modeling.modeling_langspec import added_parameters
+from ..tokenization import LangSpecTokenizer
+from ..training.experiment import run_experiment
 from .shared import RUNNER_PID, read_run_file, results_paths, run_identity
 
 RESULTS_FORMAT = 1
@@ -49,7 +58,6 @@ SCORE_KEYS = ("bleu", "chrf", "chrfpp", "length_ratio", "degenerate", "sentences
 
 def training_device(config: dict[str, Any]) -> str:
     """Where the run trained: the GPU's name, or "cpu" (no GPU, or `training.use_cpu`)."""
-    import torch
 
     if config.get("training", {}).get("use_cpu") or not torch.cuda.is_available():
         return "cpu"
@@ -59,7 +67,6 @@ def training_device(config: dict[str, Any]) -> str:
 def count_parameters(model: Any) -> dict[str, int]:
     """Total parameters and those the method adds to the plain backbone (its modules at the insertion points, the
     languages' layers less the shared one at an LSL position)."""
-    from ..modeling.modeling_langspec import added_parameters
 
     return {"total": sum(p.numel() for p in model.parameters()), "added": added_parameters(model)}
 
@@ -73,12 +80,6 @@ def decoding_device(config: dict[str, Any]) -> str:
 def evaluate_run(spec: dict[str, Any], sets: list[str]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Translate and score the given evaluation sets with the run's saved model (`evaluate_model`, one set at a
     time, so that a direction in two sets keeps both scores and decoding is timed per set)."""
-    import torch
-    from transformers import AutoModelForSeq2SeqLM
-
-    from ..evaluation import evaluate_model
-    from ..evaluation.language_id import language_identifier
-    from ..tokenization import LangSpecTokenizer
 
     model_dir = Path(spec["run_dir"]) / "model"
     tokenizer = LangSpecTokenizer.from_pretrained(model_dir)
@@ -137,9 +138,6 @@ def evaluate_run(spec: dict[str, Any], sets: list[str]) -> tuple[dict[str, Any],
 
 def run(spec: dict[str, Any]) -> None:
     """Train (or resume, or skip when trained) and evaluate one run; write its results file last."""
-    import torch
-
-    from ..training.experiment import run_experiment
 
     torch.set_num_threads(spec["threads"])
     scores_path, outputs_path = results_paths(Path(spec["results_dir"]), spec["system"], spec["seed"])
@@ -194,8 +192,6 @@ def fill_pending_off_target(results_dir: Path, evaluation: dict[str, Any]) -> No
     """Measure the off-target rates that runs made with `--off-target-later` left pending (a GPU machine without
     the suite's language identifier), from their saved outputs, and rewrite their results files atomically; where
     the identifier is not installed here either, say so in a line and leave them pending."""
-    from ..evaluation.evaluate import direction_off_target
-    from ..evaluation.language_id import language_identifier
 
     waiting = sorted(p for p in results_dir.glob("*/seed*.json") if "off_target_pending" in read_run_file(p))
     if not waiting:

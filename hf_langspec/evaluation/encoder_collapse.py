@@ -31,6 +31,8 @@ from typing import Any
 
 import torch
 
+from ..modeling.module_clm import feature_mix
+
 
 def _token_stats(states: torch.Tensor, mask: torch.Tensor) -> tuple[float, float, float]:
     """(mean cosine similarity of distinct tokens of one sentence, the same of its absolute value, common_share),
@@ -109,7 +111,6 @@ def _recording_clm(model: Any) -> Iterator[list[dict[str, Any]]]:
         if mod.gate is not None:
             proportions = mod.proportions(hidden, lang, layer).detach()
             flat = hidden.reshape(-1, hidden.shape[-1])
-            from ..modeling.module_clm import feature_mix
 
             entry["mix"] = feature_mix(flat, proportions.reshape(flat.shape[0], -1), mod.weight).view_as(hidden)
             entry["proportions"] = proportions

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..data.local import load_local
 from ..data.schema import write_atomic
 from .language_id import LanguageIdentifier, language_identifier, off_target_rate
 from .metrics import corpus_scores, direction_groups, group_means
@@ -188,7 +189,6 @@ def test_sets_from_files(
     files: Mapping[str, str | os.PathLike], directions: Sequence[str] | None = None
 ) -> dict[str, list[dict]]:
     """Canonical test sets from JSONL files, optionally restricted to some directions."""
-    from ..data.local import load_local
 
     sets = {}
     for name, path in files.items():

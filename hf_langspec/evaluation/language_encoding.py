@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..modeling.routing import LanguageContext
 from ..tokenization.tokenization_langspec import encode_text
 
 
@@ -34,7 +35,6 @@ def _word_vector(model: Any, tokenizer: Any, word: str) -> torch.Tensor:
 
 def encode_into_language(model: Any, vectors: torch.Tensor, language: str, stack: str = "encoder") -> torch.Tensor:
     """`vectors` ([n, d]) as the `stack`'s embed insertion point encodes them for `language`."""
-    from ..modeling.routing import LanguageContext
 
     insertions = getattr(model.model, stack).insertions
     if "embed" not in insertions:

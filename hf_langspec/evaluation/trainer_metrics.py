@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import evaluate
 import numpy as np
+
+from .. import metrics
+from .metrics import corpus_scores
 
 
 class TranslationMetrics:
@@ -24,8 +28,6 @@ class TranslationMetrics:
         self._module = None
 
     def __call__(self, prediction: Any, src_lang: list[str] | None = None, tgt_lang: list[str] | None = None):
-        from .metrics import corpus_scores
-
         pad = self.tokenizer.pad_token_id
         hyps = self.tokenizer.batch_decode(np.where(prediction.predictions < 0, pad, prediction.predictions),
                                            skip_special_tokens=True)  # fmt: skip
@@ -36,10 +38,6 @@ class TranslationMetrics:
             scores = corpus_scores(hyps, refs)
             return {"bleu": scores["bleu"], "chrf": scores["chrf"], "chrfpp": scores["chrfpp"]}
         if self._module is None:
-            import evaluate
-
-            from .. import metrics
-
             self._module = evaluate.load(metrics.path("langspec_mt"))
         result = self._module.compute(predictions=hyps, references=refs, src_lang=src_lang, tgt_lang=tgt_lang,
                                       off_target="zero-shot" if self.off_target else False)  # fmt: skip

@@ -16,8 +16,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from transformers import AutoTokenizer
+
 from ..data.schema import check_direction, split_direction
+from ..evaluation.translate import translate
+from ..export.language_packs import add_language_packs, base_fingerprint
 from ..model_folder import json_problem
+from ..modeling.modeling_langspec import language_module_parameter
 from ..tokenization.tokenization_langspec import encode_with_template
 from .ct2 import DIRECTION_FILE, generation_budget, translate_ctranslate2
 
@@ -38,7 +43,6 @@ class CTranslate2Backend:
 
     def __init__(self, export_dir: str | Path, device: str = "cpu", threads: int = 1, compute_type: str = "default"):
         import ctranslate2
-        from transformers import AutoTokenizer
 
         export_dir = Path(export_dir)
         folders = sorted(export_dir.glob(f"*/ctranslate2/{DIRECTION_FILE}"))
@@ -121,7 +125,6 @@ class ModelBackend:
         """Append the languages of the language packs in `folders` (`export.language_packs`) to the model it serves,
         between two batches; returns them and the directions it serves now that it did not (every direction between
         a new language and the others that the model can translate)."""
-        from ..export.language_packs import add_language_packs, base_fingerprint
 
         with self._lock:  # no batch runs while the model and its tokenizer grow
             if self._base is None:
@@ -136,7 +139,6 @@ class ModelBackend:
 
     def memory(self) -> dict[str, int]:
         """Bytes of weights: the shared base and the language modules beside it (one copy for every direction)."""
-        from ..modeling.modeling_langspec import language_module_parameter
 
         sizes = {"base_bytes": 0, "language_modules_bytes": 0}
         for name, parameter in self.model.named_parameters():
@@ -157,7 +159,6 @@ class ModelBackend:
     def translate_mixed(self, directions: list[str], texts: list[str]) -> list[str]:
         """Texts of any directions (one per text) in one batch: one forward and one beam search, each example
         through its own languages' modules."""
-        from ..evaluation.translate import translate
 
         pairs = [split_direction(direction) for direction in directions]
         with self._lock:

@@ -13,11 +13,15 @@ import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
+from transformers import AutoConfig
 
+from ..data.schema import DamagedFileError, read_json, training_data_names
+from ..evaluation.evaluate import results_table
 from ..model_folder import (
     CARD_FILES_FIELD,
     CARD_WEIGHTS_FIELD,
     changed_model_files,
+    check_model_folder,
     model_files_fingerprint,
     weights_fingerprint,
 )
@@ -231,9 +235,6 @@ def build_model_card(
     template: str | os.PathLike | None = None,
 ) -> ModelCard:
     """A model card for the saved model in `model_dir` (its config.json supplies languages and shape)."""
-    from transformers import AutoConfig
-
-    from ..evaluation.evaluate import results_table
 
     weights = _checked_weights(model_dir, results, model_name, repo_id)
     if datasets is None:
@@ -289,7 +290,6 @@ def _checked_weights(model_dir: str | os.PathLike, results: Mapping[str, Any] | 
                      repo_id: str | None) -> str:  # fmt: skip
     """The folder's weights fingerprint, after checking the card's inputs: a loadable repo id, a non-empty name, a
     model folder, and results that describe these weights (a ValueError naming the fix otherwise)."""
-    from ..model_folder import check_model_folder
 
     if repo_id is not None:
         check_repo_id(repo_id)  # the card's usage code loads it
@@ -373,7 +373,6 @@ def rewrite_repo_id(card_text: str, repo_id: str) -> str:
 def _recorded_training_data(model_dir: Path) -> list[str] | None:
     """The training data a run recorded (`run_info.json` beside the model folder of `hf-langspec train`), or None
     (the card then names no dataset rather than a wrong one)."""
-    from ..data.schema import DamagedFileError, read_json, training_data_names
 
     info = model_dir.resolve().parent / "run_info.json"
     try:

@@ -29,7 +29,9 @@ import numpy as np
 
 from ..data.schema import check_direction, check_output_dir, write_atomic
 from ..modeling.configuration_langspec import decoder_tag
+from ..modeling.positions import fairseq_sinusoidal_table, marian_sinusoidal_table
 from ..tokenization.tokenization_langspec import encode_with_template
+from .specialize import _build, _set_generation, fold, plain_target, specialize_tokenizer
 
 CT2_MISSING = (
     "CTranslate2 export needs the `ctranslate2` package: pip install 'hf_langspec[export]' (or ctranslate2>=4)."
@@ -145,7 +147,6 @@ def _array(tensor):
 
 def _position_table(config: Any, state: dict, side: str):
     """Row i = the position vector of the i-th token of a sentence (see the module docstring)."""
-    from ..modeling.positions import fairseq_sinusoidal_table, marian_sinusoidal_table
 
     rows, offset = config.max_position_embeddings, config.pad_token_id + 1
     if config.position_embedding_type == "sinusoidal_marian":
@@ -221,7 +222,6 @@ def export_direction(
     result's `"transformers_skipped"` says why; without `ctranslate2` the transformers folder is all that was
     asked for, so then it is required. Nothing is written if an output folder is not empty and `force` is False.
     """
-    from .specialize import _build, _set_generation, fold, plain_target, specialize_tokenizer
 
     if not ctranslate2 and transformers is False:
         raise ValueError("export_direction with ctranslate2=False and transformers=False would write nothing.")

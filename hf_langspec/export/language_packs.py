@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
 
 from ..data.schema import write_atomic
 from ..modeling.modeling_langspec import language_module_parameter
@@ -98,7 +99,6 @@ def export_language_pack(
 ) -> Path:
     """Write the modules of `languages` (codes of `model`) into `output_dir` (new or empty): their slices of every
     language-module parameter, their code tokens, the method's settings and the base's fingerprint."""
-    from safetensors.torch import save_file
 
     output = Path(output_dir)
     if output.exists() and any(output.iterdir()):
@@ -131,7 +131,6 @@ def export_language_pack(
 
 def read_language_pack(folder: str | os.PathLike) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """A pack's description and tensors, or a ValueError naming what is missing or damaged and the fix."""
-    from safetensors.torch import load_file
 
     folder = Path(folder)
     again = f"export it again (`hf-langspec export --model MODEL --language-pack CODE --output-dir {folder}`)"

@@ -14,8 +14,11 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
+import transformers
 from huggingface_hub import HfApi
 
+from .. import modeling, tokenization
+from ..model_folder import described_model_problem, load_model_folder
 from .card import check_repo_id, rewrite_repo_id
 
 REQUIRED = ("config.json", "model.safetensors", "tokenizer.json", "README.md")
@@ -34,8 +37,6 @@ PICKLES = ("*.bin", "*.pt", "*.pth", "*.pkl", "*.pickle")
 
 def _code_files() -> set[str]:
     """The modeling and tokenizer code a saved folder carries (transformers copies the package's flat modules)."""
-    from .. import modeling, tokenization
-
     folders = [Path(modeling.__file__).parent, Path(tokenization.__file__).parent]
     return {path.name for folder in folders for path in folder.glob("*.py") if path.name != "__init__.py"}
 
@@ -43,7 +44,6 @@ def _code_files() -> set[str]:
 def _own_files(folder: Path) -> set[str]:
     """The names the model's own save writes into `folder`: `OWN_FILES`, its weight shards (from the index), its
     tokenizer class's vocabulary files and the package's code."""
-    import transformers
 
     names = set(OWN_FILES) | _code_files()
     index = folder / "model.safetensors.index.json"
@@ -137,8 +137,6 @@ def push_model(
         )
     names = files_to_push(folder, include, allow_pickles)
     if not pickled_weights:  # what is published must load: damaged weights or a config that does not fit them stay
-        from ..model_folder import described_model_problem, load_model_folder
-
         load_model_folder(folder)
         problem = described_model_problem(folder) or remote_code_problem(folder)
         if problem:
@@ -189,7 +187,8 @@ print(json.dumps(probe_logits(sys.argv[1], remote=True)))
 
 def probe_logits(folder: str, remote: bool = False) -> list[float]:
     """The last position's first logits of a fixed input, the folder loaded with the installed classes or (with
-    `remote`) with the code the folder carries; imports only transformers and torch."""
+    `remote`) with the code the folder carries; imports only transformers and torch, inside: its source alone is
+    the probe's helper module."""
     import torch
     from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer
 

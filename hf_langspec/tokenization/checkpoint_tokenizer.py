@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, decoders
+from transformers.convert_slow_tokenizer import SpmConverter
 
 from .tokenization_langspec import LangSpecTokenizer
 
@@ -64,7 +65,6 @@ def keyed_spm_backend(serialized: bytes, encoder: dict[str, int], unk: str, cont
     whole (almost always `<unk>`); here each character the dictionary has keeps its id. And a Unigram model's ties
     (`..` `.` against `.` `..`: equal scores) may break the other way, as in transformers' own fast tokenizers
     converted from SentencePiece (float sums in another order)."""
-    from transformers.convert_slow_tokenizer import SpmConverter
 
     proto = _spm_proto(serialized)
     unigram = proto.trainer_spec.model_type == type(proto.trainer_spec).UNIGRAM

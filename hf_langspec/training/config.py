@@ -50,10 +50,19 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..data.bible import BibleCorpusConfig
+from ..data.checks import check_language_codes
+from ..evaluation.expected import check_expected_section
+from ..evaluation.language_id import identifier_names
+from ..modeling import LangSpecConfig
 from ..modeling.registry import model_classes
+from ..tokenization import train_tokenizer
 from .config_files import read_config_file, read_config_text
 from .config_types import check_section, type_hints
 from .errors import ConfigError
+from .run_guard import void_expectations
+from .static_shapes import resolve_buckets
+from .training_args import LangSpecTrainingArguments
 
 SECTIONS = {
     "output_dir", "data", "tokenizer", "model", "training", "stages", "evaluation", "translate", "card", "expected"
@@ -134,7 +143,6 @@ SECTION_HELP = {
 def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """`["model.clm_decoder=none", "training.max_steps=100"]` -> the config with those keys set (values are YAML).
     A config's `expected` ranges are dropped, with a printed line, when the overrides change what they measured."""
-    from .run_guard import void_expectations
 
     parsed = {}
     for item in overrides:
@@ -214,17 +222,12 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
         )
     check_keys(config.get("card", {}), CARD_KEYS, f"{where} [card]")
     if "expected" in config:
-        from ..evaluation.expected import check_expected_section  # evaluation sits above training
-
         problem = check_expected_section(config["expected"], f"{where} [expected]")
         if problem:
             raise ConfigError(problem)
 
 
 def _check_data(data: Any, where: str) -> None:
-    from ..data.bible import BibleCorpusConfig
-    from ..data.checks import check_language_codes
-
     check_keys(data, DATA_KEYS, f"{where} [data]")
     if ("bible" in data) == ("train_files" in data):
         raise ConfigError(
@@ -257,7 +260,6 @@ def _check_tokenizer(tokenizer_section: Any, where: str) -> None:
 
 def _check_model(config: dict[str, Any], where: str) -> tuple[str, type]:
     """The [model] section's keys and starts; returns the model class's name and its config class."""
-    from ..modeling import LangSpecConfig
 
     variants = model_classes()
     model = config.get("model", {})
@@ -302,7 +304,6 @@ def _check_model(config: dict[str, Any], where: str) -> tuple[str, type]:
 
 def _check_stages(config: dict[str, Any], where: str) -> None:
     """[training] and every [stages] entry: known training keys, a unique name, directions as a list."""
-    from .training_args import LangSpecTrainingArguments
 
     training_keys = {f.name for f in dataclasses.fields(LangSpecTrainingArguments)} - {"output_dir"}
     check_keys(config.get("training", {}), training_keys, f"{where} [training]")
@@ -328,8 +329,6 @@ def _check_stages(config: dict[str, Any], where: str) -> None:
 def _check_evaluation(config: dict[str, Any], where: str) -> None:
     identifier = config.get("evaluation", {}).get("language_identifier")
     if identifier is not None:
-        from ..evaluation.language_id import identifier_names  # evaluation sits above training
-
         try:
             identifier_names(identifier)
         except ValueError as error:
@@ -357,8 +356,6 @@ def _check_meaningful(config: dict[str, Any], model_class: str, where: str) -> N
     ]
     for name, training in sections:
         if "static_shapes" in training:
-            from .static_shapes import resolve_buckets
-
             try:  # before the data is built: a malformed bucket list fails here, not after tokenizing
                 resolve_buckets(training["static_shapes"], False, lambda: 1)
             except ValueError as error:
@@ -413,9 +410,6 @@ def _check_pretrained_start(config: dict[str, Any], where: str) -> None:
 
 def _check_types(config: dict[str, Any], config_class: type, where: str) -> None:
     """Every value of every section against the type and range of the field it sets (`config_types`)."""
-    from ..modeling import LangSpecConfig
-    from ..tokenization import train_tokenizer
-    from .training_args import LangSpecTrainingArguments
 
     training_hints = type_hints(LangSpecTrainingArguments, fields=True)
     check_section(config.get("training", {}), training_hints, f"{where} [training]", ConfigError)
@@ -436,8 +430,6 @@ def named_test_files(data: dict[str, Any], corpus_files: dict[str, Any] | None =
     """A [data] section's test sets by name: a Bible corpus's supervised and (where it has zero-shot directions)
     zero-shot files (from its `corpus_files` once built, None before), or `test_files` (a single file is the set named supervised)."""
     if "bible" in data:
-        from ..data.bible import BibleCorpusConfig
-
         zero_shot = BibleCorpusConfig(**data["bible"]).zero_shot_directions()  # none for en/de alone
         names = BIBLE_TEST_FILES if zero_shot else {"supervised": BIBLE_TEST_FILES["supervised"]}
         return {name: corpus_files[key] if corpus_files else None for name, key in names.items()}

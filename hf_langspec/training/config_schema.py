@@ -8,7 +8,10 @@ import inspect
 import typing
 from typing import Any
 
+from ..data.bible import BibleCorpusConfig
+from ..modeling import LangSpecConfig
 from ..modeling.registry import model_classes
+from ..tokenization import train_tokenizer
 from .config import (
     CARD_KEYS,
     DATA_ABSENT,
@@ -24,6 +27,7 @@ from .config import (
     TRANSLATE_KEYS,
 )
 from .config_types import describe, type_hints
+from .training_args import LangSpecTrainingArguments
 
 
 def _type_name(annotation: Any) -> str:
@@ -64,10 +68,6 @@ def _signature_rows(target: Any, keys: set[str] | None = None, skip: frozenset[s
 
 def schema_table() -> str:
     """Every section and key of an experiment config with its type and default, as Markdown."""
-    from ..data.bible import BibleCorpusConfig
-    from ..modeling import LangSpecConfig
-    from ..tokenization import train_tokenizer
-    from .training_args import LangSpecTrainingArguments
 
     # the package's own training fields, and those whose default it changes (the papers' optimiser, schedule)
     parent = {f.name: repr(f.default) for f in dataclasses.fields(LangSpecTrainingArguments.__mro__[1])}

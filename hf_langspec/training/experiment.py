@@ -14,9 +14,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..data.columns import direction_sizes
 from ..evaluation.trainer_metrics import TranslationMetrics
+from ..model_folder import ModelFolderError, load_model_folder, load_tokenizer, tokenizer_problem
 from ..modeling.configuration_clm import clm_collapse_risk, clm_map_start_risk
 from ..modeling.registry import model_classes
+from ..pretrained import check_start
 from .config import (
     ConfigError,
     apply_overrides,
@@ -27,6 +30,8 @@ from .config import (
     set_keys,
     validate_config,
 )
+from .processes import check_processes_joined
+from .run_guard import RunLock, check_resumed_config
 from .stages.data import (
     cap_directions,
     check_against_data,
@@ -41,6 +46,7 @@ from .stages.model import build_model, resolve_high_resource
 from .stages.tokenizer import build_tokenizer
 from .stages.train import GENERATION_MAX_NEW_TOKENS, save_model, train_stages
 from .static_shapes import compiled_shapes_risk
+from .training_args import LangSpecTrainingArguments
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +69,6 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     A run resumed into its output_dir must have the config it was started with (`run_guard`), and one
     process at a time trains into an output_dir.
     """
-    from .processes import check_processes_joined
-    from .run_guard import RunLock, check_resumed_config
-    from .training_args import LangSpecTrainingArguments
 
     validate_config(config)
     _check_saved_models(config.get("model", {}), config.get("tokenizer", {}))
@@ -86,7 +89,6 @@ def _check_saved_models(model: dict[str, Any], tokenizer: dict[str, Any]) -> Non
     (`tokenizer.path`), checked before any data is built: a missing, damaged or foreign folder, or a config that
     does not fit its weights, is one line (model_folder.py lists the faults). Each is loaded to check it, and
     loaded again where the run builds its model."""
-    from ..model_folder import ModelFolderError, load_model_folder, load_tokenizer, tokenizer_problem
 
     if "path" in tokenizer:
         folder = Path(tokenizer["path"])
@@ -98,8 +100,6 @@ def _check_saved_models(model: dict[str, Any], tokenizer: dict[str, Any]) -> Non
     if "init_from" in model:
         load_model_folder(model["init_from"])
     if "init_from_pretrained" in model:
-        from ..pretrained import check_start
-
         try:
             check_start(model["init_from_pretrained"], model.get("class", "baseline"), pretrained_start_fields(model))
         except (ValueError, TypeError) as error:
@@ -112,7 +112,6 @@ def _check_saved_models(model: dict[str, Any], tokenizer: dict[str, Any]) -> Non
 def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any) -> dict[str, Any]:
     """The run's stages in order (training/stages/): data, tokenizer, training set, model, training, saving,
     evaluation. Each says what it did; the main process alone writes the results and the card."""
-    from ..data.columns import direction_sizes
 
     model_section, training_section = config.get("model", {}), config.get("training", {})
     risks = clm_collapse_risk(model_section, training_section), clm_map_start_risk(model_section)

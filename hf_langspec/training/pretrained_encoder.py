@@ -14,12 +14,12 @@ from typing import Any
 
 import torch
 
+from ..model_folder import load_model_folder
+
 ENCODER_ONLY = ("self_attn.", "self_attn_layer_norm.", "fc1.", "fc2.", "final_layer_norm.")
 
 
 def _encoder_state(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], Any]:
-    from ..model_folder import load_model_folder
-
     source = load_model_folder(path, translation=False)  # XLPModel (or a translation model's bare model); checked
     encoder = getattr(source, "encoder", None)
     if encoder is None:

@@ -8,6 +8,8 @@ import os
 import warnings
 from typing import Any
 
+from accelerate.utils import DistributedType
+
 logger = logging.getLogger(__name__)
 
 
@@ -29,7 +31,6 @@ def warn_if_fsdp_not_applied(accelerator: Any) -> None:
     `DistributedType.FSDP` inside its MULTI_GPU / NPU / XPU / ... branch; CPU processes are MULTI_CPU),
     so every process holds the whole model and its optimizer state.
     """
-    from accelerate.utils import DistributedType
 
     if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and (
         accelerator.state.distributed_type != DistributedType.FSDP

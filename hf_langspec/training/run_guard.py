@@ -26,8 +26,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..data.schema import read_json
+from ..data.cache import content_fingerprint
+from ..data.schema import read_json, write_atomic
 from ..environment import process_running
+from .errors import ConfigError
 
 logger = logging.getLogger(__name__)
 CONFIG_FILE = "experiment_config.json"
@@ -161,7 +163,6 @@ def describe_changes(changes: Mapping[str, tuple[Any, Any]]) -> str:
 
 def check_resumed_config(output_dir: Path, config: dict[str, Any], resume: bool) -> None:
     """Refuse a config that changes what the run in `output_dir` has trained so far (checkpoints or a model)."""
-    from .errors import ConfigError
 
     path = output_dir / CONFIG_FILE
     found = [name for name in ("checkpoints", "model") if (output_dir / name).exists()]
@@ -192,7 +193,6 @@ def check_resumed_config(output_dir: Path, config: dict[str, Any], resume: bool)
 def record_config(output_dir: Path, config: dict[str, Any]) -> None:
     """Store the config of the run that starts (or continues) training now, and what its input files hold,
     atomically."""
-    from ..data.schema import write_atomic
 
     write_atomic(output_dir / CONFIG_FILE, json.dumps(resolved_paths(config), indent=1, default=str))
     write_atomic(output_dir / INPUTS_FILE, json.dumps(input_fingerprints(config), indent=1))
@@ -201,7 +201,6 @@ def record_config(output_dir: Path, config: dict[str, Any]) -> None:
 def input_fingerprints(config: dict[str, Any]) -> dict[str, Any]:
     """`{key: the contents' hashes}` of every local file or folder the config names in INPUT_KEYS (a Hub id is not
     a file and is left out): the same path with other contents is another input."""
-    from ..data.cache import content_fingerprint
 
     cache = _get(config, "data.cache_dir")
     out = {}
@@ -216,7 +215,6 @@ def input_fingerprints(config: dict[str, Any]) -> dict[str, Any]:
 
 def check_inputs_unchanged(output_dir: Path, config: dict[str, Any]) -> None:
     """Refuse to resume a run whose input files now hold something else than when it started training."""
-    from .errors import ConfigError
 
     path = output_dir / INPUTS_FILE
     if not path.is_file():  # a run recorded before its inputs were: nothing to compare
@@ -271,8 +269,6 @@ class RunLock:
                 json.dump(me, handle)
 
     def __enter__(self) -> RunLock:
-        from .errors import ConfigError
-
         me = {**self.me, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
         atexit.register(self.release)
         try:

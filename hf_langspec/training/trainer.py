@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import EvalPrediction, Seq2SeqTrainer
+from transformers import AutoModelForSeq2SeqLM, EvalPrediction, Seq2SeqTrainer
 from transformers.trainer_pt_utils import LabelSmoother
 from transformers.trainer_utils import rotate_checkpoints
 
@@ -403,7 +403,6 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
         trained model's parameters are shards there, and a forward on one process would wait for the others."""
         if not self.is_fsdp_enabled:
             return model
-        from transformers import AutoModelForSeq2SeqLM
 
         return AutoModelForSeq2SeqLM.from_pretrained(model_dir).to(self.args.device)
 

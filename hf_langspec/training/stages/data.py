@@ -13,8 +13,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from datasets import Dataset
 
+from ...data.bible import BibleCorpusConfig, build_bible_corpus
+from ...data.checks import (
+    check_stray_languages,
+    counts_table,
+    held_out_overlap,
+    untrained_test_directions,
+    warn_about_labels,
+)
+from ...data.corpus_store import direction_order, prepare_training_set, read_corpus, renamed_languages
+from ...data.local import load_local
+from ...data.processing import per_direction
 from ...modeling.registry import model_classes
+from ..batches import sampling_columns
 from ..config import DATA_DEFAULTS, ConfigError, named_test_files
 from .model import resolve_high_resource
 
@@ -34,10 +47,6 @@ class TrainingSet:
 def load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> dict[str, Any]:
     """The training corpus, read into memory-mapped Arrow (`corpus_store.read_corpus`; the main process reads,
     the others map the same file), its capped view, and the validation and test rows (small, in memory)."""
-    from ...data.bible import BibleCorpusConfig, build_bible_corpus
-    from ...data.checks import check_stray_languages
-    from ...data.corpus_store import direction_order, read_corpus, renamed_languages
-    from ...data.local import load_local
 
     codes = data.get("language_codes")  # every file's codes renamed as it is read
     if "bible" in data:
@@ -71,9 +80,6 @@ def cap_directions(rows: list[dict], cap: int | dict[str, int]) -> list[dict]:
     `{en-fr: 1500, fr-en: 1500}` for HLT-MT's split on the Bible corpus. Directions come in the order of their
     first row (`corpus_store.direction_order`, which a run applies to its corpus on disk).
     """
-    from datasets import Dataset
-
-    from ...data.corpus_store import direction_order
 
     languages = Dataset.from_dict({side: [r[side] for r in rows] for side in ("src_lang", "tgt_lang")})
     try:
@@ -124,7 +130,6 @@ def setting_warnings(data: dict[str, Any], sizes: dict[str, int], report: Any, a
     """What the settings mean for this data that each setting alone does not show, said before training:
     held-out sets that overlap the training data (one that is wholly inside it is refused), supervised test
     directions the training data lacks, `max_length` removing much of the corpus, a batch larger than the corpus."""
-    from ...data.checks import held_out_overlap, untrained_test_directions
 
     messages = []
     held_out = {f"test set {name!r}": rows for name, rows in data["tests"].items()} | {
@@ -175,7 +180,6 @@ def setting_warnings(data: dict[str, Any], sizes: dict[str, int], report: Any, a
 
 def direction_sizes_of(train_set: Any, languages: list[str]) -> dict[str, int]:
     """Examples per direction `"src-tgt"` of a tokenized training set, counted over its id columns."""
-    from ..batches import sampling_columns
 
     directions, _ = sampling_columns(train_set, with_lengths=False)
     keys, counts = np.unique(directions @ np.array([len(languages), 1]), return_counts=True)
@@ -188,8 +192,6 @@ def direction_sizes_of(train_set: Any, languages: list[str]) -> dict[str, int]:
 def prepare_training(config: dict[str, Any], data: dict[str, Any], tokenizer: Any, base_args: Any, say) -> TrainingSet:
     """Tokenize and filter the corpus once (cached on disk: the main process prepares, the others map its files),
     say what was kept, and refuse a training set the filters emptied; the settings' warnings are said here."""
-    from ...data.checks import counts_table, warn_about_labels
-    from ...data.corpus_store import prepare_training_set
 
     data_section = config.get("data", {})
     with base_args.main_process_first(desc="tokenizing"):
@@ -221,9 +223,6 @@ def prepare_training(config: dict[str, Any], data: dict[str, Any], tokenizer: An
 def validation_sets(config: dict[str, Any], data: dict[str, Any], tokenizer: Any, base_args: Any) -> dict[str, Any]:
     """The validation rows, at most `valid_sentences_per_direction` of each direction, tokenized: `{direction:
     Dataset}` for the Trainer's evaluation during training."""
-    from datasets import Dataset
-
-    from ...data.processing import per_direction
 
     def encode(batch):
         return tokenizer(

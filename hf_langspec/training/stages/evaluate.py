@@ -10,17 +10,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ...data.processing import per_direction
 from ...data.schema import training_data_names
+from ...evaluation import copy_baseline, evaluate_model, results_table, save_results, translate
+from ...evaluation.expected import compare_with_expected
+from ...evaluation.language_id import language_identifier
+from ...export.card import write_model_card
+from ...model_folder import model_files_fingerprint, weights_fingerprint
 from ..config import EVALUATION_DEFAULTS, sentence_limit
 
 
 def evaluate_and_publish(config: dict[str, Any], trained: Any, model_dir: Path, tokenizer: Any, tests: dict[str, list],
                          train_sizes: dict[str, int], output_dir: Path, outcome: dict[str, Any], say) -> dict[str, Any]:  # fmt: skip
     """Score, save, card and translate (see the module); `outcome` gets the results and is returned."""
-    from ...data.processing import per_direction
-    from ...evaluation import copy_baseline, evaluate_model, results_table, save_results, translate
-    from ...export.card import write_model_card
-    from ...model_folder import model_files_fingerprint, weights_fingerprint
 
     evaluation = config.get("evaluation", {})
     settings = EVALUATION_DEFAULTS | evaluation
@@ -44,8 +46,6 @@ def evaluate_and_publish(config: dict[str, Any], trained: Any, model_dir: Path, 
     paths = save_results(results, output_dir / "evaluation", baseline, weights=weights, files=files)
     print(results_table(results, baseline))
     if config.get("expected"):
-        from ...evaluation.expected import compare_with_expected
-
         outcome["expected"] = compare_with_expected(results, config["expected"])
         print("\n".join(outcome["expected"]))
     card_section = {"datasets": training_data_names(config["data"]), **config.get("card", {})}
@@ -65,7 +65,6 @@ def evaluate_and_publish(config: dict[str, Any], trained: Any, model_dir: Path, 
 
 def language_identifier_of(evaluation: dict[str, Any]):
     """`evaluation.language_identifier` (lingua, langid, py3langid), or None for the default."""
-    from ...evaluation.language_id import language_identifier
 
     name = evaluation.get("language_identifier")
     return (

@@ -12,8 +12,15 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
+from ...model_folder import load_model_folder
+from ...modeling.modeling_langspec import added_parameters
 from ...modeling.registry import model_classes
+from ...pretrained import adapt_pretrained, freeze_base, new_language_rows
 from ..config import DATA_DEFAULTS, ConfigError
+from ..pretrained_encoder import init_encoder_from
+from ..trainer import ROWS_ONLY
 
 logger = logging.getLogger(__name__)
 
@@ -58,17 +65,11 @@ def build_model(
     config: dict[str, Any], tokenizer: Any, train_sizes: dict[str, int], base_args: Any, say
 ) -> BuiltModel:
     """The run's model (see the module), checked against the tokenizer, with its parameters counted and said."""
-    import torch
-
-    from ...modeling.modeling_langspec import added_parameters
-    from ..trainer import ROWS_ONLY
 
     model_section = dict(config.get("model", {}))
     pretrained = model_section.get("init_from_pretrained")
     torch.manual_seed(base_args.seed)
     if "init_from" in model_section:  # continue a saved model (e.g. one extended with a new language)
-        from ...model_folder import load_model_folder
-
         model = load_model_folder(model_section["init_from"], folder_checked=True)  # its config must fit its weights
     else:
         # the trained directions: mCLM keys its gates by them (and every checkpoint records them)
@@ -82,8 +83,6 @@ def build_model(
         else:
             model = model_class(config_class(**tokenizer.model_config_kwargs(), **model_section))
         if encoder_init is not None:  # HLT-MT starts from XLM-R: here a saved XLP/XLM encoder (resuming overrides it)
-            from ..pretrained_encoder import init_encoder_from
-
             spec = {"path": encoder_init} if isinstance(encoder_init, str) else encoder_init
             copied = init_encoder_from(model, spec["path"], decoder_layers=spec.get("decoder_layers", False))
             logger.info("Initialised %d tensors from the encoder in %s", len(copied), spec["path"])
@@ -118,7 +117,6 @@ def pretrained_model(path: str, method: str, tokenizer: Any, fields: dict[str, A
     """`method` on the checkpoint at `path`, started as it (`pretrained.adapt_pretrained`), its weights frozen unless
     `freeze_pretrained: false` (the default freezes them when the method adds language modules) but for the
     parameters named in `train_pretrained` and the code rows of `add_languages`."""
-    from ...pretrained import adapt_pretrained, freeze_base, new_language_rows
 
     freeze = fields.pop("freeze_pretrained", method != "baseline")
     also = tuple(fields.pop("train_pretrained", ()))

@@ -12,22 +12,24 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ... import tokenization
+from ...data.cache import cached_tokenizer_folder, publish_copy
+from ...data.columns import language_counts
 from ...data.schema import read_json, write_atomic
+from ...model_folder import load_tokenizer, tokenizer_problem
+from ...pretrained import pretrained_tokenizer
+from ...tokenization import LangSpecTokenizer
 from ..config import ConfigError
 from .data import held_out_languages
 
 
 def build_tokenizer(config: dict[str, Any], data: dict[str, Any], output_dir: Path, base_args: Any, say) -> Any:
     """The run's tokenizer (see the module), with every training language and test set checked against it."""
-    from ...data.cache import cached_tokenizer_folder
-    from ...data.columns import language_counts
 
     data_section = config.get("data", {})
     trained_languages = sorted(language_counts(data["train"]))  # one pass over the corpus's language columns
     pretrained = config.get("model", {}).get("init_from_pretrained")
     if pretrained and "path" not in config.get("tokenizer", {}):  # the checkpoint's own vocabulary and codes
-        from ...pretrained import pretrained_tokenizer
-
         say(f"tokenizer: the checkpoint's, {pretrained}")
         try:
             added = config["model"].get("add_languages", [])
@@ -59,11 +61,6 @@ def train_or_reuse_tokenizer(section: dict[str, Any], train_rows: list[dict], ou
     """The run's tokenizer: `[tokenizer] path`'s, the one in `output_dir/tokenizer` (a resumed run; its settings must
     be the section's), the one kept in `cached` (trained before on this corpus with these settings), or one trained
     on `train_rows` now (and kept in `cached`)."""
-    from ... import tokenization
-    from ...data.cache import publish_copy
-    from ...model_folder import load_tokenizer, tokenizer_problem
-    from ...tokenization import LangSpecTokenizer
-
     if "path" in section:
         say(
             f"tokenizer: loading {section['path']}"

@@ -15,11 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from transformers import TrainerCallback
+import torch
+import transformers
+from transformers import DataCollatorForSeq2Seq, TrainerCallback
 
 from ...data.schema import read_json, write_atomic
 from ...evaluation.trainer_metrics import TranslationMetrics
+from ..batches import sampling_columns
+from ..checkpoints import last_complete_checkpoint
 from ..config import ConfigError
+from ..run_guard import record_config
+from ..trainer import LangSpecSeq2SeqTrainer
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +54,6 @@ def train_stages(config: dict[str, Any], model: Any, tokenizer: Any, train_set: 
         for stage in stages
     ]
     if base_args.process_index == 0:
-        from ..run_guard import record_config
-
         record_config(output_dir, config)  # what is trained from here on: a resumption must match it
     trained = []  # what each stage ran: steps, and the steps, seconds and source tokens of this process
     for stage in stages:
@@ -113,15 +117,10 @@ def run_stage(
     stage: dict[str, Any], args: Any, model: Any, tokenizer: Any, train_set: Any, eval_sets: dict, resume: bool
 ):
     """Train one stage on its directions; a finished stage is loaded from its `final` folder instead."""
-    from transformers import DataCollatorForSeq2Seq
-
-    from ..trainer import LangSpecSeq2SeqTrainer
 
     final = Path(args.output_dir) / "final"
     record: dict[str, Any] = {"stage": stage["name"], "max_steps": args.max_steps}
     if "directions" in stage:
-        from ..batches import sampling_columns
-
         wanted = [[tokenizer.language_id(c) for c in d.split("-")] for d in stage["directions"]]
         directions, _ = sampling_columns(train_set, with_lengths=False)
         keys = directions @ np.array([1 << 20, 1])  # one integer per (source, target) pair
@@ -141,8 +140,6 @@ def run_stage(
     )
     complete = read_json(final / "stage_complete.json") if (final / "stage_complete.json").exists() else None
     if resume and complete and args.max_steps > 0 and complete["step"] < args.max_steps:  # a larger max_steps
-        from ..checkpoints import last_complete_checkpoint
-
         last = last_complete_checkpoint(args.output_dir)
         if last is None or not last.endswith(f"checkpoint-{complete['step']}"):
             raise ConfigError(
@@ -195,9 +192,6 @@ class TrainingTime(TrainerCallback):
 def write_run_info(
     output_dir: Path, config: dict[str, Any], args: Any, report: Any, trained: list, parameters: dict[str, int]
 ) -> None:
-    import torch
-    import transformers
-
     from ... import __version__
 
     info = {
