@@ -557,13 +557,14 @@ def _alive(pid: int) -> bool:
 def test_a_suite_continued_elsewhere_reuses_its_vocabulary_from_the_results(finished, tmp_path, monkeypatch, capsys):
     """The results directory keeps the suite's tokenizer: a fresh output_dir (another machine, a later version)
     gets the same vocabulary instead of training one, so its runs join the same table."""
-    import hf_langspec.tokenization as tokenization
+    from hf_langspec.compare import shared as shared_module
     from hf_langspec.compare.shared import prepare_shared
 
     suite = load_suite(finished["path"])
     suite.results_dir_setting = finished["suite"].results_dir
     suite.output_dir = tmp_path / "elsewhere"
-    monkeypatch.setattr(tokenization, "train_tokenizer", lambda *a, **k: pytest.fail("trained a new vocabulary"))
+    # the name prepare_shared calls
+    monkeypatch.setattr(shared_module, "train_tokenizer", lambda *a, **k: pytest.fail("trained a new vocabulary"))
     shared = prepare_shared(suite)
     assert "the suite's vocabulary from" in capsys.readouterr().out
     stored = json.loads(results_paths(finished["suite"].results_dir, "baseline", 1)[0].read_text())

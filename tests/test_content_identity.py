@@ -117,7 +117,7 @@ def _edited_suite(tmp_path, edit):
 def test_a_report_over_runs_of_changed_settings_is_refused_before_anything_is_written(tmp_path, monkeypatch):
     """issue 59: `compare --report-only` published old runs under a suite changed since (the header stated the new
     settings over runs trained with the old ones). The committed results match their suites as they stand."""
-    from hf_langspec.compare import report, runner
+    from hf_langspec.compare import runner
     from hf_langspec.compare.suite import load_suite
     from hf_langspec.training.config import ConfigError
 
@@ -130,6 +130,6 @@ def test_a_report_over_runs_of_changed_settings_is_refused_before_anything_is_wr
         ),
     ]:
         suite = _edited_suite(tmp_path, edit)
-        monkeypatch.setattr(report, "build_report", lambda *a, **k: pytest.fail("reported"))
+        monkeypatch.setattr(runner, "build_report", lambda *a, **k: pytest.fail("reported"))  # the name compare calls
         with pytest.raises(ConfigError, match=rf"results were trained with other settings .*{key}"):
             runner.compare(suite, report_only=True)

@@ -158,7 +158,7 @@ def test_generated_corpus_options_build_or_are_refused_naming_the_option(valid, 
         argv += [f"--languages={','.join(languages)}"]
     if books:
         argv += [f"--books={','.join(map(str, books))}"]
-    with mock.patch("hf_langspec.data.bible.build_bible_corpus", side_effect=Reached):
+    with mock.patch("hf_langspec.cli.data_commands.build_bible_corpus", side_effect=Reached):  # the name it calls
         try:
             code, err = run(capsys, argv)
         except Reached:

@@ -176,8 +176,8 @@ def test_off_target_rates_left_for_later_are_measured_from_the_saved_outputs(tmp
     installed measures them from the outputs: the same rates as a run that measured them itself."""
     from hf_langspec.compare import compare
     from hf_langspec.compare import runner as runner_module
+    from hf_langspec.compare import worker as worker_module
     from hf_langspec.compare.suite import load_suite
-    from hf_langspec.evaluation import language_id
 
     suite = load_suite(ROOT / "examples" / "suites" / "tiny.yaml").select(seeds=[1])
     suite.output_dir = tmp_path / "measured"
@@ -185,12 +185,12 @@ def test_off_target_rates_left_for_later_are_measured_from_the_saved_outputs(tmp
     measured = json.loads((tmp_path / "measured" / "results" / "baseline" / "seed1.json").read_text())
 
     suite.output_dir = tmp_path / "later"
-    real = language_id.language_identifier
+    real = worker_module.language_identifier  # the name the worker calls
 
     def missing(prefer=None):
         raise ImportError("py3langid is not installed")
 
-    monkeypatch.setattr(language_id, "language_identifier", missing)
+    monkeypatch.setattr(worker_module, "language_identifier", missing)
     monkeypatch.setattr(runner_module, "check_identifier_installed", lambda name: pytest.fail("checked"))
     compare(suite, off_target_later=True)
     path = tmp_path / "later" / "results" / "baseline" / "seed1.json"
@@ -198,7 +198,7 @@ def test_off_target_rates_left_for_later_are_measured_from_the_saved_outputs(tmp
     assert pending["off_target_pending"] == ["zero-shot"]
     assert all("off_target" not in s for s in pending["sets"]["zero-shot"].values())
 
-    monkeypatch.setattr(language_id, "language_identifier", real)
+    monkeypatch.setattr(worker_module, "language_identifier", real)
     compare(suite, report_only=True)
     filled = json.loads(path.read_text())
     assert "off_target_pending" not in filled and filled["language_identifier"] == measured["language_identifier"]

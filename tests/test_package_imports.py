@@ -108,6 +108,9 @@ OPTIONAL_MODULES = {
 # one function's imports that stay inside it, and why ("file:function")
 PLACED_INSIDE = {
     "cli/sharing_commands.py:cmd_serve": "the [serve] extra: export.server needs FastAPI at its top",
+    **dict.fromkeys(["compare/runner.py:compare", "compare/learning_curve.py:_test_scores"],
+                    "compare.worker runs as `python -m hf_langspec.compare.worker`; imported by its package first, "
+                    "runpy warns that it may behave unpredictably (test_compare checks the worker's log)"),
     "export/push.py:probe_logits": "its source alone is written out as the probe's module, which runs where "
     "hf_langspec is not installed",
     "tokenization/training.py:_corpus_sample": "data.processing imports tokenization at its top: data.columns at the "

@@ -28,7 +28,6 @@ from ..training.experiment import run_experiment
 from .runner import run_config
 from .shared import prepare_shared
 from .suite import Suite, load_suite
-from .worker import evaluate_run
 
 CURVE_FORMAT = 1
 
@@ -201,6 +200,7 @@ def _write_curve(suite: Suite, shared: dict[str, Any], system: str, seed: int, c
 def _test_scores(suite: Suite, shared: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """BLEU of the run's final model on the suite's supervised test set, per group and direction, decoded as the
     suite's runs are (`worker.evaluate_run`; no off-target rate: the curve is about BLEU)."""
+    from .worker import evaluate_run  # run as `python -m`: not imported by its package first
 
     spec = {"run_dir": str(run_dir), "tokenizer_fingerprint": shared["tokenizer_fingerprint"], "sets": shared["sets"],
             "evaluation": {**suite.base.get("evaluation", {}), "off_target": False}}  # fmt: skip

@@ -35,7 +35,6 @@ from .budgets import load_other_budgets
 from .report import build_report, run_groups
 from .shared import RUNNER_PID, prepare_shared, read_run_file, results_paths, run_identity
 from .suite import Suite, load_suite
-from .worker import fill_pending_off_target
 
 
 @dataclass
@@ -292,6 +291,8 @@ def compare(
         )
         failed = execute(todo, workers, gpus) if todo else {}
     check_results_settings(whole.including(suite))  # before any off-target rate is measured or report written
+    from .worker import fill_pending_off_target  # run as `python -m`: not imported by its package first
+
     fill_pending_off_target(suite.results_dir, evaluation)
     # the report is the whole suite's, with whatever the selection added (extra seeds), never a part of it
     report = build_report(
