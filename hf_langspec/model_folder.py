@@ -377,12 +377,12 @@ def model_files_fingerprint(folder: str | os.PathLike) -> dict[str, str]:
             for name in MODEL_FILES if (Path(folder) / name).is_file()}  # fmt: skip
 
 
-def changed_model_files(recorded: Any, folder: str | os.PathLike) -> list[str]:
-    """The names among :data:`MODEL_FILES` whose content differs from `recorded` (a file added or removed since
-    counts), or [] when they match or nothing usable was recorded (a record written before files were)."""
+def changed_model_files(recorded: Any, actual: dict[str, str]) -> list[str]:
+    """The names among :data:`MODEL_FILES` whose content differs between `recorded` and `actual` (both
+    :func:`model_files_fingerprint`; a file added or removed since counts), or [] when they match or nothing usable
+    was recorded (a record written before files were)."""
     if not isinstance(recorded, dict):
         return []
-    actual = model_files_fingerprint(folder)
     return [name for name in MODEL_FILES if recorded.get(name) != actual.get(name)]
 
 
@@ -404,7 +404,7 @@ def described_model_problem(folder: str | os.PathLike) -> str | None:
                 f"{card} describes other weights ({recorded}) than the folder holds ({actual}): the weights changed "
                 f"after the card and its scores were written (an extended run whose evaluation did not finish?). {again}"
             )
-    changed = changed_model_files(front.get(CARD_FILES_FIELD), folder)
+    changed = changed_model_files(front.get(CARD_FILES_FIELD), model_files_fingerprint(folder))
     if changed:
         return (
             f"{card} describes the folder with another {', '.join(changed)} than it holds now: "

@@ -236,7 +236,7 @@ def build_model_card(
 ) -> ModelCard:
     """A model card for the saved model in `model_dir` (its config.json supplies languages and shape)."""
 
-    weights = _checked_weights(model_dir, results, model_name, repo_id)
+    weights, files = _checked_record(model_dir, results, model_name, repo_id)
     if datasets is None:
         datasets = _recorded_training_data(Path(model_dir))
     config = AutoConfig.from_pretrained(model_dir)
@@ -255,7 +255,7 @@ def build_model_card(
         metrics=["bleu", "chrf"],
         model_name=model_name,
         eval_results=eval_results or None,
-        **{CARD_WEIGHTS_FIELD: weights, CARD_FILES_FIELD: model_files_fingerprint(model_dir)},
+        **{CARD_WEIGHTS_FIELD: weights, CARD_FILES_FIELD: files},
     )
     layers = f"{config.encoder_layers}+{config.decoder_layers} layers, d_model {config.d_model}, FFN {config.encoder_ffn_dim}"
     norm = "pre-norm" if config.normalize_before else "post-norm"
@@ -286,11 +286,11 @@ def build_model_card(
     )
 
 
-def _checked_weights(model_dir: str | os.PathLike, results: Mapping[str, Any] | None, model_name: str | None,
-                     repo_id: str | None) -> str:  # fmt: skip
-    """The folder's weights fingerprint, after checking the card's inputs: a loadable repo id, a non-empty name, a
-    model folder, and results that describe these weights (a ValueError naming the fix otherwise)."""
-
+def _checked_record(model_dir: str | os.PathLike, results: Mapping[str, Any] | None, model_name: str | None,
+                    repo_id: str | None) -> tuple[str, dict[str, str]]:  # fmt: skip
+    """The folder's weights and model-files fingerprints, after checking the card's inputs: a loadable repo id, a
+    non-empty name, a model folder, and results that describe these weights and files (a ValueError naming the fix
+    otherwise)."""
     if repo_id is not None:
         check_repo_id(repo_id)  # the card's usage code loads it
     if model_name is not None and not model_name.strip():
@@ -305,7 +305,8 @@ def _checked_weights(model_dir: str | os.PathLike, results: Mapping[str, Any] | 
             f"the results describe other weights ({described}) than {model_dir} holds ({weights}); give the "
             f"results.json of an evaluation of this folder (`hf-langspec evaluate {model_dir} ...`)."
         )
-    changed = changed_model_files((results or {}).get("model_files"), model_dir)
+    files = model_files_fingerprint(model_dir)
+    changed = changed_model_files((results or {}).get("model_files"), files)
     if changed:
         raise ValueError(
             f"the results scored {model_dir} with another {', '.join(changed)} than it holds now (edited or copied in "
@@ -314,7 +315,7 @@ def _checked_weights(model_dir: str | os.PathLike, results: Mapping[str, Any] | 
     if results and described is None:
         print("note: the results do not record which weights they scored (written before results did); the card "
               f"takes them as {model_dir}'s.")  # fmt: skip
-    return weights
+    return weights, files
 
 
 def _eval_results(results: Mapping[str, Any] | None) -> list[EvalResult]:
