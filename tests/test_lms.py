@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch
 import torch.nn.functional as F
 from conftest import (
@@ -23,6 +25,7 @@ from conftest import (
 )
 
 from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, LMSConfig, LMSForConditionalGeneration
+from hf_langspec.modeling.modeling_lms import symmetric_kl
 from hf_langspec.modeling.routing import LanguageContext
 
 
@@ -158,6 +161,56 @@ def test_fuse_distillation_trains_on_eq_3_with_eq_4s_symmetric_kl():
     out.loss.backward()
     shared_slot = model.model.encoder.insertions["enc_ffn_proj"].fc1_flat.grad[:, -1]
     assert shared_slot.abs().sum() > 0  # the shared pair learns
+
+
+def _symmetric_kl_as_published(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
+    """Eq. 4 as the published LMS+FD runs computed it: `log` of the softmax."""
+    p, q = F.softmax(logits_p.float(), dim=-1), F.softmax(logits_q.float(), dim=-1)
+    return 0.5 * ((p - q) * (torch.log(p) - torch.log(q))).sum(-1)
+
+
+def test_the_distillation_term_and_its_gradient_are_the_published_runs_to_the_bit():
+    """Where every probability is a normal float32 number, the term and the logits' gradients are what the
+    published runs computed, bit for bit: the fix for underflow changes nothing else."""
+    generator = torch.Generator().manual_seed(3)
+    a, b = (torch.randn(4, 7, 50, generator=generator) * 6 for _ in range(2))
+    grads = []
+    for kl in (symmetric_kl, _symmetric_kl_as_published):
+        x, y = a.clone().requires_grad_(), b.clone().requires_grad_()
+        value = kl(x, y)
+        (value * torch.arange(7.0)).sum().backward()
+        grads.append((value.detach(), x.grad, y.grad))
+    for new, published in zip(*grads, strict=True):
+        assert torch.equal(new, published)
+
+
+@settings(max_examples=30, deadline=None)
+@given(scale=st.floats(1.0, 400.0), seed=st.integers(0, 10_000))
+def test_the_distillation_term_stays_finite_where_the_softmax_underflows(scale, seed):
+    """Logits far apart (a token about 87 below its row's largest has a subnormal float32 probability, 104 below
+    none): eq. 4's term is finite and equal to a float64 computation from log-softmax, and its gradient is finite;
+    `log(softmax)` gave inf, or NaN where both passes underflow on one token, and an infinite gradient `1 / p`."""
+    generator = torch.Generator().manual_seed(seed)
+    a, b = (torch.randn(3, 5, 40, generator=generator) * scale for _ in range(2))
+    x, y = a.clone().requires_grad_(), b.clone().requires_grad_()
+    value = symmetric_kl(x, y)
+    value.sum().backward()
+    log_p, log_q = F.log_softmax(a.double(), -1), F.log_softmax(b.double(), -1)
+    expected = 0.5 * ((log_p.exp() - log_q.exp()) * (log_p - log_q)).sum(-1)
+    torch.testing.assert_close(value.double(), expected, rtol=2e-3, atol=1e-5)
+    assert torch.isfinite(x.grad).all() and torch.isfinite(y.grad).all()
+
+
+def test_log_of_the_softmax_was_not_finite_where_it_underflows():
+    """The cases the test above guards: both passes put a token 200 below the rest (the term was NaN), or one pass
+    puts it 100 below (the term is finite, its gradient was not)."""
+    logits = torch.tensor([[0.0, 1.0, -200.0]])
+    assert torch.isnan(_symmetric_kl_as_published(logits, logits + 0.5)).all()
+    assert torch.isfinite(symmetric_kl(logits, logits + 0.5)).all()
+    for kl, finite in ((_symmetric_kl_as_published, False), (symmetric_kl, True)):
+        x = torch.tensor([[0.0, 1.0, -100.0]], requires_grad=True)
+        kl(x, torch.zeros(1, 3)).sum().backward()
+        assert bool(torch.isfinite(x.grad).all()) is finite
 
 
 def test_the_trainer_smooths_both_passes_and_adds_the_distillation(tmp_path):

@@ -16,6 +16,25 @@ from .module_lms import LanguageMatrixSynthesis
 _ATTENTION = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "out_proj"}
 
 
+def symmetric_kl(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
+    """Eq. 4's `1/2 (KL(p || q) + KL(q || p)) = 1/2 sum_v (p - q)(log p - log q)` per position, in float32, from two
+    passes' logits `[..., V]`."""
+    (p, log_p), (q, log_q) = _probabilities_and_logs(logits_p.float()), _probabilities_and_logs(logits_q.float())
+    return 0.5 * ((p - q) * (log_p - log_q)).sum(-1)
+
+
+def _probabilities_and_logs(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`softmax` and its log: `log(softmax)` (what the published runs computed), except where a probability is below
+    float32's smallest normal number (a logit about 87 below its row's largest): there `log` of it is inf, or NaN
+    when both passes underflow on one token, and its gradient `1 / p` overflows, so `log_softmax` is taken. Both
+    branches run (no host sync asks where); the unused one's gradient is an exact zero, so nothing changes by a bit
+    where every probability is a normal number."""
+    probs = F.softmax(logits, dim=-1)
+    tiny = probs.lt(torch.finfo(probs.dtype).tiny)
+    logs = torch.log(probs.masked_fill(tiny, 1.0))  # log(1) = 0 keeps log's gradient finite there
+    return probs, torch.where(tiny, F.log_softmax(logits, dim=-1), logs)
+
+
 class LMSModel(LangSpecModel):
     """[`LangSpecModel`] with a [`LanguageMatrixSynthesis`] at each stack's FFN point (`enc_ffn_proj`,
     `dec_ffn_proj`) and/or self-attention point (`enc_self_attn`, `dec_self_attn`)."""
@@ -96,9 +115,7 @@ class LMSForConditionalGeneration(LangSpecForConditionalGeneration):
         with self.lms_route("shared"):
             shared = super().forward(labels=labels, **kwargs)
         valid = self._target_tokens(labels, kwargs)
-        p, q = F.softmax(specific.logits.float(), dim=-1), F.softmax(shared.logits.float(), dim=-1)
-        # 1/2 (KL(p || q) + KL(q || p)) = 1/2 sum_v (p - q)(log p - log q), per target token (eq. 4)
-        symmetric = 0.5 * ((p - q) * (torch.log(p) - torch.log(q))).sum(-1)
+        symmetric = symmetric_kl(specific.logits, shared.logits)
         fd = self.config.lms_fd_weight * (symmetric * valid).sum() / valid.sum().clamp(min=1)
         # the model's own loss (eq. 3; LMS modules add no other auxiliary loss): both passes' cross-entropy halved
         loss = None if labels is None else 0.5 * (specific.loss + shared.loss) + fd
@@ -147,4 +164,4 @@ class LMSForConditionalGeneration(LangSpecForConditionalGeneration):
         return plain.eval()
 
 
-__all__ = ["LMSForConditionalGeneration", "LMSModel"]
+__all__ = ["LMSForConditionalGeneration", "LMSModel", "symmetric_kl"]
