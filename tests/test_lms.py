@@ -12,8 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 import torch
 import torch.nn.functional as F
 from conftest import (
@@ -23,6 +21,8 @@ from conftest import (
     tiny_config,
     with_diverse_outputs,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, LMSConfig, LMSForConditionalGeneration
 from hf_langspec.modeling.modeling_lms import symmetric_kl
