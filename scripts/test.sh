@@ -7,10 +7,9 @@ bash scripts/setup.sh || exit 1
 # (OpenMP oversubscription). On 2 cores 702 tests took 18.5 min this way; CI, in one process, 36 min with set-up.
 # Arguments after these replace them (`bash scripts/test.sh -n 0` runs in one process).
 # At most 4 workers (PYTEST_WORKERS overrides): each holds its own PyTorch and test models in memory.
-# --dist loadgroup: the tests of one module-scoped fixture run on one worker, which builds it once (tests/conftest.py).
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 workers="${PYTEST_WORKERS:-$(.venv/bin/python -c 'import os; print(min(4, os.cpu_count() or 1))')}"
-.venv/bin/python -m pytest -n "$workers" --dist loadgroup "$@"
+.venv/bin/python -m pytest -n "$workers" "$@"
 status=$?
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: treating that as a failure" >&2

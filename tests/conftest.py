@@ -315,18 +315,6 @@ def assert_round_trips(model, batch: dict, tmp_path) -> None:
     torch.testing.assert_close(torch.tensor(result["logits"]), expected, atol=1e-6, rtol=0)
 
 
-# ---------------------------------------------------------------- one worker per module-scoped fixture
-def pytest_collection_modifyitems(config, items):
-    """Tests that share a module-scoped fixture (a tiny run trained once, a suite compared once) go to one xdist
-    worker (`--dist loadgroup`, scripts/test.sh): spread over the workers, each built the fixture again."""
-    for item in items:
-        fixtures = getattr(item, "_fixtureinfo", None)
-        definitions = fixtures.name2fixturedefs.values() if fixtures else ()
-        # baseid: a fixture of tests/ (a plugin's has none)
-        if any(defs and defs[-1].scope == "module" and defs[-1].baseid for defs in definitions):
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
-
-
 # ---------------------------------------------------------------- docs/RELIABILITY.md
 # `python scripts/reliability_table.py` runs the tests marked `reliability` with RELIABILITY_TABLE set to a
 # file: each case's test, input (its parameters), what it checks (the docstring's first line) and outcome.
