@@ -457,7 +457,8 @@ def test_source_use_refuses_what_it_cannot_measure(model_and_tokenizer, sources,
 
 
 def test_the_default_identifier_is_loaded_once_for_every_direction(model_and_tokenizer, monkeypatch):
-    """lingua preloads its models: evaluate_model builds the default identifier once, not once per direction."""
+    """An identifier keeps the models it has loaded: evaluate_model builds the default one once, not once per
+    direction."""
     import hf_langspec.evaluation.evaluate as evaluate_module
 
     model, tok = model_and_tokenizer

@@ -70,7 +70,7 @@ def evaluate_model(
             hyps, refs, sources = (list(side) for side in zip(*triples, strict=True))
             scores = corpus_scores(hyps, refs) | {"set": set_name, "test_fingerprint": test_fingerprint(sources, refs)}
             if measure_off_target:
-                identifier = identifier or language_identifier()  # loaded once (lingua preloads its models)
+                identifier = identifier or language_identifier()  # built once: it keeps the models it loads
                 measured = direction_off_target(hyps, direction, identifier)
                 if measured is None:  # no identifier covers the target language: not measured (warned)
                     not_measured.append(direction)
