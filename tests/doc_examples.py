@@ -220,9 +220,13 @@ class Sandbox:
 
 
 def shrink_suite(suite: dict[str, Any]) -> dict[str, Any]:
-    """A suite as written but tiny: its first seed only, `tiny_settings` on its base and on what its systems set,
-    and no claims judged on other suites' reports (the committed runs' budgets, not this one's)."""
+    """A suite as written but tiny: its first seed only (a system's own seeds too), `tiny_settings` on its base and
+    on what its systems set, and no claims judged on other suites' reports (the committed runs' budgets, not this
+    one's)."""
     suite["seeds"] = suite.get("seeds", [1])[:1]
+    for system in (suite.get("systems") or {}).values():
+        if system and system.get("seeds"):
+            system["seeds"] = system["seeds"][:1]
     suite.get("report", {}).pop("other_budgets", None)  # those are the committed runs' reports, not the sandbox's
     systems = [system.get("set", {}) for system in (suite.get("systems") or {}).values() if system]
     steps = max([2, *(len(settings.get("stages") or []) for settings in systems)])  # the budget every system shares

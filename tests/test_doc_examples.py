@@ -249,4 +249,6 @@ def test_tiny_settings_keep_a_staged_suite_at_one_budget(tmp_path):
 
     path = tmp_path / "bible6.yaml"
     path.write_text(yaml.safe_dump(suite))
-    assert sorted(load_suite(path).systems) == sorted(suite["systems"])  # the suite's own checks pass
+    loaded = load_suite(path)
+    assert sorted(loaded.systems) == sorted(suite["systems"])  # the suite's own checks pass
+    assert {system: loaded.seeds_of(system) for system in loaded.systems} == dict.fromkeys(loaded.systems, [1])
