@@ -102,6 +102,12 @@ def test_the_tiny_suite_trains_every_run_and_reports(finished):
     losses = [json.loads(results_paths(suite.results_dir, "fcll", seed)[0].read_text())["training"]["final_loss"]
               for seed in (1, 2)]  # fmt: skip
     assert fcll["final_loss"] == pytest.approx(np.mean(losses))
+    training = [json.loads(results_paths(suite.results_dir, "fcll", seed)[0].read_text())["training"]
+                for seed in (1, 2)]  # fmt: skip
+    speeds = [t["input_tokens_timed"] / t["seconds"] for t in training]
+    assert fcll["train_tokens_per_second_seeds"] == pytest.approx(speeds)
+    assert fcll["train_tokens_per_second"] == pytest.approx(np.mean(speeds))
+    speed_cell = f"| {np.mean(speeds):.0f} ± {np.std(speeds, ddof=1):.0f} ({fcll['train_tokens_relative']:.2f}x) |"
     assert fcll["parameters"]["added"] > 0 == report["systems"]["baseline"]["parameters"]["added"]
     log = (suite.output_dir / "runs/fcll/seed2/compare.log").read_text()
     assert (
@@ -119,6 +125,7 @@ def test_the_tiny_suite_trains_every_run_and_reports(finished):
     markdown = (suite.results_dir / "report.md").read_text()
     assert "| FCLL | source |" in markdown and "Do the papers' headline effects hold here?" in markdown
     assert "final training loss |" in markdown and f"| {fcll['final_loss']:.3f} |" in markdown
+    assert speed_cell in markdown and "the machine's as much as the methods'" in markdown  # the seeds' spread shown
     assert re.search(r"- \*\*CLL\*\* \(zero-shot off-target down\): .*\*\*\. Here: a 200-step model", markdown)
 
 

@@ -122,6 +122,19 @@ def _off_target_flags(suite: Suite, runs: dict, system: str, seed: int, pairs: l
     return [flag for set_name, direction in pairs for flag in cache[key][(set_name, direction)]]
 
 
+SPEEDS = ("train_tokens_per_second", "decode_sentences_per_second")
+
+
+def _speeds(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each run's wall-clock training tokens/s and decoding sentences/s: their mean over seeds, and the seeds' values
+    (`..._seeds`), whose spread shows how much the machine the runs shared moved them."""
+    runs = {
+        "train_tokens_per_second": [r["training"]["input_tokens_timed"] / r["training"]["seconds"] for r in results],
+        "decode_sentences_per_second": [r["decoding"]["sentences"] / r["decoding"]["seconds"] for r in results],
+    }
+    return {key: mean(values) for key, values in runs.items()} | {f"{key}_seeds": v for key, v in runs.items()}
+
+
 def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) -> dict[str, Any]:
     """Aggregate the results files of `suite` into the report (and write report.md/json/csv and the plots)."""
     others = load_other_budgets(suite)  # before the bootstrap: a missing report is refused at once
@@ -149,12 +162,7 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
             "planned_seeds": suite.seeds_of(system),
             "lang_tag_style": results[0]["lang_tag_style"],
             "parameters": results[0]["parameters"],
-            "train_tokens_per_second": mean(
-                r["training"]["input_tokens_timed"] / r["training"]["seconds"] for r in results
-            ),
-            "decode_sentences_per_second": mean(
-                r["decoding"]["sentences"] / r["decoding"]["seconds"] for r in results
-            ),
+            **_speeds(results),
             "final_loss": _final_loss(results),
             "devices": sorted({r["training"].get("device", "cpu") for r in results}),  # older results: the CPU
             "groups": groups,
@@ -171,7 +179,7 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
             _significance(suite, system, versus[against], runs, references, pivot, resource, flags, reference=against)
     base = systems.get(suite.baseline)
     for entry in systems.values():
-        for key in ("train_tokens_per_second", "decode_sentences_per_second"):
+        for key in SPEEDS:
             entry[key.replace("per_second", "relative")] = entry[key] / base[key] if base else None
     report = {
         "suite": suite.name,

@@ -12,6 +12,7 @@ import io
 import re
 from collections import defaultdict
 from collections.abc import Iterator
+from statistics import stdev
 from typing import Any
 
 from .budgets import markdown_lines as other_budget_lines
@@ -134,8 +135,10 @@ def _cost_table(report: dict[str, Any]) -> list[str]:
     with_loss = any(s.get("final_loss") is not None for s in systems.values())  # older results lack it
     lines = [
         "",
-        "Cost and output diagnostics (speeds relative to the baseline, measured while the runs shared the machine; "
-        "distinct outputs: the share of different translations among a direction's test outputs, whose sources all "
+        "Cost and output diagnostics (speeds: each run's wall-clock tokens or sentences per second, mean ± standard "
+        "deviation over seeds, and the mean relative to the baseline's; the runs shared their machine with other runs "
+        "and work, so these differences are the machine's as much as the methods': BENCHMARKS.md measures each "
+        "method's speed on a quiet machine; distinct outputs: the share of different translations among a direction's test outputs, whose sources all "
         "differ: a model that ignores its source repeats one translation"
         + ("; final training loss: the last logged loss, mean over seeds, `-` where a results file predates it"
            if with_loss else "") + "):",
@@ -155,12 +158,19 @@ def _cost_table(report: dict[str, Any]) -> list[str]:
         where = f" [{', '.join(s.get('devices', ['cpu']))}]" if several_devices else ""  # which device made which runs
         lines.append(
             f"| {s['label']}{where} | {params['total'] / 1e6:.2f}M | {params['added'] / 1e6:.3f}M "
-            f"| {s['train_tokens_per_second']:.0f} ({s['train_tokens_relative'] or 0:.2f}x) "
-            f"| {s['decode_sentences_per_second']:.1f} ({s['decode_sentences_relative'] or 0:.2f}x) "
+            f"| {_speed_cell(s, 'train_tokens', 0)} | {_speed_cell(s, 'decode_sentences', 1)} "
             f"| {_cell(zs.get('length_ratio'), 'length_ratio', True)} | {_cell(zs.get('degenerate'), 'degenerate', True)} "
             f"| {distinct[0]} | {distinct[1]} |" + ((f" {loss:.3f} |" if loss is not None else " - |") if with_loss else "")
         )  # fmt: skip
     return lines
+
+
+def _speed_cell(system: dict[str, Any], name: str, decimals: int) -> str:
+    """`mean ± sd (relative x)` of a speed over the system's seeds (no spread for one seed, or a report written
+    before the seeds' values were kept)."""
+    per_second, seeds = system[f"{name}_per_second"], system.get(f"{name}_per_second_seeds", [])
+    spread = f" ± {stdev(seeds):.{decimals}f}" if len(seeds) > 1 else ""
+    return f"{per_second:.{decimals}f}{spread} ({system[f'{name}_relative'] or 0:.2f}x)"
 
 
 def _eval_set_tables(report: dict[str, Any]) -> list[str]:
