@@ -251,4 +251,4 @@ def test_tiny_settings_keep_a_staged_suite_at_one_budget(tmp_path):
     path.write_text(yaml.safe_dump(suite))
     loaded = load_suite(path)
     assert sorted(loaded.systems) == sorted(suite["systems"])  # the suite's own checks pass
-    assert {system: loaded.seeds_of(system) for system in loaded.systems} == dict.fromkeys(loaded.systems, [1])
+    assert all(loaded.seeds_of(system) == [1] for system in loaded.systems)
