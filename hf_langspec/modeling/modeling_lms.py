@@ -24,15 +24,14 @@ def symmetric_kl(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor
 
 
 def _probabilities_and_logs(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """`softmax` and its log: `log(softmax)` (what the published runs computed), except where a probability is below
-    float32's smallest normal number (a logit about 87 below its row's largest): there `log` of it is inf, or NaN
-    when both passes underflow on one token, and its gradient `1 / p` overflows, so `log_softmax` is taken. Both
-    branches run (no host sync asks where); the unused one's gradient is an exact zero, so nothing changes by a bit
-    where every probability is a normal number."""
+    """`softmax` and its log, the log taken of the probabilities clamped at float32's smallest normal number (its log
+    is -87.3). Below it (a logit about 87 under its row's largest) `log(softmax)`, as the published runs computed it,
+    gave -inf (eq. 4's term inf, or NaN where both passes underflow on one token) and a gradient `1 / p` that
+    overflows; clamped, both stay finite and that token's term is understated, never overstated. Every value and
+    gradient is unchanged to the bit where the probabilities are normal numbers. An exact `log_softmax` for those
+    entries cost 210 ms more per forward and backward of a [32, 40, 6000] batch on this CPU, the clamp 45 ms."""
     probs = F.softmax(logits, dim=-1)
-    tiny = probs.lt(torch.finfo(probs.dtype).tiny)
-    logs = torch.log(probs.masked_fill(tiny, 1.0))  # log(1) = 0 keeps log's gradient finite there
-    return probs, torch.where(tiny, F.log_softmax(logits, dim=-1), logs)
+    return probs, torch.log(probs.clamp_min(torch.finfo(probs.dtype).tiny))
 
 
 class LMSModel(LangSpecModel):
