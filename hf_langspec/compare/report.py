@@ -128,10 +128,9 @@ SPEEDS = ("train_tokens_per_second", "decode_sentences_per_second")
 def _speeds(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Each run's wall-clock training tokens/s and decoding sentences/s: their mean over seeds, and the seeds' values
     (`..._seeds`), whose spread shows how much the machine the runs shared moved them."""
-    runs = {
-        "train_tokens_per_second": [r["training"]["input_tokens_timed"] / r["training"]["seconds"] for r in results],
-        "decode_sentences_per_second": [r["decoding"]["sentences"] / r["decoding"]["seconds"] for r in results],
-    }
+    training = [r["training"]["input_tokens_timed"] / r["training"]["seconds"] for r in results]
+    decoding = [r["decoding"]["sentences"] / r["decoding"]["seconds"] for r in results]
+    runs = dict(zip(SPEEDS, (training, decoding), strict=True))
     return {key: mean(values) for key, values in runs.items()} | {f"{key}_seeds": v for key, v in runs.items()}
 
 

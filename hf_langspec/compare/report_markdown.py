@@ -138,8 +138,8 @@ def _cost_table(report: dict[str, Any]) -> list[str]:
         "Cost and output diagnostics (speeds: each run's wall-clock tokens or sentences per second, mean ± standard "
         "deviation over seeds, and the mean relative to the baseline's; the runs shared their machine with other runs "
         "and work, so these differences are the machine's as much as the methods': BENCHMARKS.md measures each "
-        "method's speed on a quiet machine; distinct outputs: the share of different translations among a direction's test outputs, whose sources all "
-        "differ: a model that ignores its source repeats one translation"
+        "method's speed on a quiet machine; distinct outputs: the share of different translations among a "
+        "direction's test outputs, whose sources all differ: a model that ignores its source repeats one translation"
         + ("; final training loss: the last logged loss, mean over seeds, `-` where a results file predates it"
            if with_loss else "") + "):",
         "",
@@ -166,9 +166,8 @@ def _cost_table(report: dict[str, Any]) -> list[str]:
 
 
 def _speed_cell(system: dict[str, Any], name: str, decimals: int) -> str:
-    """`mean ± sd (relative x)` of a speed over the system's seeds (no spread for one seed, or a report written
-    before the seeds' values were kept)."""
-    per_second, seeds = system[f"{name}_per_second"], system.get(f"{name}_per_second_seeds", [])
+    """`mean ± sd (relative x)` of a speed over the system's seeds (no spread for one seed)."""
+    per_second, seeds = system[f"{name}_per_second"], system[f"{name}_per_second_seeds"]
     spread = f" ± {stdev(seeds):.{decimals}f}" if len(seeds) > 1 else ""
     return f"{per_second:.{decimals}f}{spread} ({system[f'{name}_relative'] or 0:.2f}x)"
 
