@@ -47,13 +47,15 @@ def finished(tmp_path_factory):
     return {"path": path, "suite": load_suite(path), "report": report, "eval_set": eval_set, "records": records}
 
 
-def test_results_files_record_the_versions_they_were_made_with(finished):
+def test_results_files_record_the_versions_and_the_shape_they_were_made_with(finished):
     from importlib import metadata
 
     stored = json.loads(results_paths(finished["suite"].results_dir, "baseline", 1)[0].read_text())
     assert stored["versions"] == {
         name: metadata.version(name) for name in ("torch", "transformers", "tokenizers", "sacrebleu")
     }
+    model = finished["suite"].base["model"]  # what a report names for a pretrained start, whose suite has no shape
+    assert stored["shape"] == {key: model[key] for key in ("d_model", "encoder_layers", "decoder_layers")}
 
 
 def test_the_report_marks_which_device_made_which_runs(finished, tmp_path):
@@ -482,6 +484,26 @@ def test_every_shipped_suite_loads_and_each_system_builds_its_model(path, tmp_pa
     suite = load_suite(path)  # checks every system's overrides, budget and model (built on the meta device)
     assert suite.baseline in suite.systems and len(suite.seeds) >= 2
     assert {claim["system"] for claim in suite.report.get("claims", [])} <= set(suite.systems)
+
+
+@pytest.mark.reliability
+def test_a_pretrained_suites_report_is_rebuilt_where_its_start_checkpoint_is_not(tmp_path, monkeypatch):
+    """A report reads results, not models: `compare --report-only` over bible_nllb_add_tl's committed results, run
+    where its start checkpoint is not, reports (it refused: "runs/bible-nllb-standin/nllb does not exist here"),
+    while training there is still refused before anything runs."""
+    from hf_langspec.compare import runner
+
+    raw = yaml.safe_load((ROOT / "examples/suites/bible_nllb_add_tl.yaml").read_text())
+    raw["results_dir"], raw["output_dir"] = str(ROOT / raw["results_dir"]), str(tmp_path / "runs")
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    monkeypatch.chdir(tmp_path)  # the suite's relative start path names nothing here
+    reported = []
+    monkeypatch.setattr(runner, "build_report", lambda suite, **_: reported.append(suite) or {})  # nothing written
+    assert compare(path, report_only=True) == {"failed": {}} and reported[0].name == "bible_nllb_add_tl"
+    with pytest.raises(ConfigError, match=r"init_from_pretrained: runs/bible-nllb-standin/nllb does not exist here"):
+        compare(path)
+    assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.reliability

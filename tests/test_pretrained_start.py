@@ -1122,16 +1122,18 @@ def test_the_pretrained_table_decodes_untouched_directions_again_from_a_runs_sav
 
 def test_a_reports_budget_line_names_the_checkpoints_shape(nllb_folder, tmp_path):
     """A suite's model section that starts from a checkpoint has no d_model of its own: the report's budget line
-    reads the checkpoint's config (it said `d None, None+None layers`)."""
+    reads the shape its runs recorded, else the checkpoint's config (it said `d None, None+None layers`)."""
     import json
 
     from hf_langspec.compare.report import _shape
 
     config = json.loads((nllb_folder / "config.json").read_text())
     shape = f"d {config['d_model']}, {config['encoder_layers']}+{config['decoder_layers']} layers"
-    assert _shape({"init_from_pretrained": str(nllb_folder)}) == f"{shape}, started from {nllb_folder}"
-    assert _shape({"init_from_pretrained": str(tmp_path)}) == f"started from {tmp_path}"  # not there (yet)
-    assert _shape({"d_model": 128, "encoder_layers": 2, "decoder_layers": 3}) == "d 128, 2+3 layers"
+    assert _shape({"init_from_pretrained": str(nllb_folder)}, {}) == f"{shape}, started from {nllb_folder}"
+    assert _shape({"init_from_pretrained": str(tmp_path)}, {}) == f"started from {tmp_path}"  # not there (yet)
+    recorded = {("full_ft", 1): {"shape": {"d_model": 64, "encoder_layers": 1, "decoder_layers": 2}}}
+    assert _shape({"init_from_pretrained": str(tmp_path)}, recorded) == f"d 64, 1+2 layers, started from {tmp_path}"
+    assert _shape({"d_model": 128, "encoder_layers": 2, "decoder_layers": 3}, {}) == "d 128, 2+3 layers"
 
 
 @pytest.mark.slow

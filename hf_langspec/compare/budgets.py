@@ -34,7 +34,7 @@ def load_other_budgets(suite: Suite) -> list[tuple[Suite, dict[str, Any]]]:
     report is missing."""
     others = []
     for path in suite.report.get("other_budgets", []):
-        other = load_suite(path)
+        other = load_suite(path, build_models=False)  # only its report is read
         report_path = other.results_dir / "report.json"
         if not report_path.is_file():
             raise ConfigError(

@@ -247,12 +247,14 @@ def _significance(
             groups[group]["off_target"]["p_value"] = paired_bootstrap_rate(other, own)
 
 
-def _shape(model: dict[str, Any]) -> str:
-    """`d 128, 2+2 layers`; for a pretrained start, the checkpoint's shape (its config.json) and its path."""
+def _shape(model: dict[str, Any], runs: dict) -> str:
+    """`d 128, 2+2 layers`; for a pretrained start, the shape its runs recorded (else the checkpoint's config.json,
+    for results that predate the record) and its path."""
     start = model.get("init_from_pretrained")
     if start:
         config_file = Path(start) / "config.json"
-        model = json.loads(config_file.read_text()) if config_file.is_file() else {}
+        recorded = next((result["shape"] for result in runs.values() if "shape" in result), None)
+        model = recorded or (json.loads(config_file.read_text()) if config_file.is_file() else {})
         if not model:
             return f"started from {start}"
     shape = f"d {model.get('d_model')}, {model.get('encoder_layers')}+{model.get('decoder_layers')} layers"
@@ -267,7 +269,7 @@ def _setting(suite: Suite, runs: dict) -> dict[str, Any]:
     return {
         "steps": training.get("max_steps"),
         "batch": training.get("per_device_train_batch_size"),
-        "shape": _shape(model),
+        "shape": _shape(model, runs),
         "evaluation": base.get("evaluation", {}),
         "signatures": first["signatures"] if first else {},
         "language_identifier": first["language_identifier"] if first else None,

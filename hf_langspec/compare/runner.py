@@ -261,7 +261,8 @@ def compare(
     next `compare` there, `--report-only` too, measures them from the saved outputs before reporting.
     """
 
-    whole = suite if isinstance(suite, Suite) else load_suite(suite)
+    # a report reads results, not models: no start checkpoint needed to rebuild one
+    whole = suite if isinstance(suite, Suite) else load_suite(suite, build_models=not report_only)
     suite = whole.select(systems, seeds)
     if output_dir is not None:  # results follow it unless the suite names its own results_dir
         suite.output_dir = Path(output_dir)

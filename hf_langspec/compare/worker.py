@@ -131,6 +131,8 @@ def evaluate_run(spec: dict[str, Any], sets: list[str]) -> tuple[dict[str, Any],
         "language_identifier": identify.name if identify else None,
         **({"off_target_pending": pending} if pending else {}),
         "parameters": count_parameters(model),
+        # the shape trained, so a report names it without the checkpoint a pretrained start read it from
+        "shape": {key: getattr(model.config, key) for key in ("d_model", "encoder_layers", "decoder_layers")},
         "decoding": decoding,
     }
     return directions, outputs, meta
@@ -153,9 +155,13 @@ def run(spec: dict[str, Any]) -> None:
     if previous is not None:
         directions = {**previous["sets"], **directions}
         outputs = {**read_run_file(outputs_path, gzipped=True), **outputs}
-        kept = ("signatures", "language_identifier", "parameters", "decoding")
+        kept = ("signatures", "language_identifier", "parameters", "shape", "decoding")
         pending = previous.get("off_target_pending", []) + meta.get("off_target_pending", [])
-        meta = {**{k: previous[k] for k in kept}, **meta, **({"off_target_pending": pending} if pending else {})}
+        meta = {
+            **{k: previous[k] for k in kept if k in previous},
+            **meta,
+            **({"off_target_pending": pending} if pending else {}),
+        }
     trained = run_info["trained"]
     if "parameters" in meta and "trainable" in run_info.get("parameters", {}):  # a pretrained start freezes some
         meta["parameters"] = {**meta["parameters"], "trainable": run_info["parameters"]["trainable"]}
