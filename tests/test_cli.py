@@ -278,6 +278,22 @@ def test_translate_input_problems_are_one_clear_line_and_nothing_is_overwritten(
 
 
 @pytest.mark.reliability
+def test_translate_tells_a_bad_input_file_before_it_loads_the_model(tmp_path, monkeypatch, capsys):
+    """The input file is read before the model: its problem is the one line, with no model loaded (here none could
+    be: the folder is not a model), where it came after the weights had loaded."""
+    from hf_langspec.cli import main, model_commands
+
+    source = tmp_path / "latin1.txt"
+    source.write_bytes("café\n".encode("latin-1"))
+    monkeypatch.setattr(model_commands, "load_model", lambda *a, **k: pytest.fail("loaded the model first"))
+    assert main(["translate", str(tmp_path), "--src-lang", "en", "--tgt-lang", "de", "--input", str(source)]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"hf-langspec translate: error: {source} is not UTF-8 text (byte 3); convert it, e.g. with iconv -t UTF-8.\n"
+    )
+
+
+@pytest.mark.reliability
 @pytest.mark.slow
 def test_translate_keeps_blank_lines_blank_and_warns_about_truncation(trained, tmp_path):
     model = trained / "run" / "model"

@@ -51,8 +51,10 @@ def cmd_translate(args: argparse.Namespace) -> None:
         check_output_file(
             args.output, "--output", args.force, keep=[args.model, *([args.input] if args.input else [])]
         )
+    raw = read_text(args.input) if args.input else None  # a file's problem is told before the model loads
     model, tokenizer = load_model(args.model, args.device, [args.src_lang, args.tgt_lang])
-    raw = read_text(args.input)
+    if raw is None:  # stdin after: an interactive user sees a bad model folder at once, not after typing
+        raw = read_text(None)
     texts = split_lines(raw)  # at \n only: a U+2028 or a lone \r inside a line does not make two outputs
     outputs = translate(
         model, tokenizer, texts, args.src_lang, args.tgt_lang, batch_size=args.batch_size, num_beams=args.num_beams,
