@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import datetime
 import os
 import platform
@@ -36,25 +35,16 @@ def machine() -> str:
 
 
 def keep_freed_memory() -> str:
-    """Make glibc's malloc keep freed memory in the process, as PyTorch's CUDA caching allocator does.
-
-    By default glibc serves an allocation over 32 MiB (its largest mmap threshold) with a fresh `mmap` and
-    unmaps it on free, so a training step that allocates large gradients anew (FCLL's LSLs: 38M parameters
-    with 50 languages; `zero_grad(set_to_none=True)` frees them every step) pays a page fault and a page
-    zeroing per 4 KiB on every step: measured here 40-60k faults per FCLL step and steps of 0.5-1.3 s
-    instead of 0.45 s; the baseline backbone has none. That is the CPU allocator's cost, not the method's,
-    and no GPU run pays it. Returns how the allocator was set, for the report.
+    """Make glibc's malloc keep freed memory in the process, as PyTorch's CUDA caching allocator does and as the
+    package's CPU training does (`hf_langspec.training.cpu_allocator`, which says why). Returns how the allocator
+    was set, for the report.
     """
-    try:
-        mallopt = ctypes.CDLL(None).mallopt  # glibc only
-    except (OSError, AttributeError):
-        return "the C library's default malloc (no mallopt to configure)"
-    m_trim_threshold, m_top_pad, m_mmap_max = -1, -2, -4  # from glibc's malloc.h
-    if mallopt(m_mmap_max, 0) and mallopt(m_trim_threshold, 2**31 - 1) and mallopt(m_top_pad, 256 << 20):
-        return (
-            "glibc malloc keeping freed memory (mallopt: no mmap, no trimming; `--glibc-defaults` to measure without)"
-        )
-    return "glibc's default malloc (mallopt refused the settings)"
+    from hf_langspec.training.cpu_allocator import keep_freed_memory as keep
+
+    state = keep()
+    if state.endswith("no trimming)"):
+        return state[:-1] + "; `--glibc-defaults` to measure without)"
+    return state
 
 
 def commit() -> str:

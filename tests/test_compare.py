@@ -64,6 +64,8 @@ def test_the_report_marks_which_device_made_which_runs(finished, tmp_path):
     suite = finished["suite"]
     stored = json.loads(results_paths(suite.results_dir, "fcll", 1)[0].read_text())
     assert stored["training"]["device"] == "cpu"
+    # the CPU training process kept freed memory (hf_langspec.training.cpu_allocator), and said so in the record
+    assert stored["training"]["allocator"] == "glibc malloc keeping freed memory (mallopt: no mmap, no trimming)"
     copy = tmp_path / "results"
     shutil.copytree(suite.results_dir, copy)
     for seed in (1, 2):  # as if FCLL had run on a GPU machine

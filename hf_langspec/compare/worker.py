@@ -30,6 +30,7 @@ from ..evaluation.expected import library_versions
 from ..evaluation.language_id import language_identifier
 from ..modeling.modeling_langspec import added_parameters
 from ..tokenization import LangSpecTokenizer
+from ..training.cpu_allocator import allocator_setting
 from ..training.experiment import run_experiment
 from .shared import RUNNER_PID, read_run_file, results_paths, run_identity
 
@@ -185,6 +186,7 @@ def run(spec: dict[str, Any]) -> None:
             "input_tokens_timed": sum(stage.get("input_tokens_this_process", 0) for stage in trained),
             "threads": spec["threads"],
             "device": previous["training"].get("device", "cpu") if previous else training_device(spec["config"]),
+            **_allocator(previous),
             "final_loss": trained[-1].get("final_loss") if trained else None,  # the last stage's last logged loss
         },
         **meta,
@@ -192,6 +194,13 @@ def run(spec: dict[str, Any]) -> None:
     }
     write_atomic(outputs_path, gzip.compress(json.dumps(outputs, ensure_ascii=False).encode(), mtime=0))
     write_atomic(scores_path, (json.dumps(result, indent=1, ensure_ascii=False) + "\n").encode())
+
+
+def _allocator(previous: dict[str, Any] | None) -> dict[str, str]:
+    """`{"allocator": ...}`: how the CPU's malloc was set where this process trained (a re-evaluation keeps the
+    training process's record); empty for a GPU run and for results that predate the record."""
+    setting = previous["training"].get("allocator") if previous else allocator_setting()
+    return {"allocator": setting} if setting else {}
 
 
 def fill_pending_off_target(results_dir: Path, evaluation: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ from ...evaluation.trainer_metrics import TranslationMetrics
 from ..batches import sampling_columns
 from ..checkpoints import last_complete_checkpoint
 from ..config import ConfigError
+from ..cpu_allocator import keep_freed_memory
 from ..run_guard import record_config
 from ..trainer import LangSpecSeq2SeqTrainer
 
@@ -55,6 +56,8 @@ def train_stages(config: dict[str, Any], model: Any, tokenizer: Any, train_set: 
     ]
     if base_args.process_index == 0:
         record_config(output_dir, config)  # what is trained from here on: a resumption must match it
+    if base_args.device.type == "cpu":  # no page fault per freed logits tensor, every step; the same bits
+        say(f"training on the CPU: {keep_freed_memory()}")
     trained = []  # what each stage ran: steps, and the steps, seconds and source tokens of this process
     for stage in stages:
         stage_dir = output_dir / "checkpoints" / stage["name"] if len(stages) > 1 else output_dir / "checkpoints"
