@@ -365,3 +365,27 @@ def test_every_list_option_of_every_command_accumulates():
              if a.option_strings and a.nargs == "+"]  # fmt: skip
     assert {"set", "test", "train", "data_files", "texts"} <= {dest for _, dest, _ in lists}
     assert all(kind == "_ExtendAction" for _, _, kind in lists), lists
+
+
+@pytest.mark.reliability
+def test_evaluate_names_the_directions_the_test_files_hold_when_a_chosen_one_is_in_none(tmp_path, capsys):
+    """`--directions en-zz` used to say "Test sets ['supervised'] are empty", naming neither the direction nor the
+    ones there are; it is refused before the model is read (`m` does not exist)."""
+    from hf_langspec.evaluation.evaluate import test_sets_from_files
+
+    rows = {"supervised": [("en", "de"), ("de", "en")], "zero-shot": [("de", "fr")]}
+    files = {}
+    for name, directions in rows.items():
+        files[name] = tmp_path / f"{name}.jsonl"
+        files[name].write_text("".join(
+            json.dumps({"src": "a", "tgt": "b", "src_lang": s, "tgt_lang": t}) + "\n" for s, t in directions
+        ))  # fmt: skip
+    tests = [f"{name}={path}" for name, path in files.items()]
+    assert cli_exit_code(["evaluate", "m", "--test", *tests, "--output-dir", str(tmp_path / "o"),
+                          "--directions", "en-de,en-zz"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "en-zz are in none of the test files" in err and "they hold de-en, de-fr, en-de" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+    # a set holding none of the chosen directions is left out, not an error
+    chosen = test_sets_from_files(files, ["de-fr"])
+    assert list(chosen) == ["zero-shot"] and [r["tgt_lang"] for r in chosen["zero-shot"]] == ["fr"]

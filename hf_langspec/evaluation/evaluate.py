@@ -188,15 +188,23 @@ def load_results(path: str | os.PathLike) -> dict[str, Any]:
 def test_sets_from_files(
     files: Mapping[str, str | os.PathLike], directions: Sequence[str] | None = None
 ) -> dict[str, list[dict]]:
-    """Canonical test sets from JSONL files, optionally restricted to some directions."""
+    """Canonical test sets from JSONL files, optionally restricted to some directions: a set that holds none of
+    them is left out, and a direction that no file holds is refused with the directions they do hold."""
 
-    sets = {}
-    for name, path in files.items():
-        rows = load_local(path).to_list()
-        if directions is not None:
-            rows = [r for r in rows if f"{r['src_lang']}-{r['tgt_lang']}" in directions]
-        sets[name] = rows
-    return sets
+    sets = {name: load_local(path).to_list() for name, path in files.items()}
+    if directions is None:
+        return sets
+    held = {f"{r['src_lang']}-{r['tgt_lang']}" for rows in sets.values() for r in rows}
+    absent = [direction for direction in directions if direction not in held]
+    if absent:
+        raise ValueError(
+            f"Direction(s) {', '.join(absent)} are in none of the test files ({', '.join(map(str, files.values()))}); "
+            f"they hold {', '.join(sorted(held)) or 'no rows'}: choose among those."
+        )
+    chosen = {
+        name: [r for r in rows if f"{r['src_lang']}-{r['tgt_lang']}" in directions] for name, rows in sets.items()
+    }
+    return {name: rows for name, rows in chosen.items() if rows}
 
 
 __all__ = [
