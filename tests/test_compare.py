@@ -4,6 +4,7 @@ statistics equal sacreBLEU's paired bootstrap and an independent numpy computati
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import math
 import os
@@ -914,3 +915,48 @@ def test_a_gpu_runs_test_sets_are_decoded_on_the_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "NVIDIA H200")
     assert decoding_device({"training": {}}) == "cuda"
     assert decoding_device({"training": {"use_cpu": True}}) == "cpu"
+
+
+def test_a_report_reads_each_runs_off_target_flags_from_its_flags_file(finished, tmp_path, monkeypatch):
+    """The compare stored every run's per-sentence flags (equal to the identifier's on the run's outputs); a report
+    reads them instead of identifying again, and identifies again where the outputs changed."""
+    from hf_langspec.compare import flag_cache
+    from hf_langspec.evaluation.language_id import language_identifier, off_target_flags
+
+    suite = finished["suite"]
+    copy = tmp_path / "results"
+    shutil.copytree(suite.results_dir, copy)
+    moved = replace(suite, results_dir_setting=copy)
+    for system, seed in suite.runs:
+        stored = json.loads(gzip.decompress(flag_cache.flags_path(copy, system, seed).read_bytes()))
+        outputs = json.loads(gzip.decompress(results_paths(copy, system, seed)[1].read_bytes()))
+        identify = language_identifier(stored["stamp"]["identifier"])
+        scores = json.loads(results_paths(copy, system, seed)[0].read_text())["sets"]
+        measured = {(s, d) for s, directions in scores.items() for d, v in directions.items() if "off_target" in v}
+        assert {(s, d) for s, directions in stored["flags"].items() for d in directions} == measured
+        assert {s for s, _ in measured} == {"zero-shot", "eval:extra.multiway"}
+        for set_name, direction in measured:
+            hyps, text = outputs[set_name][direction], stored["flags"][set_name][direction]
+            assert [c == "1" for c in text] == off_target_flags(hyps, direction.split("-")[1], identify)
+    before = build_report(moved, write=False)
+    assert any("p_value" in g.get("off_target", {}) for g in before["systems"]["fcll"]["groups"].values())
+
+    def identified(*args, **kwargs):
+        raise AssertionError("identified again")
+
+    monkeypatch.setattr(flag_cache, "off_target_flags", identified)
+    assert build_report(moved, write=False) == before
+    path = results_paths(copy, "fcll", 1)[1]
+    outputs = json.loads(gzip.decompress(path.read_bytes()))
+    direction = next(iter(outputs["zero-shot"]))
+    outputs["zero-shot"][direction][0] += " changed"
+    path.write_bytes(gzip.compress(json.dumps(outputs).encode()))
+    with pytest.raises(AssertionError, match="identified again"):
+        build_report(moved, write=False)
+    monkeypatch.undo()
+    stale = flag_cache.flags_path(copy, "fcll", 1).read_bytes()
+    build_report(moved, write=False)  # identifies, writes nothing
+    assert flag_cache.flags_path(copy, "fcll", 1).read_bytes() == stale
+    build_report(moved)
+    stamp = json.loads(gzip.decompress(flag_cache.flags_path(copy, "fcll", 1).read_bytes()))["stamp"]
+    assert stamp["outputs_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()

@@ -23,9 +23,9 @@ from statistics import mean
 from typing import Any
 
 from ..data.schema import write_atomic
-from ..evaluation.language_id import language_identifier, off_target_flags
 from ..training.config import ConfigError
 from .budgets import judge_at_other_budgets, load_other_budgets
+from .flag_cache import ReportFlags, run_off_target_flags
 from .groups import direction_group_names
 from .markers import insert_markdown
 from .plots import write_plots
@@ -106,20 +106,20 @@ def _read_outputs(path: Path, modified: int) -> dict[str, dict[str, list[str]]]:
     return read_run_file(path, gzipped=True)
 
 
-def _off_target_flags(suite: Suite, runs: dict, system: str, seed: int, pairs: list, cache: dict) -> list[bool]:
-    """Per sentence, whether the run's output is not in the target language (the run's own identifier)."""
+def _off_target_flags(suite: Suite, runs: dict, system: str, seed: int, pairs: list, cache: ReportFlags) -> list[bool]:
+    """Per sentence, whether the run's output is not in the target language (the run's own identifier; kept in the
+    run's flags file, `flag_cache`, so that a later report does not identify it again)."""
 
     key = (system, seed)
     if key not in cache:
-        identify = language_identifier(runs[key]["language_identifier"])
+        result = runs[key]
+        measured = [(set_name, direction) for set_name, directions in result["sets"].items()
+                    for direction, scores in directions.items() if "off_target" in scores]  # fmt: skip
         outputs = _outputs(suite, system, seed)
-        cache[key] = {
-            (set_name, direction): off_target_flags(hyps, direction.split("-")[1], identify)
-            for set_name, directions in outputs.items()
-            for direction, hyps in directions.items()
-            if "off_target" in runs[key]["sets"][set_name][direction]
-        }
-    return [flag for set_name, direction in pairs for flag in cache[key][(set_name, direction)]]
+        cache[key] = run_off_target_flags(
+            suite.results_dir, system, seed, result["language_identifier"], outputs, measured, store=cache.store
+        )
+    return [flag for pair in pairs for flag in cache[key][pair]]
 
 
 SPEEDS = ("train_tokens_per_second", "decode_sentences_per_second")
@@ -145,7 +145,7 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
     per_run = {key: run_groups(result, pivot, resource) for key, result in runs.items()}
     systems: dict[str, Any] = {}
     base_seeds = [seed for seed in suite.seeds_of(suite.baseline) if (suite.baseline, seed) in runs]
-    flags: dict = {}  # per-sentence off-target flags of each run, computed once
+    flags = ReportFlags(store=write)  # per-sentence off-target flags of each run, read or identified once
     for system in suite.systems:
         seeds = [seed for seed in suite.seeds_of(system) if (system, seed) in runs]
         if not seeds:
@@ -217,7 +217,7 @@ def _final_loss(results: list[dict[str, Any]]) -> float | None:
 
 
 def _significance(
-    suite, system, groups, runs, references, pivot, resource, flags: dict, reference: str | None = None
+    suite, system, groups, runs, references, pivot, resource, flags: ReportFlags, reference: str | None = None
 ) -> None:
     """p-values of the paired bootstrap per group against `reference` (default: the baseline), on the concatenated
     outputs of the shared seeds (BLEU and chrF++ by sacreBLEU; the off-target rate on per-sentence flags by the
