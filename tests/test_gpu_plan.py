@@ -324,3 +324,33 @@ def test_a_warm_compile_cache_travels_from_one_gpu_machine_to_the_next(tmp_path,
     monkeypatch.setattr(gpu_plan, "CACHE_LIMIT", 10)
     gpu_plan.save_cache(first, out)
     assert not (out / gpu_plan.CACHE_ARCHIVE).exists() and "more than comes back" in capsys.readouterr().out
+
+
+def test_a_run_records_the_commit_of_the_code_it_started_with(tmp_path, monkeypatch):
+    """A run took its commit from the checkout when it ended: a commit made during its hours of training (its code
+    already loaded) was recorded as the code that trained it."""
+    from hf_langspec.compare import compare
+    from hf_langspec.compare import worker as worker_module
+    from hf_langspec.compare.suite import load_suite
+
+    suite = load_suite(ROOT / "examples" / "suites" / "tiny.yaml").select(seeds=[1])
+    suite.output_dir = tmp_path / "suite"
+    compare(suite, systems=None)
+    results = tmp_path / "suite" / "results" / "baseline"
+    for path in results.glob("seed1.*"):
+        path.unlink()  # evaluated again in this process, through its training step (resumed: nothing left to train)
+    checkout = {"commit": "the commit at the start"}
+    real = worker_module.run_experiment
+
+    def training(config, *args, **kwargs):
+        outcome = real(config, *args, **kwargs)
+        checkout["commit"] = "a commit made while it trained"
+        return outcome
+
+    monkeypatch.setattr(worker_module, "package_commit", lambda: checkout["commit"])
+    monkeypatch.setattr(worker_module, "run_experiment", training)
+    worker_module.run(
+        json.loads((tmp_path / "suite" / "runs" / "baseline" / "seed1" / "compare_spec.json").read_text())
+    )
+    assert checkout["commit"] == "a commit made while it trained"
+    assert json.loads((results / "seed1.json").read_text())["package_commit"] == "the commit at the start"

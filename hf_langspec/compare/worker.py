@@ -143,6 +143,7 @@ def run(spec: dict[str, Any]) -> None:
     """Train (or resume, or skip when trained) and evaluate one run; write its results file last."""
 
     torch.set_num_threads(spec["threads"])
+    commit = package_commit()  # the code this process runs: the checkout may move on while it trains
     scores_path, outputs_path = results_paths(Path(spec["results_dir"]), spec["system"], spec["seed"])
     previous = read_run_file(scores_path) if scores_path.exists() else None
     if previous is None or run_identity(previous["config"]) != run_identity(spec["config"]):
@@ -175,7 +176,7 @@ def run(spec: dict[str, Any]) -> None:
         "corpus_fingerprint": spec["corpus_fingerprint"],
         "tokenizer_fingerprint": spec["tokenizer_fingerprint"],
         "lang_tag_style": spec["config"].get("tokenizer", {}).get("lang_tag_style", "source"),
-        "package_commit": previous["package_commit"] if previous else package_commit(),
+        "package_commit": previous["package_commit"] if previous else commit,
         "versions": previous.get("versions") if previous else library_versions(),
         "train_sizes": spec["train_sizes"],
         "training": {
