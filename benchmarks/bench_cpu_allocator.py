@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import sys
@@ -77,6 +78,7 @@ def main() -> None:
     from _report import publish
 
     kinds = args.kinds.split(",")
+    load = os.getloadavg()[0]  # what else the machine runs: the table says it
     results: dict[tuple[str, str], dict] = {}
     for round_ in range(args.rounds):
         order = SETTINGS if round_ % 2 == 0 else SETTINGS[::-1]
@@ -100,7 +102,8 @@ def main() -> None:
         f"{args.vocab:,}, post-norm (bench_methods.py's models); batch {args.batch_size} x {args.src_len}/{args.tgt_len} "
         f"tokens (padded lengths between half and all), {args.languages} languages mixed per batch; fused AdamW; "
         f"{args.threads} torch thread(s); median of {args.steps} steps x {args.rounds} rounds after {args.warmup} "
-        f"warm-up steps, each (model, setting) in a fresh process, interleaved round by round. Kept: "
+        f"warm-up steps, each (model, setting) in a fresh process, interleaved round by round; the machine's load "
+        f"average when it started: {load:.1f}. Kept: "
         f"{results[(kinds[0], 'keep')]['setting']}.",
         "",
         "| model | step, default (ms) | step, kept (ms) | kept vs default | faults/step default | faults/step kept "
