@@ -480,7 +480,8 @@ def compare(args: argparse.Namespace) -> int:
     )
     archive = args.out / f"{suite.name}-results.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
-        for path in sorted(results.glob("*/seed*.*")):  # the finished runs' results files, nothing else
+        # the finished runs' results files (and the report's off-target flags), nothing else
+        for path in sorted(results.glob("*/seed*.*")):
             tar.add(path, arcname=str(path.relative_to(results)))
     stopped = code == -15  # our SIGTERM after --minutes: the unfinished runs resume on the next call
     finished = sorted({str(Path(p).parent) + " " + Path(p).name.split(".")[0] for p in tar_names(archive)})

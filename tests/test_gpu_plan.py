@@ -150,7 +150,7 @@ def test_the_compare_step_archives_the_finished_runs_with_their_off_target_pendi
     with tarfile.open(tmp_path / "out" / result["archive"]) as tar:
         names = sorted(tar.getnames())
     assert names == [f"{system}/seed{seed}.{kind}" for system in ("baseline", "fcll") for seed in (1, 2)
-                     for kind in ("json", "outputs.json.gz")]  # fmt: skip
+                     for kind in ("json", "off_target.json.gz", "outputs.json.gz")]  # fmt: skip
 
 
 def test_the_compare_step_reports_how_far_each_unfinished_run_got(tmp_path):
