@@ -20,18 +20,17 @@ import os
 import resource
 import statistics
 import sys
+import time
 
 import torch
-from bench_methods import build, language_ids, name_of
-from bench_training import SHAPES, make_batch, run_worker_process
+from bench_methods import build, chosen_kinds, language_ids, name_of
+from bench_training import SHAPES, make_batch, run_worker_process, shape_arguments
 
 SETTINGS = ("default", "keep")
 
 
 def worker(args) -> None:
     """One model, one allocator setting: `--steps` timed training steps after `--warmup`, as one JSON line."""
-    import time
-
     from hf_langspec.training.cpu_allocator import keep_freed_memory
 
     setting = keep_freed_memory() if args.allocator == "keep" else "glibc's default malloc"
@@ -58,10 +57,9 @@ def worker(args) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kinds", default="marian,baseline,lsl,lms,lms_fd")
-    parser.add_argument("--shape", default="cpu", choices=list(SHAPES))
-    parser.add_argument("--vocab", type=int, default=6000)
+    shape_arguments(parser)
+    parser.set_defaults(shape="cpu", vocab=6000)  # bible6's
     parser.add_argument("--languages", type=int, default=6)
-    parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--src-len", type=int, default=48)
     parser.add_argument("--tgt-len", type=int, default=48)
     parser.add_argument("--steps", type=int, default=8)
@@ -77,7 +75,7 @@ def main() -> None:
 
     from _report import publish
 
-    kinds = args.kinds.split(",")
+    kinds = chosen_kinds(parser, args.kinds)
     load = os.getloadavg()[0]  # what else the machine runs: the table says it
     results: dict[tuple[str, str], dict] = {}
     for round_ in range(args.rounds):
