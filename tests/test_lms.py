@@ -185,6 +185,24 @@ def test_the_distillation_term_and_its_gradient_are_the_published_runs_to_the_bi
         assert torch.equal(new, published)
 
 
+@pytest.mark.parametrize(
+    ("dtype", "computed_in"),
+    [(torch.float64, torch.float64), (torch.float32, torch.float32), (torch.bfloat16, torch.float32),
+     (torch.float16, torch.float32)],
+)  # fmt: skip
+def test_the_distillation_term_is_computed_in_float32_at_least(dtype, computed_in):
+    """Half-precision logits are taken up to float32; float64 ones are not taken down (a float64 model's padded and
+    unpadded batches gave terms 6e-8 apart, float32's rounding, where they must agree to float64's)."""
+    generator = torch.Generator().manual_seed(5)
+    a, b = (torch.randn(2, 3, 30, generator=generator, dtype=torch.float64).to(dtype) for _ in range(2))
+    value = symmetric_kl(a, b)
+    assert value.dtype == computed_in
+    log_p, log_q = F.log_softmax(a.double(), -1), F.log_softmax(b.double(), -1)
+    expected = 0.5 * ((log_p.exp() - log_q.exp()) * (log_p - log_q)).sum(-1)
+    tolerance = 1e-12 if computed_in == torch.float64 else 1e-5
+    torch.testing.assert_close(value.double(), expected, rtol=tolerance, atol=tolerance)
+
+
 @settings(max_examples=30, deadline=None)
 @given(scale=st.floats(1.0, 400.0), seed=st.integers(0, 10_000))
 def test_the_distillation_term_stays_finite_where_the_softmax_underflows(scale, seed):

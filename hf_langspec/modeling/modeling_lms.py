@@ -17,9 +17,11 @@ _ATTENTION = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "out_proj"}
 
 
 def symmetric_kl(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
-    """Eq. 4's `1/2 (KL(p || q) + KL(q || p)) = 1/2 sum_v (p - q)(log p - log q)` per position, in float32, from two
-    passes' logits `[..., V]`."""
-    (p, log_p), (q, log_q) = _probabilities_and_logs(logits_p.float()), _probabilities_and_logs(logits_q.float())
+    """Eq. 4's `1/2 (KL(p || q) + KL(q || p)) = 1/2 sum_v (p - q)(log p - log q)` per position, from two passes'
+    logits `[..., V]`: in float32 for half-precision logits (their softmax would underflow), in the logits' own
+    precision otherwise (float64 stays float64; float32, what the published runs trained, is unchanged)."""
+    dtype = torch.promote_types(logits_p.dtype, torch.float32)
+    (p, log_p), (q, log_q) = _probabilities_and_logs(logits_p.to(dtype)), _probabilities_and_logs(logits_q.to(dtype))
     return 0.5 * ((p - q) * (log_p - log_q)).sum(-1)
 
 
