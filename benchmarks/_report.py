@@ -39,12 +39,11 @@ def keep_freed_memory() -> str:
     package's CPU training does (`hf_langspec.training.cpu_allocator`, which says why). Returns how the allocator
     was set, for the report.
     """
+    from hf_langspec.training.cpu_allocator import KEPT
     from hf_langspec.training.cpu_allocator import keep_freed_memory as keep
 
     state = keep()
-    if state.endswith("no trimming)"):
-        return state[:-1] + "; `--glibc-defaults` to measure without)"
-    return state
+    return f"{state}; `--glibc-defaults` to measure without" if state == KEPT else state
 
 
 def commit() -> str:

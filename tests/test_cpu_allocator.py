@@ -76,3 +76,20 @@ def test_the_variable_keeps_glibcs_defaults(monkeypatch):
     monkeypatch.setenv("HF_LANGSPEC_GLIBC_MALLOC", "1")
     assert cpu_allocator.keep_freed_memory() == "glibc's default malloc (HF_LANGSPEC_GLIBC_MALLOC=1)"
     assert cpu_allocator.allocator_setting() == "glibc's default malloc (HF_LANGSPEC_GLIBC_MALLOC=1)"
+
+
+def test_the_benchmarks_name_their_flag_only_where_the_setting_took(monkeypatch):
+    """benchmarks/_report.keep_freed_memory: a kept allocator is reported with how to measure without it; glibc's
+    defaults (the variable) are reported as they are, with no flag to turn off what is not on."""
+    from pathlib import Path
+
+    from hf_langspec.training import cpu_allocator
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import _report
+
+    monkeypatch.setattr(cpu_allocator, "_state", cpu_allocator.KEPT)
+    assert _report.keep_freed_memory() == f"{cpu_allocator.KEPT}; `--glibc-defaults` to measure without"
+    monkeypatch.setattr(cpu_allocator, "_state", None)
+    monkeypatch.setenv("HF_LANGSPEC_GLIBC_MALLOC", "1")
+    assert _report.keep_freed_memory() == "glibc's default malloc (HF_LANGSPEC_GLIBC_MALLOC=1)"

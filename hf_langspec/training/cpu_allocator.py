@@ -19,6 +19,7 @@ import ctypes
 import os
 
 KEEP_DEFAULTS_VARIABLE = "HF_LANGSPEC_GLIBC_MALLOC"
+KEPT = "glibc malloc keeping freed memory (mallopt: no mmap, no trimming)"  # the words of a successful setting
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_MAX = -1, -2, -4  # from glibc's malloc.h
 _state: str | None = None
 
@@ -40,7 +41,7 @@ def keep_freed_memory() -> str:
         return _state
     settings = ((_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, 2**31 - 1), (_M_TOP_PAD, 256 << 20))
     if all(mallopt(option, value) for option, value in settings):
-        _state = "glibc malloc keeping freed memory (mallopt: no mmap, no trimming)"
+        _state = KEPT
     else:
         _state = "glibc's default malloc (mallopt refused the settings)"
     return _state
@@ -51,4 +52,4 @@ def allocator_setting() -> str | None:
     return _state
 
 
-__all__ = ["KEEP_DEFAULTS_VARIABLE", "allocator_setting", "keep_freed_memory"]
+__all__ = ["KEEP_DEFAULTS_VARIABLE", "KEPT", "allocator_setting", "keep_freed_memory"]
