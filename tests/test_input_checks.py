@@ -21,6 +21,7 @@ from conftest import cli_exit_code, tiny_suite
 
 from hf_langspec.environment import environment_problem
 from hf_langspec.training.config import ConfigError, apply_overrides, load_config
+from hf_langspec.training.model_check import run_languages
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.reliability
@@ -273,6 +274,56 @@ def test_a_meaningless_setting_is_refused_in_a_config_a_set_value_and_a_suite(tm
     suite = tiny_suite(tmp_path, systems={"baseline": {}, "other": {"set": {key: yaml.safe_load(value)}}})
     assert cli_exit_code(["compare", "--suite", str(suite)]) == 2
     assert re.search(message, one_line_error(capsys))
+
+
+# ------------------------------------------------------------------ a model value its class refuses
+REFUSED_MODEL_VALUES = {
+    "LMS in no layer": ("bible_lms_cpu.yaml", "model.lms_every=9", r"lms_every=9 places LMS in no layer"),
+    "an LSL layer the encoder lacks": (
+        "bible_lsl_cpu.yaml", "model.lsl_encoder_target_layers=[5]", r"LSL encoder layers \[5\] do not exist"
+    ),
+    "a frozen CLL language outside the corpus": (
+        "bible_cll_cpu.yaml", "model.cll_frozen_languages=[sw]", r"cll_frozen_languages \['sw'\] are not"
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "setting", "message"), REFUSED_MODEL_VALUES.values(), ids=REFUSED_MODEL_VALUES.keys()
+)
+def test_a_model_value_its_class_refuses_is_one_line_before_any_data_is_built(
+    tmp_path, capsys, name, setting, message
+):
+    """The model config's own checks run as the config is read (with the corpus's languages where the config names
+    them), not after the corpus is built and the tokenizer trained: nothing is written."""
+    path = ROOT / "examples/configs" / name
+    with pytest.raises(ConfigError, match=message):
+        apply_overrides(load_config(path), [setting])
+    cache, run = tmp_path / "cache", tmp_path / "run"
+    args = ["train", "--config", str(path), "--set", setting, f"data.cache_dir={cache}", "--output-dir", str(run)]
+    assert cli_exit_code(args) == 2
+    assert re.search(message, one_line_error(capsys))
+    assert not cache.exists() and not run.exists()
+
+
+def test_languages_that_only_the_data_files_name_are_not_refused_before_they_are_read():
+    """With `train_files`, the languages are known once the files are read: a language the [model] section names
+    (a central language, a frozen one, a pair) is not refused for being outside stand-ins before that."""
+    config = load_config(ROOT / "examples/configs/opus100_cll.yaml")
+    apply_overrides(config, ["model.central_language=sw", "model.cll_frozen_languages=[yo]"])
+    with pytest.raises(ConfigError, match=r"cll_frozen_languages \['sw'\] are not non-central"):
+        apply_overrides(config, ["model.cll_frozen_languages=[sw]"])
+
+
+def test_the_languages_checked_early_are_the_runs_where_the_config_decides_them():
+    bible = {"data": {"bible": {"languages": ["en", "de", "fr"]}}, "model": {"central_language": "es"}}
+    assert run_languages(bible) == ["en", "de", "fr"]  # es is refused: the run's model would not have it
+    # a saved tokenizer's languages are the model's: es may be among them, so it is not refused before it is read
+    assert run_languages({**bible, "tokenizer": {"path": "tok"}}) == ["en", "de", "fr", "es"]
+    renamed = {"data": {"bible": {"languages": ["en", "de"]}, "language_codes": {"en": "eng_Latn"}}}
+    assert run_languages(renamed) == ["eng_Latn", "de"]
+    files = {"data": {"train_files": ["t.jsonl"]}, "model": {"language_pairs": ["en-sw", ["yo", "en"]]}}
+    assert run_languages(files) == ["en", "de", "fr", "sw", "yo"]
 
 
 def test_a_suite_system_identical_to_the_baseline_or_with_a_field_of_the_wrong_type_is_refused(tmp_path, capsys):

@@ -77,6 +77,20 @@ def test_lms_every_second_layer_places_its_matrices_as_the_authors_lms_freq():
     assert model.model.decoder.insertions["dec_ffn_proj"](x, lang, 2, "fc1").abs().sum() == 0
 
 
+@settings(max_examples=40, deadline=None)
+@given(every=st.integers(1, 6), encoder=st.integers(1, 4), decoder=st.integers(1, 4))
+def test_lms_every_is_refused_exactly_where_it_places_no_matrix(every, encoder, decoder):
+    """The authors' `(i + 1) % lms_freq == 0` counted over both stacks: a frequency that selects no layer of either
+    would build a model without LMS, and is refused instead."""
+    fields = {"lms_every": every, "encoder_layers": encoder, "decoder_layers": decoder}
+    placed = [i for depth in (encoder, decoder) for i in range(depth) if (i + 1) % every == 0]
+    if placed:
+        assert LMSConfig.lms_layers(tiny_config(LMSConfig, **fields), max(encoder, decoder))
+    else:
+        with pytest.raises(ValueError, match=f"lms_every={every} places LMS in no layer"):
+            tiny_config(LMSConfig, **fields)
+
+
 def paper_shape(languages: int, **shape) -> dict:
     return {"languages": [f"l{i}" for i in range(languages)], "normalize_before": True, **shape}
 
@@ -288,6 +302,7 @@ def test_one_direction_folds_into_a_plain_model(src, tgt):
 @pytest.mark.parametrize(
     ("fields", "message"),
     [({"lms_rank": 0}, "lms_rank=0"), ({"lms_rank": 2.5}, "lms_rank=2.5"), ({"lms_every": 0}, "lms_every=0"),
+     ({"lms_every": 4}, "lms_every=4 places LMS in no layer"),
      ({"lms_synthesis": "direction"}, "lms_synthesis='direction'"), ({"lms_points": ["cross_attn"]}, "lms_points"),
      ({"lms_points": []}, "lms_points"), ({"lms_inference_route": "ls"}, "lms_inference_route='ls'"),
      ({"lms_fuse_distillation": "yes"}, "true or false"), ({"lms_fd_weight": -1}, "lms_fd_weight=-1"),

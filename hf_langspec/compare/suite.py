@@ -44,12 +44,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from ..modeling.registry import model_classes
-from ..pretrained import check_start
-from ..training.config import ConfigError, check_keys, pretrained_start_fields, set_keys, validate_config
+from ..training.config import ConfigError, check_keys, set_keys, validate_config
 from ..training.config_files import read_config_file
+from ..training.model_check import check_model_settings
 from .groups import group_names
 from .markers import insertion_problem
 
@@ -316,7 +313,7 @@ def check_system(suite: Suite, name: str, build_model: bool = True) -> None:
             f"{reference[1]}; equal budgets: make its stages' max_steps add up to {reference[0]}."
         )
     if build_model:
-        _check_model(config, where)
+        check_model_settings(config, where, build=True)
 
 
 def training_budget(config: dict[str, Any]) -> tuple[int, int]:
@@ -326,37 +323,6 @@ def training_budget(config: dict[str, Any]) -> tuple[int, int]:
     stages = config.get("stages") or [{}]
     steps = sum(int({**training, **stage.get("training", {})}.get("max_steps", -1)) for stage in stages)
     return steps, batch
-
-
-def _check_model(config: dict[str, Any], where: str) -> None:
-    """Build the system's model config and model on the meta device with stand-in languages."""
-
-    model = dict(config.get("model", {}))
-    data = config.get("data", {})
-    languages = list(data.get("bible", {}).get("languages", [])) or ["en", "de", "fr"]
-    model.pop("init_encoder_from", None)
-    if "init_from" in model:
-        return
-    if "init_from_pretrained" in model:  # the checkpoint's shape, built on the meta device
-        try:
-            check_start(model["init_from_pretrained"], model.get("class", "baseline"), pretrained_start_fields(model))
-        except (ValueError, TypeError) as err:
-            raise ConfigError(f"{where}: model.init_from_pretrained: {err}") from None
-        return
-    if isinstance(model.get("high_resource_languages"), dict):  # resolved from data sizes at run time
-        model["high_resource_languages"] = languages[:1]
-    model.setdefault("language_pairs", [f"{a}-{b}" for a in languages for b in languages if a != b])
-    config_class, model_class = model_classes()[model.pop("class", "baseline")]
-    vocab = int(config.get("tokenizer", {}).get("vocab_size", 8000))
-    try:
-        model_config = config_class(
-            vocab_size=vocab, languages=languages, lang_tag_token_ids=list(range(4, 4 + len(languages))),
-            lang_tag_style=config.get("tokenizer", {}).get("lang_tag_style", "source"), **model,
-        )  # fmt: skip
-        with torch.device("meta"):
-            model_class(model_config)
-    except (ValueError, TypeError, KeyError) as err:
-        raise ConfigError(f"{where}: the model config rejects the system's settings: {err}") from None
 
 
 def suite_fingerprint(config: dict[str, Any]) -> str:

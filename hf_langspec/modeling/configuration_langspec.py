@@ -176,7 +176,7 @@ class LangSpecConfig(PretrainedConfig):
         self.language_embedding = language_embedding
         self.central_language = central_language
         self.high_resource_languages = list(high_resource_languages or [])
-        self.language_pairs = [_split_pair(p) for p in (language_pairs or [])]
+        self.language_pairs = [split_language_pair(p) for p in (language_pairs or [])]
         self.routing_strategy = routing_strategy
         self.encoder_drop_residual = [[int(layer), str(sublayer)] for layer, sublayer in (encoder_drop_residual or [])]
         self.use_cache = use_cache
@@ -323,7 +323,8 @@ def _divisor_hint(d_model: int) -> list[int]:
     return [h for h in (1, 2, 4, 8, 16) if d_model % h == 0]
 
 
-def _split_pair(pair: Sequence[str] | str) -> list[str]:
+def split_language_pair(pair: Sequence[str] | str) -> list[str]:
+    """`[src, tgt]` of a pair written `"src-tgt"` or `[src, tgt]`; a string with more than one `-` is refused."""
     if isinstance(pair, str):
         parts = pair.split("-")
         if len(parts) != 2:

@@ -87,6 +87,12 @@ class LMSConfig(LangSpecConfig):
                 raise ValueError(f"{name}={value!r} must be a number of at least 0.")
         if not self.languages:
             raise ValueError("LMS needs `languages`: one vertical and one flat matrix per language.")
+        deepest = max(self.encoder_layers, self.decoder_layers)
+        if self.lms_every > deepest:  # no layer i with (i + 1) % lms_every == 0: a model without LMS
+            raise ValueError(
+                f"lms_every={self.lms_every} places LMS in no layer: the encoder has {self.encoder_layers} layers and "
+                f"the decoder {self.decoder_layers}; use at most {deepest} (1: every layer)."
+            )
 
     def lms_layers(self, layers: int) -> list[int]:
         """The layers (from 0) of a stack of `layers` with LMS: every `lms_every`-th, counted from 1 as the authors'

@@ -60,6 +60,7 @@ from ..tokenization import train_tokenizer
 from .config_files import read_config_file, read_config_text
 from .config_types import check_section, type_hints
 from .errors import ConfigError
+from .model_check import MODEL_START_KEYS, check_model_settings
 from .run_guard import void_expectations
 from .static_shapes import resolve_buckets
 from .training_args import LangSpecTrainingArguments
@@ -68,18 +69,6 @@ SECTIONS = {
     "output_dir", "data", "tokenizer", "model", "training", "stages", "evaluation", "translate", "card", "expected"
 }  # fmt: skip
 STAGE_KEYS = {"name", "directions", "training"}
-# [model] keys that say where the model starts, beside its config class's fields
-MODEL_START_KEYS = {"class", "init_from", "init_encoder_from", "init_from_pretrained", "freeze_pretrained",
-                    "train_pretrained", "add_languages"}  # fmt: skip
-# [model] fields resolved from the data at run time (absent from the checks made before it is read)
-DATA_DEPENDENT_FIELDS = {"high_resource_languages", "language_pairs"}
-
-
-def pretrained_start_fields(model: dict[str, Any]) -> dict[str, Any]:
-    """The method's config fields of a [model] section, for `pretrained.check_start` before the data is read."""
-    return {k: v for k, v in model.items() if k not in MODEL_START_KEYS | DATA_DEPENDENT_FIELDS}
-
-
 DATA_KEYS = {
     "bible",
     "train_files",
@@ -213,6 +202,7 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
     _check_schedule(config, where)
     _check_meaningful(config, model_class, where)
     _check_evaluation(config, where)
+    check_model_settings(config, where)
     translate = check_keys(config.get("translate", {}), TRANSLATE_KEYS, f"{where} [translate]")
     check_section(translate, TRANSLATE_TYPES, f"{where} [translate]", ConfigError)
     if translate and (set(translate) != TRANSLATE_KEYS or not translate["text"].strip()):

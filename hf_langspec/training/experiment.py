@@ -19,17 +19,16 @@ from ..evaluation.trainer_metrics import TranslationMetrics
 from ..model_folder import ModelFolderError, load_model_folder, load_tokenizer, tokenizer_problem
 from ..modeling.configuration_clm import clm_collapse_risk, clm_map_start_risk
 from ..modeling.registry import model_classes
-from ..pretrained import check_start
 from .config import (
     ConfigError,
     apply_overrides,
     check_keys,
     load_config,
-    pretrained_start_fields,
     sentence_limit,
     set_keys,
     validate_config,
 )
+from .model_check import check_model_settings
 from .processes import check_processes_joined
 from .run_guard import RunLock, check_resumed_config
 from .stages.data import (
@@ -72,6 +71,7 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
 
     validate_config(config)
     _check_saved_models(config.get("model", {}), config.get("tokenizer", {}))
+    check_model_settings(config, "config", build=True)  # the model on the meta device, a pretrained start's shape
     output_dir = Path(config["output_dir"])
     _check_writable(output_dir)
     # the base arguments give the seed and the main-process-first guard; each stage builds its own
@@ -99,11 +99,6 @@ def _check_saved_models(model: dict[str, Any], tokenizer: dict[str, Any]) -> Non
         load_tokenizer(folder, "[tokenizer] path", **{k: v for k, v in tokenizer.items() if k == "lang_tag_style"})
     if "init_from" in model:
         load_model_folder(model["init_from"])
-    if "init_from_pretrained" in model:
-        try:
-            check_start(model["init_from_pretrained"], model.get("class", "baseline"), pretrained_start_fields(model))
-        except (ValueError, TypeError) as error:
-            raise ConfigError(f"[model] init_from_pretrained: {error}") from None
     encoder = model.get("init_encoder_from")
     if encoder is not None:
         load_model_folder(encoder if isinstance(encoder, str) else encoder["path"], translation=False)

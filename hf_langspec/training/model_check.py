@@ -1,0 +1,92 @@
+"""A config's [model] values checked before the data is read: the model config built with the run's languages
+where the config names them, stand-ins otherwise, so that a value its class refuses (`lms_rank: 0`, an LSL layer
+that does not exist) is one line before any corpus is built or tokenizer trained, not after."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..data.bible import BibleCorpusConfig
+from ..modeling.configuration_langspec import split_language_pair
+from ..modeling.registry import model_classes
+from ..pretrained import check_start
+from .errors import ConfigError
+
+# stand-in languages where the data names them only when read (`train_files`)
+STAND_IN_LANGUAGES = ("en", "de", "fr")
+# [model] keys that say where the model starts, beside its config class's fields
+MODEL_START_KEYS = {"class", "init_from", "init_encoder_from", "init_from_pretrained", "freeze_pretrained",
+                    "train_pretrained", "add_languages"}  # fmt: skip
+# [model] fields resolved from the data at run time (absent from the checks made before it is read)
+DATA_DEPENDENT_FIELDS = {"high_resource_languages", "language_pairs"}
+
+
+def pretrained_start_fields(model: dict[str, Any]) -> dict[str, Any]:
+    """The method's config fields of a [model] section, for `pretrained.check_start` before the data is read."""
+    return {k: v for k, v in model.items() if k not in MODEL_START_KEYS | DATA_DEPENDENT_FIELDS}
+
+
+def check_model_settings(config: dict[str, Any], where: str, build: bool = False) -> None:
+    """Build the [model] section's config class (and, with `build`, the model on the `meta` device: no memory, no
+    weights) with the run's languages; a ValueError, TypeError or KeyError becomes a ConfigError naming `where`.
+    A start from a saved model takes that model's config, so there is nothing to build; a pretrained start is built
+    from its checkpoint's config (with `build`: the checkpoint must be there)."""
+    model = dict(config.get("model", {}))
+    if "init_from_pretrained" in model and build:  # the checkpoint's shape with the method, on the meta device
+        try:
+            check_start(model["init_from_pretrained"], model.get("class", "baseline"), pretrained_start_fields(model))
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"{where} [model] init_from_pretrained: {err}") from None
+    if {"init_from", "init_from_pretrained"} & set(model):
+        return
+    config_class, model_class = model_classes()[model.get("class", "baseline")]
+    tokenizer = config.get("tokenizer", {})
+    try:
+        languages = run_languages(config)
+        if isinstance(model.get("high_resource_languages"), dict):  # a data-size rule, resolved at run time
+            model["high_resource_languages"] = languages[:1]
+        model.setdefault("language_pairs", [f"{a}-{b}" for a in languages for b in languages if a != b])
+        fields = {k: v for k, v in model.items() if k not in MODEL_START_KEYS}
+        model_config = config_class(
+            vocab_size=int(tokenizer.get("vocab_size", 8000)), languages=languages,
+            lang_tag_token_ids=list(range(4, 4 + len(languages))),
+            lang_tag_style=tokenizer.get("lang_tag_style", "source"), **fields,
+        )  # fmt: skip
+        if build:
+            with torch.device("meta"):
+                model_class(model_config)
+    except (ValueError, TypeError, KeyError) as err:
+        raise ConfigError(f"{where} [model]: the model config rejects these settings: {err}") from None
+
+
+def run_languages(config: dict[str, Any]) -> list[str]:
+    """The model's languages where the config decides them: a Bible corpus's (renamed by `data.language_codes`)
+    with a tokenizer trained on it. Where they are known only later (data files, read at run time; a saved
+    tokenizer, whose languages the model takes), the Bible's or stand-ins plus every code the [model] section
+    names, so that no membership check refuses what the run may accept."""
+    data = config.get("data", {})
+    codes = data.get("language_codes") or {}
+    bible = [codes.get(code, code) for code in BibleCorpusConfig(**data["bible"]).languages] if "bible" in data else []
+    if bible and "path" not in config.get("tokenizer", {}):
+        return bible
+    model = config.get("model", {})
+    named = [model.get("central_language"), *(model.get("cll_frozen_languages") or [])]
+    if isinstance(model.get("high_resource_languages"), list):
+        named += model["high_resource_languages"]
+    for pair in model.get("language_pairs") or []:
+        named += split_language_pair(pair)
+    languages = bible or list(STAND_IN_LANGUAGES)
+    languages += [code for code in dict.fromkeys(named) if isinstance(code, str) and code not in languages]
+    return languages
+
+
+__all__ = [
+    "DATA_DEPENDENT_FIELDS",
+    "MODEL_START_KEYS",
+    "STAND_IN_LANGUAGES",
+    "check_model_settings",
+    "pretrained_start_fields",
+    "run_languages",
+]
