@@ -459,7 +459,7 @@ def test_runs_of_another_corpus_are_refused_in_one_table(finished, tmp_path):
         ({"set": {"modell.class": "cll"}}, r"system 'broken'.*unknown keys \['modell'\]"),
         (
             {"set": {"model.class": "cll", "model.cll_layers": "bogus"}},
-            r"system 'broken'.*model config rejects.*bogus",
+            r"system 'broken'.*\[model\] .*bogus",
         ),
         ({"set": {"training.max_steps": 400}}, r"system 'broken'.*training.max_steps.*every system shares"),
         ({"set": {"stages": [{"name": "a", "training": {"max_steps": 300}}]}}, r"system 'broken'.*300 steps.*200"),

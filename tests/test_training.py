@@ -390,7 +390,7 @@ def test_bad_inputs_fail_before_training(tmp_path, tokenizer):
         # both failed only after the whole training and evaluation
         ({"translate": {"text": "a b", "src_lang": "en", "tgt_lang": "xx"}},
          r"\[translate\] en -> xx: \['xx'\] not among the training languages \['de', 'en', 'fr'\]"),
-        # these failed once the tokenizer was trained and the data tokenized
+        # these failed once the tokenizer was trained and the data tokenized; now as the config is read
         ({"model": {"encoder_attention_heads": 3}}, r"\[model\] encoder_attention_heads=3 does not divide d_model=32"),
         ({"model": {"class": "laa", "laa_points": ["foo"]}}, r"\[model\] laa_points \['foo'\] are not attention points"),
         ({"model": {"class": "hlt", "high_resource_languages": ["zz"]}}, r"\[model\] high_resource_languages \['zz'\]"),

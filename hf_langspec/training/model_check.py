@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..data.bible import BibleCorpusConfig
-from ..modeling.configuration_langspec import split_language_pair
+from ..modeling.configuration_langspec import LangSpecConfig, split_language_pair
 from ..modeling.registry import model_classes
 from ..pretrained import check_start
 from .errors import ConfigError
@@ -29,10 +29,10 @@ def pretrained_start_fields(model: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_model_settings(config: dict[str, Any], where: str, build: bool = False) -> None:
-    """Build the [model] section's config class (and, with `build`, the model on the `meta` device: no memory, no
-    weights) with the run's languages; a ValueError, TypeError or KeyError becomes a ConfigError naming `where`.
-    A start from a saved model takes that model's config, so there is nothing to build; a pretrained start is built
-    from its checkpoint's config (with `build`: the checkpoint must be there)."""
+    """The [model] section built into its config class (and, with `build`, the model on the `meta` device: no memory,
+    no weights) with the run's languages (`run_languages`), before the data is read; what the class refuses is a
+    ConfigError naming `where`. A start from a saved model takes that model's config, so there is nothing to build;
+    a pretrained start is built from its checkpoint's config (with `build`: the checkpoint must be there)."""
     model = dict(config.get("model", {}))
     if "init_from_pretrained" in model and build:  # the checkpoint's shape with the method, on the meta device
         try:
@@ -41,24 +41,32 @@ def check_model_settings(config: dict[str, Any], where: str, build: bool = False
             raise ConfigError(f"{where} [model] init_from_pretrained: {err}") from None
     if {"init_from", "init_from_pretrained"} & set(model):
         return
-    config_class, model_class = model_classes()[model.get("class", "baseline")]
-    tokenizer = config.get("tokenizer", {})
     try:
         languages = run_languages(config)
-        if isinstance(model.get("high_resource_languages"), dict):  # a data-size rule, resolved at run time
+        if isinstance(model.get("high_resource_languages"), dict):  # a data-size rule, resolved once data is read
             model["high_resource_languages"] = languages[:1]
-        model.setdefault("language_pairs", [f"{a}-{b}" for a in languages for b in languages if a != b])
-        fields = {k: v for k, v in model.items() if k not in MODEL_START_KEYS}
-        model_config = config_class(
-            vocab_size=int(tokenizer.get("vocab_size", 8000)), languages=languages,
-            lang_tag_token_ids=list(range(4, 4 + len(languages))),
-            lang_tag_style=tokenizer.get("lang_tag_style", "source"), **fields,
-        )  # fmt: skip
-        if build:
-            with torch.device("meta"):
-                model_class(model_config)
+        build_model_config(model, languages, config.get("tokenizer", {}), build)
     except (ValueError, TypeError, KeyError) as err:
-        raise ConfigError(f"{where} [model]: the model config rejects these settings: {err}") from None
+        raise ConfigError(f"{where} [model] {err}") from None
+
+
+def build_model_config(
+    model: dict[str, Any], languages: list[str], tokenizer: dict[str, Any], build: bool = False
+) -> LangSpecConfig:
+    """A [model] section's config class with `languages` (every pair of them unless `language_pairs` is given) and
+    stand-in tag ids; the model on the `meta` device too with `build`. Raises what the class raises."""
+    config_class, model_class = model_classes()[model.get("class", "baseline")]
+    fields = {k: v for k, v in model.items() if k not in MODEL_START_KEYS}
+    fields.setdefault("language_pairs", [f"{a}-{b}" for a in languages for b in languages if a != b])
+    model_config = config_class(
+        vocab_size=int(tokenizer.get("vocab_size", 8000)), languages=languages,
+        lang_tag_token_ids=list(range(4, 4 + len(languages))),
+        lang_tag_style=tokenizer.get("lang_tag_style", "source"), **fields,
+    )  # fmt: skip
+    if build:
+        with torch.device("meta"):
+            model_class(model_config)
+    return model_config
 
 
 def run_languages(config: dict[str, Any]) -> list[str]:
@@ -86,6 +94,7 @@ __all__ = [
     "DATA_DEPENDENT_FIELDS",
     "MODEL_START_KEYS",
     "STAND_IN_LANGUAGES",
+    "build_model_config",
     "check_model_settings",
     "pretrained_start_fields",
     "run_languages",

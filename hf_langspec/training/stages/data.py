@@ -26,9 +26,9 @@ from ...data.checks import (
 from ...data.corpus_store import direction_order, prepare_training_set, read_corpus, renamed_languages
 from ...data.local import load_local
 from ...data.processing import per_direction
-from ...modeling.registry import model_classes
 from ..batches import sampling_columns
 from ..config import DATA_DEFAULTS, ConfigError, named_test_files
+from ..model_check import build_model_config
 from .model import resolve_high_resource
 
 logger = logging.getLogger(__name__)
@@ -104,16 +104,12 @@ def check_against_data(config: dict[str, Any], sizes: dict[str, int]) -> None:
     model = dict(config.get("model", {}))
     if {"init_from", "init_from_pretrained"} & set(model) or "path" in config.get("tokenizer", {}):
         return  # its own config, the checkpoint's shape (checked before), or the tokenizer's languages
-    config_class = model_classes()[model.pop("class", "baseline")][0]
-    model.pop("init_encoder_from", None)
     # a data-size rule, here on the unfiltered data: its languages include those of the filtered data
     resolve_high_resource(model, sizes)
     model.setdefault("language_pairs", sorted(sizes))
-    tokenizer = {key: value for key, value in config.get("tokenizer", {}).items() if key == "lang_tag_style"}
-    vocabulary = {"vocab_size": 8000, "languages": languages, "lang_tag_token_ids": list(range(4, 4 + len(languages)))}
     try:
-        config_class(**vocabulary, **tokenizer, **model)
-    except ValueError as error:
+        build_model_config(model, languages, config.get("tokenizer", {}))
+    except (ValueError, TypeError, KeyError) as error:
         raise ConfigError(f"[model] {error}") from None
 
 
