@@ -35,7 +35,7 @@ class LMSConfig(LangSpecConfig):
             paper's default) and/or `"self_attn"` (q, k, v, o of the encoder's and the decoder's self-attention: its
             section 6.2 ablation, whose parameter count, 77M at d = 20, matches these two and not cross-attention).
         lms_every (`int`, *optional*, defaults to 1): LMS in every `lms_every`-th layer of each stack (the authors'
-            `--lms-freq`: 1 = every layer, 2 = every second).
+            `--lms-freq`: 1 = every layer, 2 = every second); at most the deeper stack's layer count.
         lms_fuse_distillation (`bool`, *optional*, defaults to `False`): train the shared pair by fuse distillation.
         lms_fd_weight (`float`, *optional*, defaults to 1.0): the weight of the symmetric KL (the authors' `--fd-weight 1`).
         lms_inference_route (`str`, *optional*, defaults to `"shared"`): with FD, what inference uses: `"shared"`
