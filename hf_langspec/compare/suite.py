@@ -37,8 +37,6 @@ A system with its own `seeds` is compared with the baseline on the seeds both ha
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,11 +45,12 @@ from typing import Any
 from ..training.config import ConfigError, check_keys, set_keys, validate_config
 from ..training.config_files import read_config_file
 from ..training.model_check import check_model_settings
+from .controls import CONTROL_KINDS, Control, control_label, plan_controls
 from .groups import group_names
 from .markers import insertion_problem
 
 SUITE_KEYS = {"name", "description", "output_dir", "results_dir", "seeds", "baseline", "base", "systems", "report"}
-SYSTEM_KEYS = {"label", "paper", "description", "set", "seeds"}
+SYSTEM_KEYS = {"label", "paper", "description", "set", "seeds", "controls"}
 REPORT_KEYS = {"resource_groups", "claims", "insert_into", "pivot", "other_budgets"}
 CLAIM_KEYS = {"paper", "system", "group", "metric", "expect", "effect", "note", "against"}
 CLAIM_METRICS = ("bleu", "chrfpp", "off_target")
@@ -70,6 +69,8 @@ class System:
     paper: str = ""
     description: str = ""
     seeds: list[int] | None = None  # None: the suite's
+    controls: list[str] = field(default_factory=list)  # the matched controls it asks for (controls.py)
+    control: Control | None = None  # set on a control the suite made: what it matches, for which systems
 
 
 @dataclass
@@ -163,6 +164,8 @@ def load_suite(path: str | os.PathLike, build_models: bool = True) -> Suite:
     )
     systems = {}
     for name, entry in check_keys(raw["systems"], set(raw["systems"]), f"{path} [systems]").items():
+        if name in CONTROL_KINDS:  # a claim's `against: parameters` names the system's control of that kind
+            raise ConfigError(f"{path} [systems]: {name!r} names a kind of control; call the system otherwise.")
         if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
             raise ConfigError(
                 f"{path} [systems]: name {name!r} must be letters, digits, '-' or '_' (it names folders)."
@@ -179,7 +182,13 @@ def load_suite(path: str | os.PathLike, build_models: bool = True) -> Suite:
         )
         own_seeds = _check_seeds(entry["seeds"], f"{path} [systems.{name}]") if "seeds" in entry else None
         systems[name] = System(
-            name, overrides, entry.get("label", name), entry.get("paper", ""), entry.get("description", ""), own_seeds
+            name,
+            overrides,
+            entry.get("label", name),
+            entry.get("paper", ""),
+            entry.get("description", ""),
+            own_seeds,
+            _check_controls(entry.get("controls", []), f"{path} [systems.{name}]"),
         )
     if raw["baseline"] not in systems:
         raise ConfigError(f"{path}: baseline {raw['baseline']!r} is not one of the systems {list(systems)}.")
@@ -191,10 +200,11 @@ def load_suite(path: str | os.PathLike, build_models: bool = True) -> Suite:
         report=report,
         description=raw.get("description", ""),
     )  # fmt: skip
-    for name in systems:
-        check_system(suite, name, build_model=build_models)
+    _add_controls(suite)
+    for name in suite.systems:
+        check_system(suite, name, build_model=build_models and suite.systems[name].control is None)
     baseline_config = suite.system_config(suite.baseline)
-    for name in systems:
+    for name in suite.systems:
         if name != suite.baseline and suite.system_config(name) == baseline_config:
             raise ConfigError(
                 f"{path} [systems.{name}]: trains exactly the baseline's model and schedule (its `set` changes "
@@ -219,6 +229,46 @@ def _check_seeds(seeds: Any, where: str) -> list[int]:
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"{where}: seeds {seeds} repeat a seed.")
     return list(seeds)
+
+
+def _check_controls(kinds: Any, where: str) -> list[str]:
+    if not (isinstance(kinds, list) and all(k in CONTROL_KINDS for k in kinds) and len(set(kinds)) == len(kinds)):
+        raise ConfigError(f"{where}: controls must be a list of {list(CONTROL_KINDS)}, each once, got {kinds!r}.")
+    return list(kinds)
+
+
+def _add_controls(suite: Suite) -> None:
+    """The matched controls the systems ask for, added as systems after them (see controls.py)."""
+    requests = {name: system.controls for name, system in suite.systems.items() if system.controls}
+    if not requests:
+        return
+    if suite.baseline in requests:
+        raise ConfigError(f"{suite.path} [systems.{suite.baseline}]: the baseline is what controls widen; ask for "
+                          "controls on the methods' systems.")  # fmt: skip
+    if suite.system_config(suite.baseline).get("model", {}).get("class", "baseline") != "baseline":
+        raise ConfigError(f"{suite.path}: controls widen the plain Transformer; the baseline system "
+                          f"{suite.baseline!r} is another model class.")  # fmt: skip
+    try:
+        controls = plan_controls(requests, suite.system_config, suite.baseline)
+    except (ConfigError, ValueError, TypeError) as err:
+        raise ConfigError(f"{suite.path}: {err}") from None
+    for name, control in controls.items():
+        if name in suite.systems:
+            raise ConfigError(f"{suite.path} [systems.{name}]: the name is the control of {control.systems[0]!r}; "
+                              "rename the system.")  # fmt: skip
+        owners = [suite.seeds_of(s) for s in control.systems]
+        seeds = sorted({seed for own in owners for seed in own})
+        suite.systems[name] = System(
+            name, dict(control.settings), control_label(control), paper="matched control",
+            description=f"The baseline widened ({control.widened}) to the {control.kind} of {', '.join(control.systems)}.",
+            seeds=None if seeds == suite.seeds else seeds, control=control,
+        )  # fmt: skip
+
+
+def control_of(suite: Suite, system: str, kind: str) -> str | None:
+    """The name of `system`'s matched control of `kind` (parameters, compute), if the suite has one."""
+    return next((n for n, s in suite.systems.items() if s.control and s.control.kind == kind
+                 and system in s.control.systems), None)  # fmt: skip
 
 
 def _check_report(report: dict[str, Any], name: str, path: Path) -> None:
@@ -262,6 +312,13 @@ def _check_claim(suite: Suite, claim: Any, where: str) -> None:
     if group not in groups and not str(group).startswith("eval:"):  # was "not measured (runs missing)" at the end
         raise ConfigError(f"{where}: group {claim['group']!r} is not a group of the report; use one of {groups}.")
     against = claim.get("against", suite.baseline)  # the row it is judged against: a control on the same schedule
+    if against in CONTROL_KINDS:  # `against: parameters`: the system's matched control of that kind, by its name
+        control = control_of(suite, claim["system"], against)
+        if control is None:
+            raise ConfigError(
+                f"{where}: against {against!r} needs `controls: [{against}]` on system {claim['system']!r}."
+            )
+        claim["against"] = against = control
     if against not in suite.systems or against == claim["system"]:
         raise ConfigError(
             f"{where}: against {against!r} must be another system of the suite ({list(suite.systems)}); leave it out "
@@ -325,9 +382,4 @@ def training_budget(config: dict[str, Any]) -> tuple[int, int]:
     return steps, batch
 
 
-def suite_fingerprint(config: dict[str, Any]) -> str:
-    """A stable key of a run's config (sorted JSON), to tell whether a results file is this run's."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-__all__ = ["Suite", "System", "check_system", "load_suite", "training_budget"]
+__all__ = ["Suite", "System", "check_system", "control_of", "load_suite", "training_budget"]

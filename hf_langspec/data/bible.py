@@ -127,6 +127,10 @@ class BibleCorpusConfig:
     books: Sequence[int] | None = None  # restrict to these book numbers (1-66), e.g. for a fast slice
     allow_restricted: bool = False
 
+    def trained_directions(self) -> list[tuple[str, str]]:
+        """The ordered pairs of languages the training data holds (`directions`: pivot <-> xx, or every pair)."""
+        return _directions(self)
+
     def zero_shot_directions(self) -> list[tuple[str, str]]:
         """The ordered pairs of languages the training pairs never hold: the zero-shot test set's directions."""
         trained = set(_directions(self))
