@@ -2,7 +2,8 @@
 
 Every fenced block of the README and of the pages a user reads (docs/guide, docs/methods, docs/DATA.md,
 docs/contributing.md) is a `Block`. A page's blocks run in order in a `Sandbox`: a scratch folder shaped like the
-repository (its own copies of examples/ and BENCHMARKS.md and an empty benchmarks/results/, so nothing committed
+repository (its own copies of examples/, BENCHMARKS.md and the comparing guide (where suites write their reports
+and answer tables) and an empty benchmarks/results/, so nothing committed
 is read or written), where shell commands run as written with these changes, each stated here: `train` gets
 `--set` overrides that make it tiny (`tiny_settings`), a suite is rewritten tiny in the sandbox's copy
 (`shrink_suite`), `pip install .` runs at the repository's root with `--dry-run`, and port 8080 becomes a free
@@ -150,6 +151,8 @@ class Sandbox:
         shutil.copytree(ROOT / "examples", folder / "examples")
         (folder / "benchmarks" / "results").mkdir(parents=True)  # a suite's results are the sandbox's own
         shutil.copy(ROOT / "BENCHMARKS.md", folder)  # where suites insert their reports
+        (folder / "docs" / "guide").mkdir(parents=True)
+        shutil.copy(ROOT / "docs" / "guide" / "comparing.md", folder / "docs" / "guide")  # and their answer tables
         (folder / "scripts").symlink_to(ROOT / "scripts")
         (folder / "requirements").symlink_to(ROOT / "requirements")
         (folder / ".venv").symlink_to(Path(sys.prefix))  # the environment the tests run in

@@ -59,6 +59,35 @@ def test_results_files_record_the_versions_and_the_shape_they_were_made_with(fin
     assert stored["shape"] == {key: model[key] for key in ("d_model", "encoder_layers", "decoder_layers")}
 
 
+def test_a_run_records_the_commit_each_of_its_training_processes_loaded(finished, tmp_path):
+    """Recorded before training starts (an interrupted process is listed too) with the steps each trained; the report
+    names runs trained under several commits, or resumed before the processes were recorded, as uncertain."""
+    stored = json.loads(results_paths(finished["suite"].results_dir, "fcll", 2)[0].read_text())
+    assert [p["steps"] for p in stored["package_commits"]] == [stored["training"]["steps"]]
+    assert stored["package_commits"][0]["commit"] == stored["package_commit"]
+    results = tmp_path / "results"
+    shutil.copytree(finished["suite"].results_dir, results)
+    edits = {
+        ("fcll", 1): lambda r: r.update(package_commits=[{"commit": "a" * 40, "steps": 100}, {"commit": "b" * 40}]),
+        ("fcll", 2): lambda r: (r.pop("package_commits"), r["training"].update(steps_timed=50)),
+        ("baseline", 1): lambda r: r.update(package_commits=[{"commit": "a" * 40, "steps": 150}]),
+    }
+    for (system, seed), edit in edits.items():
+        path = results_paths(results, system, seed)[0]
+        result = json.loads(path.read_text())
+        edit(result)
+        path.write_text(json.dumps(result))
+    suite = replace(finished["suite"], results_dir_setting=results)
+    uncertain = build_report(suite, write=False)["setting"]["uncertain_commits"]
+    assert uncertain == {
+        "baseline seed 1": "50 steps by a process whose commit is not recorded",
+        "fcll seed 1": f"trained under 2 commits: {'a' * 12}, {'b' * 12}",
+        "fcll seed 2": f"resumed: 50 of 200 steps in the process whose commit ({stored['package_commit'][:12]}) "
+        "it records; the earlier steps' is not known",
+    }
+    assert "Runs whose code is not one known commit (3): baseline seed 1" in markdown(build_report(suite, write=False))
+
+
 def test_the_report_marks_which_device_made_which_runs(finished, tmp_path):
     from hf_langspec.compare.report import build_report, markdown
 

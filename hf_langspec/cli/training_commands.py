@@ -8,8 +8,10 @@ from pathlib import Path
 import torch.distributed as dist
 
 from ..compare import compare
+from ..compare.controls import control_lines
 from ..compare.learning_curve import curve_markdown, learning_curve
 from ..compare.report import markdown
+from ..compare.suite import load_suite
 from ..training.config import apply_overrides, load_config
 from ..training.config_schema import schema_table
 from ..training.experiment import run_experiment
@@ -67,6 +69,9 @@ def _compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=1, help="runs at a time; CPU cores are split between them")
     p.add_argument("--output-dir", type=Path, help="overrides the suite's output_dir")
     p.add_argument("--report-only", action="store_true", help="train nothing: report the results that exist")
+    p.add_argument("--show-controls", action="store_true",
+                   help="train nothing: print the matched controls the suite's systems ask for (solved on the meta "
+                        "device) and exit")  # fmt: skip
     p.add_argument(
         "--eval-set", action="append", metavar="FILE", help="a multi-way JSONL to evaluate every run on as well"
     )
@@ -81,6 +86,11 @@ def _compare_arguments(p: argparse.ArgumentParser) -> None:
     help="train every system of a suite over seeds at an equal budget and report the comparison",
 )
 def cmd_compare(args: argparse.Namespace) -> None:
+    if args.show_controls:
+        suite = load_suite(args.suite, build_models=False)
+        described = {name: s.control.describe() for name, s in suite.systems.items() if s.control is not None}
+        print("\n".join(control_lines(described)) if described else f"{args.suite} asks for no matched controls.")
+        return
     report = compare(
         args.suite, systems=codes(args.systems) if args.systems else None, seeds=args.seeds, workers=args.workers,
         output_dir=args.output_dir, report_only=args.report_only, eval_sets=args.eval_set or [],

@@ -264,6 +264,22 @@ def control_label(control: Control) -> str:
     return f"Transformer, {shape} ({what} of {matched})"
 
 
+def control_lines(described: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per control (`Control.describe()` by name): what it matches, for whom, its settings and its size."""
+    lines = []
+    for name, control in described.items():
+        kind, target = control["kind"], control["target"]
+        reached = control["measured"]["parameters" if kind == "parameters" else "flops_per_target_token"]
+        settings = ", ".join(f"{k.removeprefix('model.')} {v}" for k, v in control["settings"].items())
+        lines.append(
+            f"- `{name}`: {kind} of {', '.join(control['systems'])} ({target:,.0f}; this control {reached:,.0f}, "
+            f"{reached / target - 1:+.2%}); widened: {control['widened']} ({settings}); "
+            f"{control['measured']['parameters']:,} parameters, "
+            f"{control['measured']['flops_per_target_token']:,.0f} training FLOPs per target token."
+        )
+    return lines
+
+
 __all__ = [
     "COMPUTE_DIFFERENCE",
     "CONTROL_KINDS",
@@ -271,7 +287,7 @@ __all__ = [
     "TOLERANCE",
     "Control",
     "ModelSize",
-    "control_label",
+    "control_label", "control_lines",
     "measure",
     "plan_controls",
     "solve_control",

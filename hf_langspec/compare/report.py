@@ -24,7 +24,9 @@ from typing import Any
 
 from ..data.schema import write_atomic
 from ..training.config import ConfigError
+from .answers import answer_table
 from .budgets import judge_at_other_budgets, load_other_budgets
+from .controls import measure_kind
 from .flag_cache import ReportFlags, run_off_target_flags
 from .groups import direction_group_names
 from .markers import insert_markdown
@@ -164,10 +166,16 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
             **_speeds(results),
             "final_loss": _final_loss(results),
             "devices": sorted({r["training"].get("device", "cpu") for r in results}),  # older results: the CPU
+            "flops_per_target_token": _flops(suite, system),
             "groups": groups,
         }
-    for claim in suite.report.get("claims", []):  # a claim against a control: the system's differences from it
-        system, against = claim["system"], claim.get("against", suite.baseline)
+    # each system against its matched controls (all groups: the answer table's), and against a claim's control
+    comparisons = [(name, control) for name in suite.systems for control, entry in suite.systems.items()
+                  if entry.control is not None and name in entry.control.systems]  # fmt: skip
+    comparisons += [
+        (claim["system"], claim.get("against", suite.baseline)) for claim in suite.report.get("claims", [])
+    ]
+    for system, against in comparisons:
         if against == suite.baseline or system not in systems or against not in systems:
             continue
         versus = systems[system].setdefault("versus", {})
@@ -188,6 +196,7 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
         "own_seeds": {name: suite.seeds_of(name) for name in suite.systems if suite.seeds_of(name) != suite.seeds},
         "missing": missing,
         "systems": systems,
+        "controls": {name: entry.control.describe() for name, entry in suite.systems.items() if entry.control},
         "baseline_on_suite_seeds": _baseline_on_suite_seeds(suite, per_run, base_seeds),
         "runs": {f"{s} seed {seed}": groups for (s, seed), groups in per_run.items()},
         "claims": [claim_verdict(claim, systems, suite.baseline) for claim in suite.report.get("claims", [])],
@@ -198,6 +207,15 @@ def build_report(suite: Suite, eval_sets: list[str] = (), write: bool = True) ->
     if write:
         write_report(suite, report, runs)
     return report
+
+
+def _flops(suite: Suite, system: str) -> float | None:
+    """Training FLOPs per target token of the system's model (controls.py), None where it has no plain shape to
+    build (a start from a checkpoint)."""
+    try:
+        return measure_kind(suite.system_config(system), "compute")
+    except (ConfigError, ValueError, TypeError, KeyError):
+        return None
 
 
 def _baseline_on_suite_seeds(suite: Suite, per_run: dict, base_seeds: list[int]) -> dict[str, Any] | None:
@@ -274,6 +292,7 @@ def _setting(suite: Suite, runs: dict) -> dict[str, Any]:
         "signatures": first["signatures"] if first else {},
         "language_identifier": first["language_identifier"] if first else None,
         "package_commits": sorted({r["package_commit"] or "unknown" for r in runs.values()}),
+        "uncertain_commits": _uncertain_commits(runs),
         "sentences": {
             name: sum(scores["sentences"] for scores in first_set.values())
             for name, first_set in (first["sets"] if first else {}).items()
@@ -281,8 +300,31 @@ def _setting(suite: Suite, runs: dict) -> dict[str, Any]:
     }
 
 
+def _uncertain_commits(runs: dict) -> dict[str, str]:
+    """Runs whose code is not one known commit: trained by several processes under several commits, or resumed
+    from checkpoints before each process's commit was recorded (the file names the last process's alone)."""
+    uncertain = {}
+    for (system, seed), result in runs.items():
+        training, name = result["training"], f"{system} seed {seed}"
+        processes = result.get("package_commits")
+        if processes:
+            commits = list(dict.fromkeys(p["commit"] or "unknown" for p in processes))
+            recorded = sum(p.get("steps", 0) for p in processes)
+            if len(commits) > 1:
+                uncertain[name] = f"trained under {len(commits)} commits: {', '.join(c[:12] for c in commits)}"
+            elif all("steps" in p for p in processes) and recorded < training["steps"]:
+                uncertain[name] = f"{training['steps'] - recorded:,} steps by a process whose commit is not recorded"
+        elif training.get("steps_timed", training["steps"]) < training["steps"]:
+            uncertain[name] = (
+                f"resumed: {training['steps_timed']:,} of {training['steps']:,} steps in the process whose commit "
+                f"({(result.get('package_commit') or 'unknown')[:12]}) it records; the earlier steps' is not known"
+            )
+    return uncertain
+
+
 def write_report(suite: Suite, report: dict[str, Any], runs: dict) -> None:
-    """report.md / .json / .csv and the plots into the results directory; the Markdown into `insert_into` files."""
+    """report.md / .json / .csv and the plots into the results directory; the Markdown into `insert_into` files, the
+    answer table (answers.md) into `answers_into` files."""
 
     out = suite.results_dir
     write_atomic(out / "report.json", (json.dumps(report, indent=1) + "\n").encode())
@@ -292,6 +334,11 @@ def write_report(suite: Suite, report: dict[str, Any], runs: dict) -> None:
         write_plots(suite, report, runs, out)
     for target in suite.report.get("insert_into", []):
         insert_markdown(Path(target), suite.name, markdown(report, image_prefix=_relative(out, Path(target).parent)))
+    if suite.report.get("answers_into"):
+        table = answer_table(report)
+        write_atomic(out / "answers.md", table.encode())
+        for target in suite.report["answers_into"]:
+            insert_markdown(Path(target), suite.name, table, kind="answers")
 
 
 def _relative(path: Path, start: Path) -> str:

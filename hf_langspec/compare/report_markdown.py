@@ -16,6 +16,7 @@ from statistics import stdev
 from typing import Any
 
 from .budgets import markdown_lines as other_budget_lines
+from .controls import control_lines
 from .statistics import BOOTSTRAP_SAMPLES, RATE_METRICS
 
 PIVOT = "en"
@@ -212,7 +213,27 @@ def _reading_notes(report: dict[str, Any]) -> list[str]:
             f"Signatures: BLEU `{signatures.get('bleu_signature')}`, chrF++ `{signatures.get('chrfpp_signature')}`."
         )
     lines.append(f"Package commits of the runs: {', '.join(c[:12] for c in setting['package_commits'])}.")
+    uncertain = setting.get("uncertain_commits") or {}
+    if uncertain:
+        lines.append(
+            f"Runs whose code is not one known commit ({len(uncertain)}): "
+            + "; ".join(f"{name} ({why})" for name, why in uncertain.items())
+            + "."
+        )
     return lines
+
+
+def _control_lines(report: dict[str, Any]) -> list[str]:
+    """The matched controls the suite made (controls.py): what each matches and its measured size."""
+    described = report.get("controls", {})
+    if not described:
+        return []
+    return [
+        "",
+        "Matched controls (the baseline widened; sizes measured on the meta device):",
+        "",
+        *control_lines(described),
+    ]
 
 
 def _claim_lines(report: dict[str, Any]) -> list[str]:
@@ -251,7 +272,7 @@ def markdown(report: dict[str, Any], image_prefix: str = "") -> str:
             lines += ["", f"Missing runs ({len(report['missing'])}): {', '.join(report['missing'])}."]
         return "\n".join(lines) + "\n"
     lines += _main_table(report) + _resource_table(report) + _cost_table(report) + _eval_set_tables(report)
-    lines += _reading_notes(report) + _claim_lines(report) + other_budget_lines(report)
+    lines += _reading_notes(report) + _control_lines(report) + _claim_lines(report) + other_budget_lines(report)
     if report["missing"]:
         lines += ["", f"Missing runs ({len(report['missing'])}; not averaged in): {', '.join(report['missing'])}."]
     if report.get("failed"):

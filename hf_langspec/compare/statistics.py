@@ -110,20 +110,13 @@ def group_statistics(
     return groups
 
 
-def claim_verdict(claim: dict[str, Any], systems: dict[str, Any], baseline: str) -> dict[str, Any]:
-    """Does a paper's headline effect hold here? Direction, size and significance of the difference from the
-    baseline, or from the claim's `against` system (a control: its differences are in the system's `versus`)."""
-    own = systems.get(claim["system"], {})
-    against = claim.get("against", baseline)
-    groups = own.get("groups", {}) if against == baseline else own.get("versus", {}).get(against, {})
-    entry = groups.get(claim["group"], {}).get(claim["metric"])
-    base = systems.get(against, {}).get("groups", {}).get(claim["group"], {}).get(claim["metric"])
-    out = {**claim}
-    if entry is None or base is None or "delta" not in entry:
-        return out | {"verdict": "not measured (runs missing)"}
+def effect_evidence(entry: dict[str, Any], expect: str, metric: str) -> tuple[bool, bool, bool, str]:
+    """(in the expected direction, significant, significant over sentences only, the test in words) of one cell's
+    difference: the paired bootstrap over sentences where it ran, else the 95% t interval of the per-seed
+    differences; "over sentences only" when the bootstrap says yes and the seeds' interval includes 0."""
     delta = entry["delta"]
-    right_way = delta < 0 if claim["expect"] == "down" else delta > 0
-    scale, unit = (100, " points") if claim["metric"] in RATE_METRICS else (1, "")
+    right_way = delta < 0 if expect == "down" else delta > 0
+    scale, unit = (100, " points") if metric in RATE_METRICS else (1, "")
     interval = entry.get("delta_ci95")
     seeds_agree = interval is not None and (interval[0] > 0 or interval[1] < 0)
     where = f"[{interval[0] * scale:+.3g}, {interval[1] * scale:+.3g}]{unit}" if interval else ""
@@ -136,7 +129,38 @@ def claim_verdict(claim: dict[str, Any], systems: dict[str, Any], baseline: str)
     else:
         significant, how = False, "one seed: no test"
     # the bootstrap sees sentence noise only; with few seeds, training noise can be as large as the effect
-    only_sentences = significant and interval is not None and not seeds_agree
+    return right_way, significant, significant and interval is not None and not seeds_agree, how
+
+
+def effect_class(entry: dict[str, Any] | None, expect: str, metric: str) -> str:
+    """The verdict class of one cell: "holds across seeds", "over sentences only", "not significant", "the opposite
+    direction" (significant; "..., over sentences only" where the seeds' interval includes 0) or "not measured"."""
+    if entry is None or "delta" not in entry:
+        return "not measured"
+    right_way, significant, only_sentences, _ = effect_evidence(entry, expect, metric)
+    if not significant:
+        return "not significant"
+    if entry.get("delta_ci95") is None:
+        return "one seed" if right_way else "the opposite direction, one seed"
+    if right_way:
+        return "over sentences only" if only_sentences else "holds across seeds"
+    return "the opposite direction" + (", over sentences only" if only_sentences else "")
+
+
+def claim_verdict(claim: dict[str, Any], systems: dict[str, Any], baseline: str) -> dict[str, Any]:
+    """Does a paper's headline effect hold here? Direction, size and significance of the difference from the
+    baseline, or from the claim's `against` system (a control: its differences are in the system's `versus`)."""
+    own = systems.get(claim["system"], {})
+    against = claim.get("against", baseline)
+    groups = own.get("groups", {}) if against == baseline else own.get("versus", {}).get(against, {})
+    entry = groups.get(claim["group"], {}).get(claim["metric"])
+    base = systems.get(against, {}).get("groups", {}).get(claim["group"], {}).get(claim["metric"])
+    out = {**claim}
+    if entry is None or base is None or "delta" not in entry:
+        return out | {"verdict": "not measured (runs missing)"}
+    delta = entry["delta"]
+    right_way, significant, only_sentences, how = effect_evidence(entry, claim["expect"], claim["metric"])
+    interval = entry.get("delta_ci95")
     if right_way:
         verdict = "holds" if significant else "same direction, not significant"
     else:
@@ -159,6 +183,7 @@ def claim_verdict(claim: dict[str, Any], systems: dict[str, Any], baseline: str)
 
 
 __all__ = [
-    "BOOTSTRAP_SAMPLES", "METRICS", "RATE_METRICS", "claim_verdict", "group_statistics", "mean_interval",
+    "BOOTSTRAP_SAMPLES", "METRICS", "RATE_METRICS", "claim_verdict", "effect_class", "effect_evidence",
+    "group_statistics", "mean_interval",
     "paired_bootstrap", "paired_bootstrap_rate", "t_quantile",
 ]  # fmt: skip

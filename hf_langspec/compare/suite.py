@@ -15,7 +15,8 @@ base:                                    # an ordinary experiment config without
 systems:
   baseline: {label: "Transformer, source tags"}
   fcll: {label: FCLL, paper: CLL, set: {model.class: cll, model.central_language: en},
-         seeds: [1, 2, 3, 4, 5]}             # more seeds where the seed-to-seed spread hides an effect
+         seeds: [1, 2, 3, 4, 5],             # more seeds where the seed-to-seed spread hides an effect
+         controls: [parameters, compute]}    # the baseline widened to its size and to its compute (controls.py)
 report:
   resource_groups: {low_below: 5000, high_from: 20000}   # Low/Med/High groups by training examples
   claims:                                                # one line per paper under the table
@@ -23,7 +24,10 @@ report:
        note: "where this setting departs from the paper's"}      # printed after the verdict
     - {paper: "CLM", system: sclm_slow, against: baseline_slow, group: xx-en, metric: bleu, expect: up}
                                          # against: judged on another row (a control), not the baseline
+    - {paper: "CLL", system: fcll, against: parameters, group: zero-shot, metric: bleu, expect: up}
+                                         # against: parameters / compute: the system's matched control
   insert_into: [README.md]               # replace the text between <!-- compare:NAME --> markers
+  answers_into: [docs/guide/comparing.md]  # the answer table (answers.py) between <!-- answers:NAME --> markers
   other_budgets: [examples/suites/bible11.yaml]   # the claims judged on these suites' reports too (budgets.py)
 ```
 
@@ -51,7 +55,7 @@ from .markers import insertion_problem
 
 SUITE_KEYS = {"name", "description", "output_dir", "results_dir", "seeds", "baseline", "base", "systems", "report"}
 SYSTEM_KEYS = {"label", "paper", "description", "set", "seeds", "controls"}
-REPORT_KEYS = {"resource_groups", "claims", "insert_into", "pivot", "other_budgets"}
+REPORT_KEYS = {"resource_groups", "claims", "insert_into", "answers_into", "pivot", "other_budgets"}
 CLAIM_KEYS = {"paper", "system", "group", "metric", "expect", "effect", "note", "against"}
 CLAIM_METRICS = ("bleu", "chrfpp", "off_target")
 # the comparison's fixed points: a system that changes them is not compared at an equal budget
@@ -289,13 +293,14 @@ def _check_report(report: dict[str, Any], name: str, path: Path) -> None:
             raise ConfigError(
                 f"{where}: resource_groups low_below={bounds['low_below']} exceeds high_from={bounds['high_from']}."
             )
-    targets = report.get("insert_into", [])
-    if not (isinstance(targets, list) and all(isinstance(t, str) for t in targets)):
-        raise ConfigError(f"{where}: insert_into must be a list of files, e.g. [README.md], got {targets!r}.")
-    for target in targets:
-        problem = insertion_problem(Path(target), name)
-        if problem:
-            raise ConfigError(f"{where} insert_into: {problem}")
+    for key, kind in (("insert_into", "compare"), ("answers_into", "answers")):
+        targets = report.get(key, [])
+        if not (isinstance(targets, list) and all(isinstance(t, str) for t in targets)):
+            raise ConfigError(f"{where}: {key} must be a list of files, e.g. [README.md], got {targets!r}.")
+        for target in targets:
+            problem = insertion_problem(Path(target), name, kind)
+            if problem:
+                raise ConfigError(f"{where} {key}: {problem}")
 
 
 def _check_claim(suite: Suite, claim: Any, where: str) -> None:

@@ -148,7 +148,11 @@ def run(spec: dict[str, Any]) -> None:
     previous = read_run_file(scores_path) if scores_path.exists() else None
     if previous is None or run_identity(previous["config"]) != run_identity(spec["config"]):
         print(f"training {spec['system']} seed {spec['seed']} in {spec['run_dir']}", flush=True)
+        processes = training_commits(Path(spec["run_dir"]), commit)
         run_experiment(spec["config"])
+        trained_here = read_json(Path(spec["run_dir"]) / "run_info.json")["trained"]
+        processes[-1]["steps"] = sum(stage.get("steps_this_process", 0) for stage in trained_here)
+        write_atomic(Path(spec["run_dir"]) / COMMITS_FILE, json.dumps(processes, indent=1).encode())
         previous = None
     run_info = read_json(Path(spec["run_dir"]) / "run_info.json")
     done = set(previous["sets"]) if previous else set()
@@ -177,6 +181,8 @@ def run(spec: dict[str, Any]) -> None:
         "tokenizer_fingerprint": spec["tokenizer_fingerprint"],
         "lang_tag_style": spec["config"].get("tokenizer", {}).get("lang_tag_style", "source"),
         "package_commit": previous["package_commit"] if previous else commit,
+        # every training process's commit, in order, with the steps it trained (none: it was interrupted)
+        "package_commits": previous.get("package_commits") if previous else _read_commits(Path(spec["run_dir"])),
         "versions": previous.get("versions") if previous else library_versions(),
         "train_sizes": spec["train_sizes"],
         "training": {
@@ -195,6 +201,27 @@ def run(spec: dict[str, Any]) -> None:
     }
     write_atomic(outputs_path, gzip.compress(json.dumps(outputs, ensure_ascii=False).encode(), mtime=0))
     write_atomic(scores_path, (json.dumps(result, indent=1, ensure_ascii=False) + "\n").encode())
+
+
+COMMITS_FILE = "package_commits.json"
+
+
+def training_commits(run_dir: Path, commit: str | None) -> list[dict[str, Any]]:
+    """The run's training processes so far with this one added: each the package commit it loaded (a run resumed
+    from its checkpoints trains under several), recorded before training so an interrupted process is listed."""
+    path = run_dir / COMMITS_FILE
+    processes = [
+        *_read_commits(run_dir),
+        {"commit": commit, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+    ]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(processes, indent=1).encode())
+    return processes
+
+
+def _read_commits(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / COMMITS_FILE
+    return json.loads(path.read_text()) if path.exists() else []
 
 
 def _allocator(previous: dict[str, Any] | None) -> dict[str, str]:
