@@ -15,6 +15,7 @@ import pytest
 import torch
 from conftest import two_process_launcher, with_diverse_outputs
 from datasets import Dataset
+from safetensors.torch import load_file
 from transformers import DataCollatorForSeq2Seq, TrainerCallback
 from transformers.modeling_outputs import Seq2SeqLMOutput
 
@@ -848,6 +849,12 @@ def test_a_checkpoint_past_max_steps_is_not_resumed_into_an_untrained_run(tokeni
     make_trainer(tokenizer, tmp_path, max_steps=6).train(resume_from_checkpoint=True)  # finished: nothing to train
 
 
+def _messages(err: str) -> list[str]:
+    """The lines of stderr that are not progress bars (a bar redraws itself with carriage returns, and a loaded
+    machine draws the data's bars before the error)."""
+    return [line for line in err.splitlines() if line.strip() and "\r" not in line and " pairs [" not in line]
+
+
 @pytest.mark.reliability
 def test_a_run_whose_loss_becomes_nan_stops_before_its_model_is_saved_scored_or_carded(tmp_path, capsys):
     """issue 59, item 3: a diverged run was saved, scored and carded like any other."""
@@ -860,5 +867,30 @@ def test_a_run_whose_loss_becomes_nan_stops_before_its_model_is_saved_scored_or_
     assert main(["train", "--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert re.search(r"the training loss became (nan|inf) by step \d: the model diverged and is not saved", err), err
-    assert len(err.strip().splitlines()) == 1 and "Lower training.learning_rate (now 1e+12)" in err
+    assert len(_messages(err)) == 1 and "Lower training.learning_rate (now 1e+12)" in err
     assert not (tmp_path / "run" / "model").exists() and not list((tmp_path / "run").glob("**/results.json"))
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(("logging_steps", "save_steps"), [(500, 500), (500, 3), (1, 500)])
+def test_a_diverged_run_is_never_saved_whatever_the_logging_interval(tmp_path, capsys, logging_steps, save_steps):
+    """The class of issue 75: with no logged loss to show it (logging every 500 of 8 steps) the run ended with
+    `train_loss: nan`, saved its model and scored it. The weights are checked before each checkpoint and the loss of
+    every step and the weights at the end, so no logging interval lets a diverged model through."""
+    from hf_langspec.cli import main
+
+    config = _config(tmp_path, training={"max_steps": 8, "learning_rate": 1e12, "logging_steps": logging_steps,
+                                         "save_strategy": "steps", "save_steps": save_steps, "max_grad_norm": 0.0,
+                                         "warmup_steps": 0})  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert main(["train", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"the (training loss became (nan|inf)|weights became NaN or infinite \(.+\)) by step \d: the "
+                     r"model diverged and is not saved, scored or carded", err), err  # fmt: skip
+    assert len(_messages(err)) == 1
+    run = tmp_path / "run"
+    assert not (run / "model").exists() and not list(run.glob("**/results.json"))
+    for checkpoint in run.glob("**/checkpoint-*"):  # a checkpoint written before the divergence holds finite weights
+        weights = load_file(checkpoint / "model.safetensors")
+        assert all(torch.isfinite(t).all() for t in weights.values()), checkpoint

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import shutil
 from pathlib import Path
@@ -42,7 +43,7 @@ from ..environment import environment_problem, writing
 from ..modeling.routing import _standing_in
 from ..pipelines import group_by_target
 from .batches import CheckedBatches, example_lengths, sampling_columns
-from .callbacks import DivergedTraining, StopOnNonFiniteLoss, TokensAtEpochEnd
+from .callbacks import DivergedTraining, StopOnNonFiniteLoss, TokensAtEpochEnd, diverged, non_finite_parameters
 from .checkpoints import (
     average_checkpoints,
     check_resumable,
@@ -357,8 +358,21 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
         missing = truly_missing_keys(self.model, load_result.missing_keys)
         super()._issue_warnings_after_load(type(load_result)(missing, load_result.unexpected_keys))
 
+    def refuse_non_finite_weights(self) -> None:
+        """Raise `DivergedTraining` when a weight is NaN or infinite: checked before each checkpoint and at the end,
+        whatever the logging interval or the loop (eager, compiled, a recorded GPU step), with one read from the
+        device each time and none per step."""
+        broken = non_finite_parameters(self.model)
+        if broken:
+            more = f" and {len(broken) - 1} more" if len(broken) > 1 else ""
+            raise diverged(
+                f"the weights became NaN or infinite ({broken[0]}{more})", self.state.global_step, self.args
+            )
+
     def _save_checkpoint(self, model, trial) -> None:
-        """The Trainer's checkpoint, then its manifest (written last), and only then the rotation of old ones."""
+        """The Trainer's checkpoint, then its manifest (written last), and only then the rotation of old ones; a
+        diverged model is not written."""
+        self.refuse_non_finite_weights()
         limit = self.args.save_total_limit
         self.args.save_total_limit = None  # rotate after the manifest: never delete the last complete checkpoint first
         run_dir = self._get_output_dir(trial=trial)
@@ -423,6 +437,9 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
             if isinstance(self.optimizer, StepTakenInGraph):  # the recorded steps end with this train call
                 self.optimizer = self.optimizer.wrapped
             self._step_graphs = None
+        if not math.isfinite(result.training_loss):  # the mean over every step, logged or not
+            raise diverged(f"the training loss became {result.training_loss}", self.state.global_step, self.args)
+        self.refuse_non_finite_weights()
         n = getattr(self.args, "average_last_checkpoints", 0)
         if n and self.is_world_process_zero():
             checkpoints = complete_checkpoints(self.args.output_dir)[-n:]
