@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import string
 from collections import defaultdict
 
 import pytest
@@ -16,7 +17,9 @@ from transformers import AutoTokenizer
 from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, LangSpecTokenizer, train_tokenizer
 from hf_langspec.data.bible import BibleCorpusConfig, build_bible_corpus
 from hf_langspec.data.schema import read_jsonl
+from hf_langspec.tokenization.tokenization_langspec import tag_template_problem
 from hf_langspec.tokenization.training import covered_alphabet, temperature_sample
+from hf_langspec.training.config import ConfigError, validate_config
 
 TEXTS = {
     "en": ["In the beginning God created the heavens and the earth.", "Jesus wept.", "The earth was formless."] * 20,
@@ -194,6 +197,54 @@ def test_train_tokenizer_refuses_bad_input():
     # a repeated code gave a tokenizer with two tags for one language, which the model config then refused
     with pytest.raises(ValueError, match=r"languages lists \['en'\] more than once"):
         train_tokenizer({"en": ["a"], "de": ["b"]}, languages=["en", "de", "en"], show_progress=False)
+
+
+TEMPLATES = st.one_of(
+    st.sampled_from(["<2{}>", "__{}__", ">>{}<<", "{}", "<2x>", "{0}", "{code}", "{}{}", "<{}>", "{:>4}", "{", "}"]),
+    st.text(st.sampled_from("<>_{}2x "), max_size=8),
+)
+CODES = st.lists(st.sampled_from(["en", "de", "s", "pad", "eng_Latn", "x1"]), min_size=1, max_size=4, unique=True)
+
+
+@pytest.mark.reliability
+@given(template=TEMPLATES, codes=CODES)
+@settings(max_examples=150, deadline=None)
+def test_a_tag_template_is_accepted_only_where_it_gives_every_language_its_own_tag(template, codes):
+    """Issue 75: `lang_tag_template: "<2x>"` gave every language the same tag and trained. The class: a template is
+    accepted exactly when it has one plain `{}` and its tags are distinct, not special tokens and not plain words;
+    otherwise the tokenizer's training refuses it (before training) with the template and the fix."""
+    try:
+        tags = [template.format(code) for code in codes]
+        fields = [f for _, f, spec, conv in string.Formatter().parse(template) if f is not None]
+        one_plain_field = len(fields) == 1 and fields[0] == "" and "{:" not in template and "{!" not in template
+    except (ValueError, IndexError, KeyError):
+        tags, one_plain_field = None, False
+    meaningful = (
+        one_plain_field
+        and len(set(tags)) == len(tags)
+        and not set(tags) & {"<s>", "</s>", "<pad>", "<unk>"}
+        and not any(tag.isalnum() for tag in tags)
+    )
+    assert (tag_template_problem(template, codes) is None) == meaningful, (template, codes)
+    if not meaningful:
+        with pytest.raises(ValueError, match=r"lang_tag_template"):
+            train_tokenizer({c: ["a b"] for c in codes}, lang_tag_template=template, show_progress=False)
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(("template", "message"), [("<2x>", r"has no field: every language would get the same tag"),
+                                                   ("{}", r"makes tags \['en', 'de', 'fr'\] that are plain words")])  # fmt: skip
+def test_a_meaningless_tag_template_is_refused_as_the_config_is_read(tmp_path, template, message):
+    from conftest import cli_exit_code
+
+    config = {"output_dir": str(tmp_path / "run"), "data": {"bible": {"languages": ["en", "de", "fr"]}},
+              "tokenizer": {"lang_tag_template": template}}  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match=message):
+        validate_config(config)
+    assert cli_exit_code(["train", "--config", str(path)]) == 2
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_saved_tokenizer_that_repeats_a_language_is_refused(tok, tmp_path):

@@ -31,6 +31,7 @@ from .tokenization_langspec import (
     TAG_STYLES,
     LangSpecTokenizer,
     check_unique_languages,
+    tag_template_problem,
     target_backend,
 )
 
@@ -171,6 +172,9 @@ def train_tokenizer(
 
     languages = list(languages) if languages is not None else sorted(sizes)
     check_unique_languages(languages)  # before the vocabulary is trained, as the tokenizer itself refuses it
+    problem = tag_template_problem(lang_tag_template, languages)
+    if problem:
+        raise ValueError(problem)
     unknown = sorted(set(sizes) - set(languages))
     if unknown:
         raise ValueError(

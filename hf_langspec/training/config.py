@@ -57,10 +57,11 @@ from ..evaluation.language_id import identifier_names
 from ..modeling import LangSpecConfig
 from ..modeling.registry import model_classes
 from ..tokenization import train_tokenizer
+from ..tokenization.tokenization_langspec import tag_template_problem
 from .config_files import read_config_file, read_config_text
 from .config_types import check_section, type_hints
 from .errors import ConfigError
-from .model_check import MODEL_START_KEYS, check_model_settings
+from .model_check import MODEL_START_KEYS, check_model_settings, run_languages
 from .run_guard import void_expectations
 from .static_shapes import resolve_buckets
 from .training_args import LangSpecTrainingArguments
@@ -194,7 +195,8 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
     if "output_dir" not in config:
         raise ConfigError(f"{where}: output_dir is required.")
     _check_data(config.get("data", {}), where)
-    _check_tokenizer(config.get("tokenizer", {}), where)
+    bible = "bible" in config.get("data", {}) and "path" not in config.get("tokenizer", {})
+    _check_tokenizer(config.get("tokenizer", {}), where, run_languages(config) if bible else [])
     model_class, config_class = _check_model(config, where)
     _check_stages(config, where)
     check_keys(config.get("evaluation", {}), EVALUATION_KEYS, f"{where} [evaluation]")
@@ -239,8 +241,14 @@ def _check_data(data: Any, where: str) -> None:
             raise ConfigError(str(error)) from None
 
 
-def _check_tokenizer(tokenizer_section: Any, where: str) -> None:
+def _check_tokenizer(tokenizer_section: Any, where: str, languages: list[str]) -> None:
+    """The [tokenizer] keys, and its tag template with the run's `languages` where the config names them (a Bible
+    corpus; data files name theirs when read, and the tokenizer's training checks them then, before it trains)."""
     check_keys(tokenizer_section, TOKENIZER_KEYS, f"{where} [tokenizer]")
+    if "lang_tag_template" in tokenizer_section:
+        problem = tag_template_problem(tokenizer_section["lang_tag_template"], languages)
+        if problem:
+            raise ConfigError(f"{where} [tokenizer] {problem}")
     if "path" in tokenizer_section and set(tokenizer_section) - {"path", "lang_tag_style"}:
         raise ConfigError(
             f"{where} [tokenizer]: a saved tokenizer (path) keeps its vocabulary; only lang_tag_style may be set "
