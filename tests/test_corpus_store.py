@@ -256,6 +256,44 @@ def test_the_cache_is_reused_for_the_same_inputs_and_rebuilt_when_they_change(to
     assert not [p for p in (tmp_path / "cache").rglob(".*") if p.is_dir()]  # no temporary folder left behind
 
 
+DAMAGES = {
+    "cut to half": lambda f: f.write_bytes(f.read_bytes()[: f.stat().st_size // 2]),
+    "emptied": lambda f: f.write_bytes(b""),
+    "removed": lambda f: f.unlink(),
+    "overwritten with text": lambda f: f.write_text("not what was written"),
+    "one byte longer": lambda f: f.write_bytes(f.read_bytes() + b"\0"),
+}
+ENTRY_FILES = [("corpora", "corpus.arrow"), ("corpora", "files.json"), ("prepared", "train.arrow"),
+               ("prepared", "filter_report.json")]  # fmt: skip
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("damage", list(DAMAGES))
+@pytest.mark.parametrize(("kind", "name"), ENTRY_FILES)
+def test_a_damaged_cache_entry_is_built_again_not_read(tokenizer, tmp_path, caplog, kind, name, damage):
+    """Issue 75: every `train.arrow` of the cache cut short was a traceback ("this is a bug"). The class: each file of
+    each kind of data-cache entry, damaged each way, is noticed on reuse (its recorded size, the Arrow reader, the
+    recorded row count), said in one warning, and built again to what it was; nothing damaged is left behind."""
+    rows = [{"src_lang": "en", "tgt_lang": "de", "src": f"the word {i}", "tgt": f"das wort {i}"} for i in range(40)]
+    path = write_jsonl(tmp_path / "t.jsonl", rows)
+    cache = tmp_path / "cache"
+
+    def prepared():
+        corpus = read_corpus([path], cache_dir=cache, show_progress=False)
+        return corpus, prepare_training_set(corpus, tokenizer, cache_dir=cache, show_progress=False)
+
+    corpus, first = prepared()
+    expected_corpus, expected = corpus[:], first.dataset[:]
+    (entry,) = [p for p in (cache / kind).iterdir() if not p.name.startswith(".")]
+    DAMAGES[damage](entry / name)
+    with caplog.at_level("WARNING"):
+        corpus, again = prepared()
+    assert corpus[:] == expected_corpus and again.dataset[:] == expected and again.report == first.report
+    warnings = [r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()]
+    assert len(warnings) == 1 and str(entry) in warnings[0] and "building it again" in warnings[0], warnings
+    assert not [p for p in cache.rglob(".*") if p.is_dir()]  # no damaged or temporary folder left behind
+
+
 def test_a_parquet_corpus_reads_as_its_jsonl(tmp_path):
     from datasets import Dataset
 

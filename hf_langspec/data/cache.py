@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -15,11 +16,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from datasets import Dataset
 
 from ..environment import process_running
 from .bible import default_cache_dir
 from .schema import write_atomic
+
+logger = logging.getLogger(__name__)
 
 CACHE_ENV = "HF_LANGSPEC_CACHE"
 TOKENIZER_VERSION = 1  # the trained tokenizers kept by cached_tokenizer_folder; bump when what is kept changes
@@ -100,6 +104,60 @@ def check_space(root: Path, needed: int, what: str) -> None:
             f"The data cache {root} has {free / 1e9:.1f} GB free, but {what} needs about {needed / 1e9:.1f} GB; free "
             f"space there or point data.cache_dir (or ${CACHE_ENV}) at a larger disk."
         )
+
+
+ENTRY_FILE = "entry.json"  # in a cache entry: the sizes its files were written with
+
+
+def record_entry(folder: Path, names: Sequence[str]) -> None:
+    """Record the sizes of `names` in `folder` (a finished entry, before it is published), for `entry_problem`."""
+    sizes = {name: (folder / name).stat().st_size for name in names}
+    (folder / ENTRY_FILE).write_text(json.dumps(sizes))
+
+
+def entry_problem(folder: Path, names: Sequence[str]) -> str | None:
+    """Why the cache entry `folder` cannot be reused (a file missing, or of another size than it was written with:
+    cut short by a full disk, a copy or a crash), or None. An entry written before sizes were recorded is checked
+    for its files only; `open_entry` then catches what its reader refuses."""
+    for name in names:
+        if not (folder / name).is_file():
+            return f"{name} is missing"
+    recorded = json.loads((folder / ENTRY_FILE).read_text()) if (folder / ENTRY_FILE).is_file() else {}
+    for name, size in recorded.items():
+        actual = (folder / name).stat().st_size if (folder / name).is_file() else None
+        if actual != size:
+            return f"{name} is {actual:,} bytes, written as {size:,}"
+    return None
+
+
+def discard_entry(folder: Path, problem: str) -> None:
+    """Remove a damaged entry of the package's own cache (renamed first, so a reader never sees half of it), saying
+    why; the caller builds it again."""
+    logger.warning("The cache entry %s is damaged (%s): building it again.", folder, problem)
+    aside = work_folder(folder.parent, folder.name + "-damaged")
+    os.replace(folder, aside / "entry")
+    shutil.rmtree(aside, ignore_errors=True)
+    OPEN_WORK_FOLDERS.discard(aside)
+
+
+def open_entry(folder: Path, name: str, names: Sequence[str], rows: int | None = None) -> Dataset | None:
+    """The Arrow file `name` of the entry `folder` memory-mapped, or None after discarding the entry when it is
+    missing, damaged (`entry_problem`, a file the Arrow reader refuses) or holds another number of `rows` than it
+    was written with."""
+    if not folder.exists():
+        return None
+    problem = entry_problem(folder, names)
+    if problem is None:
+        try:
+            dataset = Dataset.from_file(str(folder / name))
+        except (OSError, ValueError, pa.ArrowException) as error:  # ArrowInvalid is a ValueError
+            problem = f"{name} cannot be read ({type(error).__name__}: {str(error)[:120]})"
+        else:
+            if rows is None or dataset.num_rows == rows:
+                return dataset
+            problem = f"{name} holds {dataset.num_rows:,} rows, written with {rows:,}"
+    discard_entry(folder, problem)
+    return None
 
 
 def publish(work: Path, target: Path) -> None:

@@ -58,9 +58,12 @@ from .cache import (
     check_space,
     content_fingerprint,
     digest,
+    discard_entry,
     files_fingerprint,
     input_bytes,
+    open_entry,
     publish,
+    record_entry,
     work_folder,
 )
 from .columns import CORPUS_SCHEMA, HASH_COLUMNS, batch_rows, column, stream_batches
@@ -216,9 +219,10 @@ def read_corpus(
     renaming = sorted((language_codes or {}).items())
     key = digest(["corpus", CORPUS_VERSION, content_fingerprint(files, cache_dir), *([renaming] if renaming else [])])
     target = root / "corpora" / key
-    if (target / "corpus.arrow").exists():
+    reused = open_entry(target, "corpus.arrow", ["corpus.arrow", "files.json"])
+    if reused is not None:
         logger.info("Reusing the corpus read into %s", target)
-        return Dataset.from_file(str(target / "corpus.arrow"))
+        return reused
     check_space(root, int(input_bytes(files) * CORPUS_SPACE_FACTOR), f"reading {[str(f) for f in files]}")
     work = work_folder(root / "corpora", key)
     try:
@@ -234,6 +238,7 @@ def read_corpus(
                     writer.write_batch(batch)
                     progress.update(batch.num_rows)
         (work / "files.json").write_text(json.dumps(files_fingerprint(files), indent=1))
+        record_entry(work, ["corpus.arrow", "files.json"])
         publish(work, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -337,12 +342,13 @@ def prepare_training_set(
     corpus_files = files_fingerprint([f["filename"] for f in corpus.cache_files])
     key = digest(["prepared", PREPARED_VERSION, corpus_files, tokenizer_fingerprint(tokenizer), settings])
     target = root / "prepared" / key
-    if (target / "filter_report.json").exists():
-        recorded = json.loads((target / "filter_report.json").read_text())
+    recorded = _filter_report(target)
+    if recorded is None and target.exists():
+        discard_entry(target, "filter_report.json is missing or cannot be read")
+    reused = open_entry(target, PREPARED_FILE, [PREPARED_FILE, "filter_report.json"], recorded and recorded["kept"])
+    if reused is not None:
         logger.info("Reusing the tokenized training set in %s", target)
-        return PreparedTrainingSet(
-            Dataset.from_file(str(target / PREPARED_FILE)), FilterReport(**recorded), target, True
-        )
+        return PreparedTrainingSet(reused, FilterReport(**recorded), target, True)
     corpus_bytes = sum(Path(f["filename"]).stat().st_size for f in corpus.cache_files)
     check_space(root, int(corpus_bytes * PREPARED_SPACE_FACTOR), "tokenizing the training set")
     work = work_folder(root / "prepared", key)
@@ -369,11 +375,22 @@ def prepare_training_set(
             (work / "set" / "filter_report.json").write_text(
                 json.dumps({"kept": report.kept, "removed": report.removed})
             )
+            record_entry(work / "set", [PREPARED_FILE, "filter_report.json"])
             del tokenized
             publish(work / "set", target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return PreparedTrainingSet(Dataset.from_file(str(target / PREPARED_FILE)), report, target, False)
+
+
+def _filter_report(folder: Path) -> dict[str, Any] | None:
+    """A prepared entry's filter report (its kept count is the rows `train.arrow` must hold), or None when it is
+    missing or unreadable (the entry is then discarded and built again)."""
+    try:
+        report = json.loads((folder / "filter_report.json").read_text())
+        return report if isinstance(report, dict) and isinstance(report.get("kept"), int) else None
+    except (OSError, ValueError):
+        return None
 
 
 def _pair_columns(files: list[str], extra_src: int, extra_tgt: int) -> PairColumns:
