@@ -120,7 +120,7 @@ PLACED_INSIDE = {
     "training/static_shapes.py:use_compile_cache": "a private torch module that older torch lacks: imported under try",
 }  # fmt: skip
 # what only the server needs: the modules that import the [serve] extra at their top
-SERVE_MODULES = {"hf_langspec.export.api", "hf_langspec.export.server"}
+SERVE_MODULES = {"hf_langspec.export.access", "hf_langspec.export.api", "hf_langspec.export.server"}
 
 
 def function_level_imports() -> list[tuple[str, str, int, str]]:

@@ -17,7 +17,7 @@ from transformers import AutoTokenizer
 from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, LangSpecTokenizer, train_tokenizer
 from hf_langspec.data.bible import BibleCorpusConfig, build_bible_corpus
 from hf_langspec.data.schema import read_jsonl
-from hf_langspec.tokenization.tokenization_langspec import tag_template_problem
+from hf_langspec.tokenization.tags import tag_template_problem
 from hf_langspec.tokenization.training import covered_alphabet, temperature_sample
 from hf_langspec.training.config import ConfigError, validate_config
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..data.schema import split_direction
@@ -187,6 +188,17 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         help="with --model: add the language packs (`export --language-pack`) in DIR, at start and at each "
         "POST /admin/reload-languages",
     )  # fmt: skip
+    p.add_argument("--api-keys", type=Path, metavar="FILE",
+                   help="one key a line: /translate then needs one (LibreTranslate's api_key, or Authorization: Bearer)")  # fmt: skip
+    p.add_argument("--admin-token-file", type=Path, metavar="FILE",
+                   help="the token the admin routes need (Authorization: Bearer); without it they are off")  # fmt: skip
+    p.add_argument("--requests-per-minute", type=positive, metavar="N",
+                   help="per API key and per client address; more get 429 with Retry-After")  # fmt: skip
+    p.add_argument("--max-chars", type=positive, metavar="N", help="characters of text per request; more get 413")
+    p.add_argument("--cors-origins", type=codes, metavar="A,B",
+                   help="web origins whose pages may call the server from a browser (none by default)")  # fmt: skip
+    p.add_argument("--forwarded-allow-ips", default="127.0.0.1", metavar="IPS",
+                   help="reverse proxies whose X-Forwarded-For names the client (its address for the limits)")  # fmt: skip
     p.add_argument(
         "--per-direction", action="store_true",
         help="with --model: a batch per direction (before: every direction's requests in one batch, each example "
@@ -200,6 +212,7 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     help="translate many directions over HTTP on localhost (an ASGI app, LibreTranslate-compatible)",
 )
 def cmd_serve(args: argparse.Namespace) -> None:
+    from ..export.access import AccessPolicy, read_secrets
     from ..export.server import CTranslate2Backend, ModelBackend, ServerLimits, TranslationServer  # the [serve] extra
 
     if (args.export is None) == (args.model is None):
@@ -212,6 +225,11 @@ def cmd_serve(args: argparse.Namespace) -> None:
         raise ValueError(f"--max-queue {args.max_queue} is below --max-batch {args.max_batch}: a full batch must "
                          "fit in the queue; raise --max-queue or lower --max-batch")  # fmt: skip
     limits = ServerLimits(max_queue=args.max_queue, timeout=args.timeout)
+    access = AccessPolicy(  # the files read before a model is loaded: a bad one is one line at once
+        api_keys=read_secrets(args.api_keys, "--api-keys") if args.api_keys else (),
+        admin_token=read_secrets(args.admin_token_file, "--admin-token-file")[0] if args.admin_token_file else None,
+        requests_per_minute=args.requests_per_minute, max_chars=args.max_chars, cors_origins=tuple(args.cors_origins or ()),
+    )  # fmt: skip
     if args.export is not None:
         backend = CTranslate2Backend(args.export, device=args.device, threads=args.threads)
     else:
@@ -222,7 +240,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
     server = TranslationServer(
         backend, args.host, args.port, max_batch=args.max_batch, max_wait=args.max_wait_ms / 1000,
         mixed=not args.per_direction, limits=limits, max_tokens=args.max_batch_tokens, language_dir=args.language_dir,
+        access=access, forwarded_allow_ips=args.forwarded_allow_ips,
     )  # fmt: skip
+    for warning in server.warnings:
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
     print(f"serving {len(backend.directions)} directions ({backend.name}) at {server.url}: GET /health, /ready, "
           f"/languages, /metrics, /docs; POST /translate (LibreTranslate's requests too); Ctrl-C stops", flush=True)  # fmt: skip
     server.serve_forever()  # SIGINT / SIGTERM: answers what is queued, then stops

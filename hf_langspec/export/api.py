@@ -8,7 +8,8 @@ and the checks that turn a request body into texts to translate or into one line
 * LibreTranslate's (https://libretranslate.com/docs), so its clients work unchanged: `{"q": text or list,
   "source": ..., "target": ...}` as JSON or form-encoded, answered by `{"translatedText": text or list}`.
   `format` must be `text` and `alternatives` 0 (HTML and alternatives are not served), `source: auto` is refused
-  (no language detection), `api_key` is accepted and unused (this server has no keys).
+  (no language detection), `api_key` is checked when the server has keys (`serve --api-keys`, access.py) and
+  ignored otherwise.
 
 Nothing is truncated or dropped silently: a blank text, an unknown direction or a text longer than the model reads
 is a 4xx naming the item and the fix.
@@ -30,6 +31,7 @@ from ..data.text import is_blank
 ITEM_EXAMPLE = '{"text": "...", "src_lang": "en", "tgt_lang": "de"}'
 LIBRE_EXAMPLE = '{"q": "...", "source": "en", "target": "de"}'
 FORM = "application/x-www-form-urlencoded"
+JSON = "application/json"
 
 
 class RequestError(ValueError):
@@ -64,7 +66,7 @@ class LibreTranslateRequest(BaseModel):
     target: str = Field(description="the language to translate into", examples=["de"])
     format: Literal["text"] = Field("text", description="`text` (HTML is not served)")
     alternatives: Literal[0] = Field(0, description="0 (alternatives are not served)")
-    api_key: str | None = Field(None, description="accepted and unused: this server has no keys")
+    api_key: str | None = Field(None, description="the client's key, where the server has keys (`serve --api-keys`)")
 
 
 class LibreTranslateResponse(BaseModel):
@@ -116,6 +118,11 @@ def parse_body(body: bytes, content_type: str) -> Any:
     kind = content_type.split(";")[0].strip().lower()
     if kind.startswith("multipart/"):
         raise RequestError(f"multipart bodies are not read; send JSON or {FORM}", HTTPStatus.UNSUPPORTED_MEDIA_TYPE)
+    if kind not in (JSON, FORM):  # text/plain is what a page elsewhere may post from its user's browser unasked
+        raise RequestError(
+            f"Content-Type {kind or '(none)'} is not read; send the body as {JSON} (or LibreTranslate's {FORM})",
+            HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+        )
     try:
         text = body.decode("utf-8")
         # `curl -d '{...}'` sends JSON labelled as a form: a form's fields never start with a bracket

@@ -9,15 +9,18 @@ The routes (the OpenAPI schema at `/openapi.json`, its pages at `/docs`):
     GET  /metrics    Prometheus: requests, latency, batch sizes, texts and source tokens translated, queue length
     POST /translate  the package's {"text", "src_lang", "tgt_lang"} (or a list) or LibreTranslate's
                      {"q", "source", "target"} (JSON or form-encoded): see `api.py`
-    POST /admin/reload-languages  with `language_dir` (`serve --language-dir`): add the language packs put there
-                     since the last load (`language_packs.py`); {"added_languages", "added_directions", "languages"}
+    POST /admin/reload-languages  with `language_dir` (`serve --language-dir`) and an admin token (`serve
+                     --admin-token-file`): add the language packs put there since the last load (`language_packs.py`);
+                     {"added_languages", "added_directions", "languages"}
 
 Texts go to `Batcher`s (batching.py): the generic model's one batcher takes every direction together (one forward,
 one beam search, each example through its own languages' modules; `mixed=False` keeps one per direction), and
 CTranslate2 has one per direction. Limits (`ServerLimits`): body size (413), texts per request and text length in
 tokens (400), texts waiting (503 with Retry-After), and a per-request timeout (504). Every refusal is
 `{"error": "..."}` naming the fix; the server keeps serving. SIGINT / SIGTERM (or `close()`) stop taking
-connections, answer the requests already queued, then stop. It listens on 127.0.0.1 unless told otherwise.
+connections, answer the requests already queued, then stop. It listens on 127.0.0.1 unless told otherwise, and
+says so when told to listen beyond it without API keys. Who may call it and how much (API keys, the admin token,
+per-key and per-address limits, CORS, JSON-only content types): `AccessPolicy` (access.py), 403 / 429 / 413 / 415.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ try:  # the `serve` extra
     from fastapi.openapi.utils import get_openapi
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
     from starlette.exceptions import HTTPException
+    from starlette.middleware.cors import CORSMiddleware
     from starlette.responses import Response
 except ImportError as missing:  # pragma: no cover (the test environment has the extra)
     raise RuntimeError(
@@ -47,6 +51,7 @@ except ImportError as missing:  # pragma: no cover (the test environment has the
 
 from .. import __version__
 from ..data.schema import split_direction
+from .access import AccessPolicy, bearer_token, is_loopback
 from .api import (
     FORM,
     ErrorBody,
@@ -283,12 +288,8 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-def create_app(service: TranslationService) -> FastAPI:
-    """The FastAPI application over a `TranslationService` (run it under any ASGI server)."""
-    app = FastAPI(title="hf-langspec translation server", version=__version__, default_response_class=JSONBody)
-    app.state.service = service
-    components, translate_schema = _schemas()
-    refusals = {str(int(s)): {"model": ErrorBody} for s in (400, 413, 415, 503, 504)}
+def _answer_refusals_and_measure(app: FastAPI, service: TranslationService) -> None:
+    """Refusals answered as `{"error": ...}` naming the fix, and every request counted and timed by route."""
 
     @app.exception_handler(RequestError)
     async def refused(request: Request, error: RequestError) -> Response:
@@ -302,10 +303,25 @@ def create_app(service: TranslationService) -> FastAPI:
     async def measure(request: Request, call_next: Any) -> Response:
         started = time.perf_counter()
         response = await call_next(request)
-        route = request.url.path if request.url.path in known_routes else "other"  # bounded label values
+        route = request.url.path if request.url.path in app.state.routes else "other"  # bounded label values
         service.metrics.requests.labels(route, str(response.status_code)).inc()
         service.metrics.latency.labels(route).observe(time.perf_counter() - started)
         return response
+
+
+def create_app(service: TranslationService, access: AccessPolicy | None = None) -> FastAPI:
+    """The FastAPI application over a `TranslationService` (run it under any ASGI server), open to whom `access`
+    says (access.py; default: everyone, as a loopback server)."""
+    access = access or AccessPolicy()
+    app = FastAPI(title="hf-langspec translation server", version=__version__, default_response_class=JSONBody)
+    app.state.service, app.state.access = service, access
+    components, translate_schema = _schemas()
+    refusals = {str(int(s)): {"model": ErrorBody} for s in (400, 403, 413, 415, 429, 503, 504)}
+    if access.cors_origins:  # without it no CORS header is sent: a browser keeps other sites' pages from the answers
+        app.add_middleware(CORSMiddleware, allow_origins=list(access.cors_origins), allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type"])  # fmt: skip
+
+    _answer_refusals_and_measure(app, service)
 
     @app.get("/health", summary="liveness, the directions served and the memory of the weights")
     async def health() -> dict[str, Any]:
@@ -323,7 +339,8 @@ def create_app(service: TranslationService) -> FastAPI:
         return service.languages()
 
     @app.post("/admin/reload-languages", summary="add the language packs put in --language-dir since the last load")
-    async def reload_languages() -> dict[str, Any]:
+    async def reload_languages(request: Request) -> dict[str, Any]:
+        access.check_admin(bearer_token(request.headers.get("authorization")))
         try:
             return await asyncio.to_thread(service.reload_languages)
         except ValueError as error:  # a pack that does not fit: nothing of it is served, the server keeps serving
@@ -338,7 +355,12 @@ def create_app(service: TranslationService) -> FastAPI:
               openapi_extra=translate_schema, responses=refusals)  # fmt: skip
     async def translate(request: Request) -> Any:
         body = await _read_body(request, service.limits.max_body_bytes)
-        job, lengths = service.check(parse_body(body, request.headers.get("content-type", "")))
+        payload = parse_body(body, request.headers.get("content-type", ""))
+        field = payload.get("api_key") if isinstance(payload, dict) else None
+        key = access.check_key(bearer_token(request.headers.get("authorization")), field)
+        access.check_rate(key, request.client.host if request.client else None)
+        job, lengths = service.check(payload)
+        access.check_chars(item["text"] for item in job.items)
         try:
             outputs = await service.translate(job, lengths)
         except RequestError:
@@ -349,7 +371,7 @@ def create_app(service: TranslationService) -> FastAPI:
         service.metrics.source_tokens.inc(sum(lengths))
         return job.answer(outputs)
 
-    known_routes = {route.path for route in app.routes}
+    app.state.routes = {route.path for route in app.routes}
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -369,15 +391,24 @@ class TranslationServer:
 
     def __init__(self, backend: Any, host: str = "127.0.0.1", port: int = 8080, max_batch: int = 32,
                  max_wait: float = 0.005, mixed: bool = True, limits: ServerLimits | None = None,
-                 max_tokens: int | None = None, language_dir: str | Path | None = None):  # fmt: skip
+                 max_tokens: int | None = None, language_dir: str | Path | None = None,
+                 access: AccessPolicy | None = None, forwarded_allow_ips: str = "127.0.0.1"):  # fmt: skip
+        access = access or AccessPolicy()
         self.socket = listening_socket(host, port)
         bound_host, bound_port = self.socket.getsockname()[:2]  # port 0: the one the system chose
         self.url = f"http://[{bound_host}]:{bound_port}" if ":" in bound_host else f"http://{bound_host}:{bound_port}"
+        self.warnings = [] if is_loopback(bound_host) or access.api_keys else [
+            f"serving on {bound_host}, beyond this machine, without API keys: anyone who reaches port {bound_port} "
+            "can translate; give --api-keys FILE, or bind --host 127.0.0.1 behind a reverse proxy"
+        ]  # fmt: skip
+        for warning in self.warnings:
+            logger.warning(warning)
         self.service = TranslationService(backend, max_batch, max_wait, mixed, limits, max_tokens, language_dir)
-        self.app = create_app(self.service)
+        self.app = create_app(self.service, access)
         config = uvicorn.Config(
             self.app, log_config=None, access_log=False, lifespan="off", timeout_keep_alive=5,
             timeout_graceful_shutdown=int(self.service.limits.timeout) + 5,  # queued requests end by their timeout
+            proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips,  # the client a reverse proxy forwards
         )  # fmt: skip
         service = self.service
 
@@ -413,6 +444,7 @@ class TranslationServer:
 
 
 __all__ = [
+    "AccessPolicy",
     "Batcher",
     "CTranslate2Backend",
     "ModelBackend",

@@ -26,12 +26,12 @@ import numpy as np
 from datasets import Dataset
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from .tags import check_tag_template
 from .tokenization_langspec import (
     SPECIAL_TOKENS,
     TAG_STYLES,
     LangSpecTokenizer,
     check_unique_languages,
-    tag_template_problem,
     target_backend,
 )
 
@@ -172,9 +172,7 @@ def train_tokenizer(
 
     languages = list(languages) if languages is not None else sorted(sizes)
     check_unique_languages(languages)  # before the vocabulary is trained, as the tokenizer itself refuses it
-    problem = tag_template_problem(lang_tag_template, languages)
-    if problem:
-        raise ValueError(problem)
+    check_tag_template(lang_tag_template, languages)
     unknown = sorted(set(sizes) - set(languages))
     if unknown:
         raise ValueError(

@@ -57,7 +57,7 @@ from ..evaluation.language_id import identifier_names
 from ..modeling import LangSpecConfig
 from ..modeling.registry import model_classes
 from ..tokenization import train_tokenizer
-from ..tokenization.tokenization_langspec import tag_template_problem
+from ..tokenization.tags import tag_template_problem
 from .config_files import read_config_file, read_config_text
 from .config_types import check_section, type_hints
 from .errors import ConfigError
