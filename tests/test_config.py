@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from conftest import tiny_config
+import torch
+from conftest import LANGUAGES, random_batch, tiny_config, with_diverse_outputs
 from hypothesis import given
 from hypothesis import strategies as st
+from test_variants import OVERRIDES as VARIANT_OVERRIDES
 
 from hf_langspec import LangSpecConfig
+from hf_langspec.modeling.registry import model_classes
+from hf_langspec.training.config import ConfigError, validate_config
 
 
 def test_language_contract_round_trips_through_save(tmp_path):
@@ -129,3 +133,40 @@ def test_a_bible_corpus_has_a_zero_shot_test_set_only_where_it_has_zero_shot_dir
     from hf_langspec.training.config import named_test_files
 
     assert list(named_test_files({"bible": bible})) == sets
+
+
+NO_TAG_CASES = {
+    "baseline": ("baseline", {}),
+    "baseline, additive language embedding": ("baseline", {"language_embedding": "additive"}),
+    "sCLM (shared maps)": ("clm", {"clm_num_features": 4}),
+    **{name: (name, overrides) for name, overrides in VARIANT_OVERRIDES.items()},
+}
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("case", list(NO_TAG_CASES))
+def test_no_tag_is_refused_exactly_where_the_model_cannot_know_the_target(case, tmp_path):
+    """Issue 75's class of settings valid alone and meaningless together: `lang_tag_style: none` with a model that
+    never reads the target language translates every direction into one language. Independently of the check (a
+    forward on the meta device without the target's ids), a real model's logits are compared for two targets: the
+    config is refused exactly when they are equal."""
+    name, overrides = NO_TAG_CASES[case]
+    config_class, model_class = model_classes()[name]
+    model = with_diverse_outputs(model_class(tiny_config(config_class, **overrides))).eval()
+    batch = random_batch(batch=2, seed=3)
+    with torch.no_grad():
+        logits = [model(**{**batch, "src_lang_ids": torch.tensor([0, 0]), "tgt_lang_ids": torch.tensor([t, t])}).logits
+                  for t in (1, 2)]  # fmt: skip
+    reads_target = not torch.allclose(logits[0], logits[1])
+    shape = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 3, "encoder_attention_heads": 4,
+             "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 48}  # fmt: skip
+    config = {"output_dir": str(tmp_path / "run"), "data": {"bible": {"languages": list(LANGUAGES)}},
+              "tokenizer": {"lang_tag_style": "none"}, "model": {"class": name, **shape, **overrides}}  # fmt: skip
+    if reads_target:
+        validate_config(config)
+    else:
+        with pytest.raises(ConfigError, match=rf"lang_tag_style: none leaves model class '{name}' no way to know the "
+                                              r"target language .* keep a tag"):  # fmt: skip
+            validate_config(config)
+    for style in ("source", "target"):  # a tag names the target: every model is accepted
+        validate_config({**config, "tokenizer": {"lang_tag_style": style}})

@@ -309,6 +309,14 @@ class PairIndex:
         return sorted({f"{self.languages[s]}-{self.languages[t]}" for s, t in pairs})
 
 
+class MissingLanguageIds(ValueError):
+    """A module needs the language ids of `side` ("source" or "target") and the forward was given none."""
+
+    def __init__(self, side: str, message: str):
+        super().__init__(message)
+        self.side = side
+
+
 class LanguageContext:
     """The language ids of one forward pass, handed to every insertion-point module.
 
@@ -359,10 +367,11 @@ class LanguageContext:
         ids = self._ids[side]
         if ids is None:
             name = "src_lang_ids" if side == "source" else "tgt_lang_ids"
-            raise ValueError(
+            raise MissingLanguageIds(
+                side,
                 f"{needed_by} needs `{name}`, a LongTensor of shape [batch] with indexes into "
                 f"config.languages, and none was passed. LangSpecTokenizer returns it with every batch; "
-                f"to build it by hand use torch.tensor(config.language_ids([...]))."
+                f"to build it by hand use torch.tensor(config.language_ids([...])).",
             )
         return ids
 
@@ -411,6 +420,7 @@ __all__ = [
     "GatheredWeights",
     "LanguageContext",
     "LanguageRouter",
+    "MissingLanguageIds",
     "PairIndex",
     "accelerator_path",
     "check_language_ids",

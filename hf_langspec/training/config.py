@@ -61,7 +61,7 @@ from ..tokenization.tags import tag_template_problem
 from .config_files import read_config_file, read_config_text
 from .config_types import check_section, type_hints
 from .errors import ConfigError
-from .model_check import MODEL_START_KEYS, check_model_settings, run_languages
+from .model_check import MODEL_START_KEYS, check_model_settings, reads_target_language, run_languages
 from .run_guard import void_expectations
 from .static_shapes import resolve_buckets
 from .training_args import LangSpecTrainingArguments
@@ -347,6 +347,20 @@ def _check_meaningful(config: dict[str, Any], model_class: str, where: str) -> N
             raise ConfigError(
                 f"{where} [model]: {field_name} is read by class {owner!r} only, and class {model_class!r} would "
                 f"ignore it; drop it or set model.class: {owner}."
+            )
+    style = config.get("tokenizer", {}).get("lang_tag_style", "source")
+    if style == "none" and not {"init_from", "init_from_pretrained"} & set(model):
+        tokenizer = config.get("tokenizer", {})
+        try:
+            blind = not reads_target_language(model, run_languages(config), tokenizer)
+        except (ValueError, TypeError, KeyError):  # a value the model refuses: check_model_settings says it
+            blind = False
+        if blind:
+            raise ConfigError(
+                f"{where} [tokenizer] lang_tag_style: none leaves model class {model_class!r} no way to know the "
+                "target language (no tag names it and none of its modules reads it), so every direction would "
+                "come out in one language; keep a tag (lang_tag_style: source or target) or use a model that reads "
+                "the target language (model.language_embedding: additive, LAA, CLL, adapters, ...)."
             )
     sections = [("[training]", config.get("training", {}))]
     sections += [

@@ -11,6 +11,7 @@ import torch
 from ..data.bible import BibleCorpusConfig
 from ..modeling.configuration_langspec import LangSpecConfig, split_language_pair
 from ..modeling.registry import model_classes
+from ..modeling.routing import MissingLanguageIds
 from ..pretrained import check_start
 from .errors import ConfigError
 
@@ -69,6 +70,23 @@ def build_model_config(
     return model_config
 
 
+def reads_target_language(model: dict[str, Any], languages: list[str], tokenizer: dict[str, Any]) -> bool:
+    """Whether the [model] section's model reads the target language's id when it translates: built on the `meta`
+    device (no memory, no weights) and run once in evaluation mode with the source's ids alone. A model that does not, trained without a tag
+    naming the target (`lang_tag_style: none`), has no way to know which language to write."""
+    config = build_model_config(dict(model), languages, tokenizer)
+    with torch.device("meta"):
+        built = model_classes()[model.get("class", "baseline")][1](config)
+    built.eval()  # as it translates (LMS with fuse distillation decodes through its shared matrices alone)
+    tokens = torch.zeros((1, 4), dtype=torch.long, device="meta")
+    try:
+        built(input_ids=tokens, attention_mask=torch.ones_like(tokens), decoder_input_ids=tokens,
+              src_lang_ids=torch.zeros(1, dtype=torch.long, device="meta"))  # fmt: skip
+    except MissingLanguageIds as missing:
+        return missing.side == "target"
+    return False
+
+
 def run_languages(config: dict[str, Any]) -> list[str]:
     """The model's languages where the config decides them: a Bible corpus's (renamed by `data.language_codes`)
     with a tokenizer trained on it. Where they are known only later (data files, read at run time; a saved
@@ -97,5 +115,6 @@ __all__ = [
     "build_model_config",
     "check_model_settings",
     "pretrained_start_fields",
+    "reads_target_language",
     "run_languages",
 ]
