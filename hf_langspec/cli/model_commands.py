@@ -16,6 +16,7 @@ from ..evaluation import copy_baseline, evaluate_model, load_results, results_ta
 from ..evaluation.evaluate import test_sets_from_files
 from ..evaluation.feature_proportions import average_token_proportions, similarity_table
 from ..evaluation.language_id import language_identifier
+from ..evaluation.test_sets import KINDS, parse_spec, read_test_set
 from ..evaluation.typology import format_typology_table, language_representations, plot_typology, typology_table
 from ..model_folder import model_files_fingerprint, weights_fingerprint
 from ..training.new_language import add_language
@@ -70,7 +71,11 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
 def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
     generation_options(p)
-    p.add_argument("--test", nargs="+", required=True, help="NAME=FILE.jsonl (zero-shot=... measures off-target)")
+    p.add_argument("--test", nargs="+", help="NAME=FILE.jsonl (zero-shot=... measures off-target)")
+    p.add_argument("--test-set", nargs="+", metavar="KIND:PATH",
+                   help=f"a standard test set from its local release files: KIND one of {', '.join(KINDS)} "
+                        "(hf_langspec/evaluation/test_sets.py), e.g. flores200:path/to/flores200_dataset; directions "
+                        "in the model's codes")  # fmt: skip
     p.add_argument("--directions", type=directions, help="only these directions, comma-separated")
     p.add_argument("--max-sentences-per-direction", type=positive, help="default: every sentence")
     p.add_argument(
@@ -104,8 +109,13 @@ def test_files(items: Sequence[str]) -> dict[str, str]:
 def cmd_evaluate(args: argparse.Namespace) -> None:
     check_output_dir(args.output_dir, "--output-dir", args.force, keep=[args.model])
     reference = load_results(args.reference) if args.reference else None  # a bad one fails before decoding
-    files = test_files(args.test)
-    tests = test_sets_from_files(files, args.directions)
+    if not args.test and not args.test_set:
+        raise ValueError(
+            "give --test NAME=FILE.jsonl or --test-set KIND:PATH (e.g. flores200:path/to/flores200_dataset)"
+        )
+    files = test_files(args.test or [])
+    tests = test_sets_from_files(files, args.directions) if files else {}
+    tests |= standard_test_sets(args.test_set or [], saved_languages(args.model), args.directions, set(tests))
     if args.max_sentences_per_direction:
         limit = args.max_sentences_per_direction
         tests = {n: [r for rows in per_direction(t, limit).values() for r in rows] for n, t in tests.items()}
@@ -139,6 +149,31 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     print(results_table(results, baseline))
     if "win_ratio" in results:
         print(f"win ratio against {args.reference}: {results['win_ratio']:.2f}")
+
+
+def saved_languages(model: str) -> list[str]:
+    """The languages of a saved model folder (its config.json), read before the model is loaded."""
+    path = Path(model) / "config.json"
+    try:
+        languages = json.loads(path.read_text(encoding="utf-8")).get("languages")
+    except (OSError, ValueError):
+        languages = None
+    if not isinstance(languages, list) or not languages:
+        raise ValueError(f"--test-set names directions in the model's codes: {model} has no config.json with its "
+                         "languages; give a model folder saved by the package")  # fmt: skip
+    return languages
+
+
+def standard_test_sets(specs: Sequence[str], languages: list[str], directions: Sequence[str] | None,
+                       taken: set[str]) -> dict[str, list[dict[str, str]]]:  # fmt: skip
+    """`--test-set KIND:PATH ...` as named test sets of canonical rows (test_sets.py), each set named by its kind."""
+    sets: dict[str, list[dict[str, str]]] = {}
+    for spec in specs:
+        name = parse_spec(spec)[0]
+        if name in taken or name in sets:
+            raise ValueError(f"--test-set {spec}: a test set named {name} is already given; give each set once")
+        sets[name] = [row for rows in read_test_set(spec, languages, directions).values() for row in rows]
+    return sets
 
 
 def _clm_atp_arguments(p: argparse.ArgumentParser) -> None:

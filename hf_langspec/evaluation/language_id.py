@@ -48,10 +48,16 @@ def detected_as(code: str) -> tuple[str, ...]:
         return DETECTED_AS[code]
     match = FLORES_CODE.match(code)
     if match:
-        iso1 = _iso_639_1(INDIVIDUAL_TO_MACRO.get(match.group(1), match.group(1)))
+        iso1 = iso_639_1(match.group(1))
         if iso1:
             return (code, iso1)
     return (code,)
+
+
+def iso_639_1(code: str) -> str | None:
+    """The ISO 639-1 code of a 3-letter ISO 639-3 code (an individual language FLORES-200 names counts as its
+    macrolanguage: `arb` is `ar`), or None (no such language, or lingua not installed)."""
+    return _iso_639_1(INDIVIDUAL_TO_MACRO.get(code, code))
 
 
 @cache
