@@ -170,3 +170,29 @@ def test_no_tag_is_refused_exactly_where_the_model_cannot_know_the_target(case, 
             validate_config(config)
     for style in ("source", "target"):  # a tag names the target: every model is accepted
         validate_config({**config, "tokenizer": {"lang_tag_style": style}})
+
+
+STAGE_CASES = {
+    "an empty direction list": ([], "baseline", r"directions is an empty list, so the stage trains nothing"),
+    "high_resource without high-resource languages": (
+        "high_resource", "baseline", r"directions: high_resource picks the directions between "
+        r"model.high_resource_languages, which class 'baseline' does not have"),
+    "a language the corpus lacks": (["en-xx"], "baseline", r"the corpus trains no \['en-xx'\]; its directions are en-de"),
+    "a zero-shot direction": (["en-de", "de-fr"], "baseline", r"the corpus trains no \['de-fr'\]"),
+}  # fmt: skip
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("case", list(STAGE_CASES))
+def test_a_stage_whose_directions_train_nothing_or_something_else_is_refused_as_the_config_is_read(case, tmp_path):
+    """Issue 75's settings pass, stage lists: each was accepted as the config was read and failed (or, for a list
+    naming one absent direction, trained the others without a word) once the corpus and the model were built."""
+    directions, model_class, message = STAGE_CASES[case]
+    config = {"output_dir": str(tmp_path / "run"), "data": {"bible": {"languages": ["en", "de", "fr"]}},
+              "model": {"class": model_class}, "training": {"max_steps": 10},
+              "stages": [{"name": "first", "directions": directions, "training": {"max_steps": 4}},
+                         {"name": "rest", "training": {"max_steps": 6}}]}  # fmt: skip
+    with pytest.raises(ConfigError, match=message):
+        validate_config(config)
+    config["stages"][0]["directions"] = ["en-de", "de-en"]  # the corpus's directions: accepted
+    validate_config(config)

@@ -362,6 +362,7 @@ def _check_meaningful(config: dict[str, Any], model_class: str, where: str) -> N
                 "come out in one language; keep a tag (lang_tag_style: source or target) or use a model that reads "
                 "the target language (model.language_embedding: additive, LAA, CLL, adapters, ...)."
             )
+    _check_stage_directions(config, model_class, where)
     sections = [("[training]", config.get("training", {}))]
     sections += [
         (f"[stages][{i}].training", stage.get("training", {})) for i, stage in enumerate(config.get("stages", []))
@@ -378,6 +379,34 @@ def _check_meaningful(config: dict[str, Any], model_class: str, where: str) -> N
                 f"{where} {name}: learning_rate={rate} never moves the weights, so nothing is trained; give a positive "
                 "rate (the papers use 5e-4 to 1e-3 with warm-up)."
             )
+
+
+def _check_stage_directions(config: dict[str, Any], model_class: str, where: str) -> None:
+    """Stage directions that train nothing or something else than they say: an empty list, `high_resource` on a
+    model without high-resource languages, and (a Bible corpus, whose directions the config decides) a direction
+    the corpus does not train. Data files name theirs when read; the stage refuses an absent one then."""
+    data = config.get("data", {})
+    trained = None
+    if "bible" in data:
+        codes = data.get("language_codes") or {}
+        try:
+            pairs = BibleCorpusConfig(**data["bible"]).trained_directions()
+        except (TypeError, ValueError):  # the data check says what is wrong with the corpus itself
+            pairs = None
+        trained = None if pairs is None else [f"{codes.get(s, s)}-{codes.get(t, t)}" for s, t in pairs]
+    for i, stage in enumerate(config.get("stages") or []):
+        directions, here = stage.get("directions"), f"{where} [stages][{i}] ({stage.get('name')})"
+        if directions == []:
+            raise ConfigError(f"{here}: directions is an empty list, so the stage trains nothing; list its directions "
+                              "or leave directions out to train every direction.")  # fmt: skip
+        if directions == "high_resource" and model_class != CLASS_FIELDS["high_resource_languages"]:
+            raise ConfigError(
+                f"{here}: directions: high_resource picks the directions between model.high_resource_languages, "
+                f"which class {model_class!r} does not have; list the stage's directions or use model.class: hlt."
+            )
+        absent = [d for d in directions if d not in trained] if trained and isinstance(directions, list) else []
+        if absent:
+            raise ConfigError(f"{here}: the corpus trains no {absent}; its directions are {', '.join(trained)}.")
 
 
 EVALUATION_TYPES = {"max_sentences_per_direction": int | dict | None, "num_beams": int, "batch_size": int,

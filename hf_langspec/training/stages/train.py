@@ -127,9 +127,12 @@ def run_stage(
         wanted = [[tokenizer.language_id(c) for c in d.split("-")] for d in stage["directions"]]
         directions, _ = sampling_columns(train_set, with_lengths=False)
         keys = directions @ np.array([1 << 20, 1])  # one integer per (source, target) pair
-        keep = np.flatnonzero(np.isin(keys, np.array(wanted, dtype=np.int64) @ np.array([1 << 20, 1])))
-        if not len(keep):
-            raise ConfigError(f"Stage {stage['name']!r}: no training data for directions {stage['directions']}.")
+        wanted_keys = np.array(wanted, dtype=np.int64) @ np.array([1 << 20, 1])
+        absent = [d for d, key in zip(stage["directions"], wanted_keys, strict=True) if key not in keys]
+        if absent:  # a stage listing one direction the data lacks trained the others, without a word
+            raise ConfigError(f"Stage {stage['name']!r}: no training data for directions {absent}; list the "
+                              "directions the training data holds.")  # fmt: skip
+        keep = np.flatnonzero(np.isin(keys, wanted_keys))
         train_set = train_set.select(keep)
         eval_sets = {d: ds for d, ds in eval_sets.items() if d in stage["directions"]}
     trainer = LangSpecSeq2SeqTrainer(
