@@ -135,20 +135,23 @@ def test_pair_adapters_cannot_take_a_language_pack_and_say_why(checkpoint):
 
 
 def test_a_running_server_serves_a_language_put_in_its_folder_after_a_reload(checkpoint, tmp_path):
-    from hf_langspec.export.server import ModelBackend, TranslationServer
+    from hf_langspec.export.server import AccessPolicy, ModelBackend, TranslationServer
 
     served, tokenizer = adapted(checkpoint, ["eng_Latn", "deu_Latn"], seed=1)
     donor, donor_tokenizer = adapted(checkpoint, ["eng_Latn", "fra_Latn"], seed=2)
     expected, expected_tokenizer = reference(checkpoint, served, donor)
     packs = tmp_path / "packs"
     packs.mkdir()
-    server = TranslationServer(ModelBackend(served, tokenizer), port=0, language_dir=packs)
+    token = "t" * 24
+    server = TranslationServer(ModelBackend(served, tokenizer), port=0, language_dir=packs,
+                               access=AccessPolicy(admin_token=token))  # fmt: skip
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
 
     def call(path, body=None):
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(server.url + path, data=data, headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}  # the admin route's
+        request = urllib.request.Request(server.url + path, data=data, headers=headers)
         with urllib.request.urlopen(request, timeout=60) as response:
             return json.loads(response.read())
 

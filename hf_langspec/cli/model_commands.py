@@ -18,7 +18,7 @@ from ..evaluation.feature_proportions import average_token_proportions, similari
 from ..evaluation.language_id import language_identifier
 from ..evaluation.test_sets import KINDS, parse_spec, read_test_set
 from ..evaluation.typology import format_typology_table, language_representations, plot_typology, typology_table
-from ..model_folder import model_files_fingerprint, weights_fingerprint
+from ..model_folder import described_model_problem, model_files_fingerprint, weights_fingerprint
 from ..training.new_language import add_language
 from .arguments import (
     device,
@@ -115,7 +115,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         )
     files = test_files(args.test or [])
     tests = test_sets_from_files(files, args.directions) if files else {}
-    tests |= standard_test_sets(args.test_set or [], saved_languages(args.model), args.directions, set(tests))
+    if args.test_set:
+        tests |= standard_test_sets(args.test_set, saved_languages(args.model), args.directions, set(tests))
     if args.max_sentences_per_direction:
         limit = args.max_sentences_per_direction
         tests = {n: [r for rows in per_direction(t, limit).values() for r in rows] for n, t in tests.items()}
@@ -153,6 +154,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 def saved_languages(model: str) -> list[str]:
     """The languages of a saved model folder (its config.json), read before the model is loaded."""
+    if Path(model).is_dir() and (problem := described_model_problem(model)):
+        raise ValueError(f"Model folder {model}: {problem}.")
     path = Path(model) / "config.json"
     try:
         languages = json.loads(path.read_text(encoding="utf-8")).get("languages")
