@@ -19,7 +19,7 @@ import logging
 import random
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from datasets import Dataset
@@ -60,10 +60,6 @@ def check_language_codes(codes: Mapping[str, str], where: str) -> None:
     if chained:
         raise ValueError(f"{where}: {chained} are both renamed and the new name of another code; rename each "
                          "language once.")  # fmt: skip
-
-
-def direction_counts(rows: Iterable[Mapping[str, str]]) -> Counter:
-    return Counter(f"{r['src_lang']}-{r['tgt_lang']}" for r in rows)
 
 
 def counts_table(counts: Mapping[str, int]) -> str:
@@ -189,7 +185,6 @@ __all__ = [
     "check_corpus",
     "check_stray_languages",
     "counts_table",
-    "direction_counts",
     "held_out_overlap",
     "untrained_test_directions",
     "warn_about_labels",
