@@ -19,7 +19,7 @@ from typing import Any
 
 import mt_thresholds
 
-from .statistics import RATE_METRICS, effect_class
+from .statistics import RATE_METRICS, differences, effect_class
 
 GROUPS = {"xx-en": "xx->en", "en-xx": "en->xx", "zero-shot": "zero-shot"}
 CELL_METRICS = {"bleu": ("BLEU", "up"), "chrfpp": ("chrF++", "up"), "off_target": ("off-target", "down")}
@@ -37,8 +37,7 @@ def methods_with_controls(report: dict[str, Any]) -> dict[str, list[str]]:
 
 def comparison(report: dict[str, Any], system: str, against: str) -> dict[str, dict[str, Any]]:
     """{group: {metric: cell}} of `system` against the baseline or a control (empty where runs are missing)."""
-    entry = report["systems"].get(system, {})
-    return entry.get("groups", {}) if against == report["baseline"] else entry.get("versus", {}).get(against, {})
+    return differences(report["systems"], system, against, report["baseline"])
 
 
 def human_agreement(delta: float) -> float:

@@ -44,10 +44,9 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from ..data.bible import BibleCorpusConfig
 from ..modeling.registry import model_classes
 from ..training.config import DATA_DEFAULTS, ConfigError, set_keys
-from ..training.model_check import build_model_config, run_languages
+from ..training.model_check import build_model_config, run_directions, run_languages
 
 CONTROL_KINDS = ("parameters", "compute")
 TOLERANCE = {"parameters": 0.01, "compute": 0.02}  # relative distance of the control from its target
@@ -86,12 +85,7 @@ class Control:
 
 def trained_directions(config: dict[str, Any], languages: list[str]) -> list[str]:
     """The directions a run trains where the config decides them (a Bible corpus), every pair otherwise."""
-    data = config.get("data", {})
-    if "bible" in data:
-        codes = data.get("language_codes") or {}
-        bible = BibleCorpusConfig(**data["bible"])
-        return [f"{codes.get(s, s)}-{codes.get(t, t)}" for s, t in bible.trained_directions()]
-    return [f"{a}-{b}" for a in languages for b in languages if a != b]
+    return run_directions(config) or [f"{a}-{b}" for a in languages for b in languages if a != b]
 
 
 def measure(config: dict[str, Any]) -> ModelSize:
@@ -117,8 +111,6 @@ def _measure(config_json: str, kind: str) -> float:
     languages = run_languages(config)
     directions = trained_directions(config, languages)
     model.setdefault("language_pairs", directions)
-    if isinstance(model.get("high_resource_languages"), dict):  # a data-size rule: its split is read with the data
-        model["high_resource_languages"] = languages[:1]
     model_config = build_model_config(model, languages, config.get("tokenizer", {}))
     model_class = model_classes()[model.get("class", "baseline")][1]
     with torch.device("meta"):
@@ -269,7 +261,7 @@ def control_lines(described: dict[str, dict[str, Any]]) -> list[str]:
     lines = []
     for name, control in described.items():
         kind, target = control["kind"], control["target"]
-        reached = control["measured"]["parameters" if kind == "parameters" else "flops_per_target_token"]
+        reached = ModelSize(**control["measured"]).of(kind)
         settings = ", ".join(f"{k.removeprefix('model.')} {v}" for k, v in control["settings"].items())
         lines.append(
             f"- `{name}`: {kind} of {', '.join(control['systems'])} ({target:,.0f}; this control {reached:,.0f}, "

@@ -110,6 +110,13 @@ def group_statistics(
     return groups
 
 
+def differences(systems: dict[str, Any], system: str, against: str, baseline: str) -> dict[str, dict[str, Any]]:
+    """{group: {metric: cell}} of `system` against the baseline (its own groups) or another row (a control: the
+    system's `versus`); empty where runs are missing."""
+    entry = systems.get(system, {})
+    return entry.get("groups", {}) if against == baseline else entry.get("versus", {}).get(against, {})
+
+
 def effect_evidence(entry: dict[str, Any], expect: str, metric: str) -> tuple[bool, bool, bool, str]:
     """(in the expected direction, significant, significant over sentences only, the test in words) of one cell's
     difference: the paired bootstrap over sentences where it ran, else the 95% t interval of the per-seed
@@ -150,9 +157,8 @@ def effect_class(entry: dict[str, Any] | None, expect: str, metric: str) -> str:
 def claim_verdict(claim: dict[str, Any], systems: dict[str, Any], baseline: str) -> dict[str, Any]:
     """Does a paper's headline effect hold here? Direction, size and significance of the difference from the
     baseline, or from the claim's `against` system (a control: its differences are in the system's `versus`)."""
-    own = systems.get(claim["system"], {})
     against = claim.get("against", baseline)
-    groups = own.get("groups", {}) if against == baseline else own.get("versus", {}).get(against, {})
+    groups = differences(systems, claim["system"], against, baseline)
     entry = groups.get(claim["group"], {}).get(claim["metric"])
     base = systems.get(against, {}).get("groups", {}).get(claim["group"], {}).get(claim["metric"])
     out = {**claim}
@@ -183,7 +189,7 @@ def claim_verdict(claim: dict[str, Any], systems: dict[str, Any], baseline: str)
 
 
 __all__ = [
-    "BOOTSTRAP_SAMPLES", "METRICS", "RATE_METRICS", "claim_verdict", "effect_class", "effect_evidence",
+    "BOOTSTRAP_SAMPLES", "METRICS", "RATE_METRICS", "claim_verdict", "differences", "effect_class", "effect_evidence",
     "group_statistics", "mean_interval",
     "paired_bootstrap", "paired_bootstrap_rate", "t_quantile",
 ]  # fmt: skip

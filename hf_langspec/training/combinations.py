@@ -7,9 +7,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from ..data.bible import BibleCorpusConfig
 from .errors import ConfigError
-from .model_check import reads_target_language, run_languages
+from .model_check import reads_target_language, run_directions, run_languages
 from .static_shapes import resolve_buckets
 
 CLASS_FIELDS = {"central_language": "cll", "high_resource_languages": "hlt"}
@@ -62,10 +61,9 @@ def _stage_directions(config: dict[str, Any], model_class: str, where: str) -> N
     """Stage directions that train nothing or something else than they say: an empty list, `high_resource` on a
     model without high-resource languages, and (a Bible corpus, whose directions the config decides) a direction
     the corpus does not train. Data files name theirs when read; the stage refuses an absent one then."""
-    data, codes, trained = config.get("data", {}), config.get("data", {}).get("language_codes") or {}, None
-    with contextlib.suppress(TypeError, ValueError, KeyError):  # a bad corpus setting: the data check says it
-        pairs = BibleCorpusConfig(**data["bible"]).trained_directions()
-        trained = [f"{codes.get(s, s)}-{codes.get(t, t)}" for s, t in pairs]
+    trained = None
+    with contextlib.suppress(TypeError, ValueError):  # a bad corpus setting: the data check says what is wrong
+        trained = run_directions(config)
     for i, stage in enumerate(config.get("stages") or []):
         directions, here = stage.get("directions"), f"{where} [stages][{i}] ({stage.get('name')})"
         if directions == []:

@@ -43,10 +43,7 @@ def check_model_settings(config: dict[str, Any], where: str, build: bool = False
     if {"init_from", "init_from_pretrained"} & set(model):
         return
     try:
-        languages = run_languages(config)
-        if isinstance(model.get("high_resource_languages"), dict):  # a data-size rule, resolved once data is read
-            model["high_resource_languages"] = languages[:1]
-        build_model_config(model, languages, config.get("tokenizer", {}), build)
+        build_model_config(model, run_languages(config), config.get("tokenizer", {}), build)
     except (ValueError, TypeError, KeyError) as err:
         raise ConfigError(f"{where} [model] {err}") from None
 
@@ -58,6 +55,8 @@ def build_model_config(
     stand-in tag ids; the model on the `meta` device too with `build`. Raises what the class raises."""
     config_class, model_class = model_classes()[model.get("class", "baseline")]
     fields = {k: v for k, v in model.items() if k not in MODEL_START_KEYS}
+    if isinstance(fields.get("high_resource_languages"), dict):  # a data-size rule, resolved once data is read
+        fields["high_resource_languages"] = languages[:1]
     fields.setdefault("language_pairs", [f"{a}-{b}" for a in languages for b in languages if a != b])
     model_config = config_class(
         vocab_size=int(tokenizer.get("vocab_size", 8000)), languages=languages,
@@ -85,6 +84,16 @@ def reads_target_language(model: dict[str, Any], languages: list[str], tokenizer
     except MissingLanguageIds as missing:
         return missing.side == "target"
     return False
+
+
+def run_directions(config: dict[str, Any]) -> list[str] | None:
+    """The directions a run trains where the config decides them (a Bible corpus, its codes renamed by
+    `data.language_codes`), or None where the data files decide them when read."""
+    data = config.get("data", {})
+    if "bible" not in data:
+        return None
+    codes = data.get("language_codes") or {}
+    return [f"{codes.get(s, s)}-{codes.get(t, t)}" for s, t in BibleCorpusConfig(**data["bible"]).trained_directions()]
 
 
 def run_languages(config: dict[str, Any]) -> list[str]:
@@ -116,5 +125,6 @@ __all__ = [
     "check_model_settings",
     "pretrained_start_fields",
     "reads_target_language",
+    "run_directions",
     "run_languages",
 ]
