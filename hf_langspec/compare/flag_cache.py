@@ -2,7 +2,7 @@
 
 The report tests the off-target rate with the paired bootstrap over sentences, which needs a flag per output; a
 results file keeps the rates only. Before, every report build identified every run's outputs again: lingua takes
-about 7 ms a sentence on this CPU and a bible6 run has 2,000, so a bible6 report spent minutes in the identifier
+about 7 ms a sentence on a 2-core CPU and a bible6 run has 2,000, so a bible6 report spent minutes in the identifier
 (17 minutes for bible6_clm_norm beside two trainings). `seedN.off_target.json.gz` keeps the flags with what they
 depend on: the identifier's name, its packages' versions and the SHA-256 of the outputs file. When any of them
 differs, the flags are identified again and the file rewritten, so a cached flag is always the flag the identifier

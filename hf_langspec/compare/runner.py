@@ -138,7 +138,7 @@ def steps_done(run: Run) -> int:
 
 
 def started_first(runs: list[Run]) -> list[Run]:
-    """Runs an interrupted session left half done come first (furthest along first), then seed by seed in the
+    """Runs an interrupted comparison left half done come first (furthest along first), then seed by seed in the
     suite's order: a resumed suite finishes what it has paid for before it starts new runs, so a stop loses
     less, and a suite stopped part way has its systems at equal seeds (every system's seed 2 before any seed 3:
     an interval over seeds for each, rather than three seeds of some and one of the others)."""

@@ -1,0 +1,88 @@
+"""Numbers quoted in the pages, checked against the report they cite.
+
+A page names its report with `<!-- report: PATH -->` (PATH from the repository root; the latest one above a number
+applies) and follows a number with `<!-- cite: WHAT -->`, invisible once rendered. WHAT is one of
+
+- `SYSTEM GROUP METRIC FIELD`: the report's `systems[SYSTEM].groups[GROUP][METRIC]`, FIELD one of `mean`, `delta`
+  (against the suite's baseline), `p`, `lo` / `hi` (the per-seed 95% interval of the difference), `seedN`;
+- `claim SYSTEM GROUP METRIC FIELD`: the claim on SYSTEM, GROUP, METRIC, FIELD one of `value`, `baseline` (the
+  mean it is judged against), `delta`, `p`, `lo`, `hi`.
+
+A FIELD written `-delta` is negated (a page saying "below it by 0.30"). Off-target rates are quoted in percent.
+The number must equal the report's value rounded to the number's decimals.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+REPORT = re.compile(r"<!-- report: (\S+) -->")
+CITE = re.compile(r"(?P<number>[-+]?\d[\d,]*(?:\.\d+)?)%?<!-- cite: (?P<what>[^>]*?) -->")
+PERCENT_METRICS = {"off_target"}
+
+
+def _claim(report: dict, system: str, group: str, metric: str) -> dict:
+    for claim in report["claims"]:
+        if (claim["system"], claim["group"], claim["metric"]) == (system, group, metric):
+            return claim
+    raise KeyError(f"no claim on {system} {group} {metric}")
+
+
+def _test_field(test: str, field: str) -> float:
+    """A claim's p-value and per-seed interval, from its `test` text (what the report prints)."""
+    if field == "p":
+        return float(re.search(r"p = ([\d.]+)", test).group(1))
+    low, high = re.search(r"\[([-+\d.]+), ([-+\d.]+)\]", test).groups()
+    return float(low if field == "lo" else high)
+
+
+def cited_value(report: dict, what: str) -> float:
+    """The report's value that `what` names, in the unit a page quotes it in."""
+    words = what.split()
+    negate = words[-1].startswith("-")
+    field = words[-1].lstrip("-")
+    if words[0] == "claim":
+        _, system, group, metric, _ = words
+        claim = _claim(report, system, group, metric)
+        value = _test_field(claim["test"], field) if field in ("p", "lo", "hi") else claim[field]
+    else:
+        system, group, metric, _ = words
+        cell = report["systems"][system]["groups"][group][metric]
+        if field.startswith("seed"):
+            value = cell["values"][cell.get("paired_seeds", report["seeds"]).index(int(field[4:]))]
+        else:
+            key = {"p": "p_value"}.get(field, field)
+            value = cell["delta_ci95"][0 if field == "lo" else 1] if field in ("lo", "hi") else cell[key]
+    if metric in PERCENT_METRICS and field != "p":
+        value *= 100
+    return -value if negate else value
+
+
+def citation_problems(page: Path, root: Path) -> list[str]:
+    """Every cited number of `page` that is not its report's value (one line each), and citations without a
+    report or naming nothing in it."""
+    problems, reports = [], {}
+    text = page.read_text(encoding="utf-8")
+    for number_line, line in enumerate(text.splitlines(), 1):
+        for found in REPORT.finditer(line):
+            reports["current"] = found.group(1)
+        for found in CITE.finditer(line):
+            where = f"{page}:{number_line}"
+            if "current" not in reports:
+                problems.append(f"{where}: a citation with no `<!-- report: PATH -->` above it")
+                continue
+            path = reports["current"]
+            report = reports.setdefault(path, json.loads((root / path).read_text(encoding="utf-8")))
+            quoted = found.group("number").replace(",", "")
+            decimals = len(quoted.partition(".")[2])
+            try:
+                value = cited_value(report, found.group("what"))
+            except (KeyError, ValueError, IndexError, AttributeError) as err:
+                problems.append(f"{where}: `{found.group('what')}` names nothing in {path} ({err})")
+                continue
+            if round(value, decimals) != float(quoted) and f"{value:.{decimals}f}" != quoted.lstrip("+"):
+                problems.append(f"{where}: quotes {quoted} where {path} has {value:.{decimals + 2}f} "
+                                f"({found.group('what')})")  # fmt: skip
+    return problems
