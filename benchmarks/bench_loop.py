@@ -207,7 +207,8 @@ def measure(setting: str, system: str, loop: str, parts, args, seed: int = 1, ba
 
     from hf_langspec.training.config import model_classes
     from hf_langspec.training.host_syncs import StepCensus
-    from hf_langspec.training.trainer import LangSpecSeq2SeqTrainer, LangSpecTrainingArguments
+    from hf_langspec.training.trainer import LangSpecSeq2SeqTrainer
+    from hf_langspec.training.training_args import LangSpecTrainingArguments
 
     config = parts[1][system]
     tokenizer, dataset, mean_target = args.data

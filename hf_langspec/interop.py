@@ -55,7 +55,7 @@ _SHARED_FIELDS = (
     "decoder_start_token_id",
 )
 
-_TARGETS: dict[str, dict[str, Any]] = {
+TARGETS: dict[str, dict[str, Any]] = {
     "marian": {"normalize_before": False, "position_embedding_type": "sinusoidal_marian"},
     "m2m100": {"normalize_before": True, "position_embedding_type": "sinusoidal"},
 }
@@ -74,7 +74,7 @@ def backbone_problems(config: LangSpecConfig, target: str) -> list[str]:
     These are fixed when a model is built; conversion and specialization both refuse them.
     """
     problems = []
-    needed = _TARGETS[target]
+    needed = TARGETS[target]
     if config.normalize_before != needed["normalize_before"]:
         problems.append(f"normalize_before={config.normalize_before!r} (needs {needed['normalize_before']!r})")
     if config.position_embedding_type != needed["position_embedding_type"]:
@@ -103,8 +103,8 @@ def _check_convertible(model: LangSpecForConditionalGeneration, target: str) -> 
     if problems:
         raise ValueError(
             f"Cannot convert {type(model).__name__} to {target}: " + "; ".join(problems) + ". Build the baseline "
-            f"with normalize_before={_TARGETS[target]['normalize_before']} and position_embedding_type="
-            f"{_TARGETS[target]['position_embedding_type']!r}, no layer norm on embeddings and no language modules."
+            f"with normalize_before={TARGETS[target]['normalize_before']} and position_embedding_type="
+            f"{TARGETS[target]['position_embedding_type']!r}, no layer norm on embeddings and no language modules."
         )
 
 
@@ -135,19 +135,19 @@ def _copy_weights(source: PreTrainedModel, target: PreTrainedModel, ignore: tupl
     copy_state(source.state_dict(), target, ignore, source=type(source).__name__)
 
 
-def _backbone_kwargs(config) -> dict[str, Any]:
+def backbone_kwargs(config) -> dict[str, Any]:
     return {field: getattr(config, field) for field in _SHARED_FIELDS}
 
 
-def _reference_kwargs(config: LangSpecConfig) -> dict[str, Any]:
-    return _backbone_kwargs(config) | {"tie_word_embeddings": True, "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0}
+def reference_kwargs(config: LangSpecConfig) -> dict[str, Any]:
+    return backbone_kwargs(config) | {"tie_word_embeddings": True, "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0}
 
 
 def to_marian(model: LangSpecForConditionalGeneration) -> MarianMTModel:
     """The same network as a `MarianMTModel` (post-norm, `position_embedding_type="sinusoidal_marian"`)."""
     _check_convertible(model, "marian")
     config = MarianConfig(
-        **_reference_kwargs(model.config),
+        **reference_kwargs(model.config),
         decoder_vocab_size=model.config.vocab_size,
         share_encoder_decoder_embeddings=True,
         forced_eos_token_id=None,
@@ -160,7 +160,7 @@ def to_marian(model: LangSpecForConditionalGeneration) -> MarianMTModel:
 def to_m2m100(model: LangSpecForConditionalGeneration) -> M2M100ForConditionalGeneration:
     """The same network as an `M2M100ForConditionalGeneration` (pre-norm, fairseq sinusoids)."""
     _check_convertible(model, "m2m100")
-    m2m = M2M100ForConditionalGeneration(M2M100Config(**_reference_kwargs(model.config)))
+    m2m = M2M100ForConditionalGeneration(M2M100Config(**reference_kwargs(model.config)))
     _copy_weights(model, m2m)
     return m2m.train(model.training)
 
@@ -189,7 +189,7 @@ def from_marian(marian: MarianMTModel, **language_contract: Any) -> LangSpecForC
     if bool(marian.final_logits_bias.any()):
         problems.append("a non-zero final_logits_bias (the baseline's output projection has no bias)")
     _check_reference(marian, problems)
-    config = LangSpecConfig(**_backbone_kwargs(marian.config), **_TARGETS["marian"], **language_contract)
+    config = LangSpecConfig(**backbone_kwargs(marian.config), **TARGETS["marian"], **language_contract)
     model = LangSpecForConditionalGeneration(config)
     _copy_weights(marian, model, ignore=("final_logits_bias", "embed_positions.weight"))
     return model.train(marian.training)
@@ -198,7 +198,7 @@ def from_marian(marian: MarianMTModel, **language_contract: Any) -> LangSpecForC
 def from_m2m100(m2m: M2M100ForConditionalGeneration, **language_contract: Any) -> LangSpecForConditionalGeneration:
     """A baseline holding the weights of `m2m`; see :func:`from_marian` for `language_contract`."""
     _check_reference(m2m, [])
-    config = LangSpecConfig(**_backbone_kwargs(m2m.config), **_TARGETS["m2m100"], **language_contract)
+    config = LangSpecConfig(**backbone_kwargs(m2m.config), **TARGETS["m2m100"], **language_contract)
     model = LangSpecForConditionalGeneration(config)
     _copy_weights(m2m, model)
     return model.train(m2m.training)

@@ -18,7 +18,7 @@ worse, an empty translation:
 * a tokenizer file that does not parse, or parses but is no vocabulary tokenizers can read, or settings in
   `tokenizer_config.json` the tokenizer refuses (`load_tokenizer`);
 * a config.json value of the wrong type or range (a string where a number goes, languages as one string), named
-  by the same check as an experiment config's values (`training.config_types`);
+  by the same check as an experiment config's values (`config_types`);
 * a weights file that is a folder, or a shard index without its weight map;
 * weights that load but hold NaN or infinite values (bytes overwritten): the first such tensor is named;
 * a `generation_config.json` value transformers would take and then fail on, or decode wrongly with, later (a beam
@@ -48,10 +48,10 @@ from tokenizers import Tokenizer
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 from transformers.utils import logging as hf_logging
 
+from .config_types import check_section, type_hints
 from .modeling import LangSpecConfig, XLPConfig
 from .modeling.registry import config_classes_by_model_type
 from .tokenization import LangSpecTokenizer
-from .training.config_types import check_section, type_hints
 
 PICKLES = ("pytorch_model.bin", "model.pt", "model.bin")
 

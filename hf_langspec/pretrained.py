@@ -31,19 +31,14 @@ import torch
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, NllbTokenizerFast
 from transformers.utils import logging as hf_logging
 
-from .export.ct2 import refuse_to_overwrite
-from .interop import _TARGETS, _backbone_kwargs, adapt, to_m2m100
-from .modeling.modeling_langspec import language_module_parameter
+from .files import refuse_to_overwrite
+from .interop import TARGETS, adapt, backbone_kwargs, to_m2m100
+from .modeling.modeling_langspec import ROWS_ONLY, language_module_parameter
 from .modeling.registry import variant
 from .tokenization import LangSpecTokenizer
 from .tokenization.checkpoint_tokenizer import (
-    CONVENTIONS,
-    checkpoint_languages,
     checkpoint_tokenizer,
-    keyed_spm_backend,
-    marian_backends,
 )
-from .training.trainer import ROWS_ONLY
 
 # the checkpoints a method can start from: their config's model_type -> the backbone form (interop's targets)
 CHECKPOINT_TYPES = {"m2m_100": "m2m100", "marian": "marian"}
@@ -74,7 +69,7 @@ def check_start(path: str | os.PathLike, method: str, fields: dict[str, Any]) ->
     languages, and its modules asked to start as the identity (`start_as_identity` names the ones that cannot)."""
 
     config = pretrained_config(path)
-    backbone = _backbone_kwargs(config) | _TARGETS[CHECKPOINT_TYPES[config.model_type]]
+    backbone = backbone_kwargs(config) | TARGETS[CHECKPOINT_TYPES[config.model_type]]
     config_class, model_class = variant(method).config_class, variant(method).translation_class
     codes = ["aa", "bb"]
     contract = {"languages": codes, "lang_tag_token_ids": [config.vocab_size - 2, config.vocab_size - 1],
@@ -299,16 +294,10 @@ def freeze_base(model: Any, trainable: tuple[str, ...] = (), rows: Sequence[int]
 
 
 __all__ = [
-    "CONVENTIONS",
     "adapt_pretrained",
     "check_start",
-    "checkpoint_languages",
-    "checkpoint_tokenizer",
     "freeze_base",
-    "keyed_spm_backend",
-    "language_module_parameter",
     "load_pretrained",
-    "marian_backends",
     "new_language_rows",
     "pretrained_config",
     "pretrained_tokenizer",

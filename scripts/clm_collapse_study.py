@@ -136,7 +136,7 @@ def probe_finished(suite, shared, runs: list[str], sentences: int) -> Path:
     source, beside its encoder's shape."""
     from hf_langspec.compare.runner import run_config
     from hf_langspec.compare.suite import training_budget
-    from hf_langspec.data.schema import write_atomic
+    from hf_langspec.files import write_atomic
     from hf_langspec.model_folder import load_model_folder, load_tokenizer
 
     probed = probe_sentences(Path(shared["data"]["test_files"]["supervised"]), sentences)
@@ -190,7 +190,7 @@ def main() -> int:
 
     from hf_langspec.compare.shared import prepare_shared
     from hf_langspec.compare.suite import load_suite
-    from hf_langspec.data.schema import write_atomic
+    from hf_langspec.files import write_atomic
 
     suite = load_suite(args.suite)
     shared = prepare_shared(suite)

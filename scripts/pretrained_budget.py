@@ -37,7 +37,7 @@ METHODS = [
 
 def budget(shape: dict) -> list[dict]:
     """One row per method: parameters in total and in language modules, and training memory with the base frozen."""
-    from hf_langspec.pretrained import language_module_parameter
+    from hf_langspec.modeling.modeling_langspec import language_module_parameter
     from hf_langspec.training.config import model_classes
 
     fields = dict(shape)

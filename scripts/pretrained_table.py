@@ -112,7 +112,8 @@ def evaluate_checkpoint(suite: Any, checkpoint: str, references: dict) -> tuple[
 
     from hf_langspec.evaluation import evaluate_model
     from hf_langspec.evaluation.language_id import language_identifier
-    from hf_langspec.pretrained import CONVENTIONS, checkpoint_languages, load_pretrained
+    from hf_langspec.pretrained import load_pretrained
+    from hf_langspec.tokenization.checkpoint_tokenizer import CONVENTIONS, checkpoint_languages
 
     original = AutoTokenizer.from_pretrained(checkpoint)
     known = set(checkpoint_languages(original, CONVENTIONS[type(original).__name__][0]))
@@ -146,7 +147,7 @@ def evaluate_checkpoint(suite: Any, checkpoint: str, references: dict) -> tuple[
 def main() -> None:
     from hf_langspec.compare import load_suite
     from hf_langspec.compare.shared import load_references, read_run_file, results_paths
-    from hf_langspec.data.schema import write_atomic
+    from hf_langspec.files import write_atomic
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--suite", required=True, type=Path)

@@ -187,12 +187,12 @@ def _saved(model, path):
 
 
 def test_the_config_pipeline_trains_monolingual_adapters_and_writes_their_card(tmp_path):
-    from test_training import _config
+    from test_training import tiny_run_config
 
     from hf_langspec.training.experiment import run_experiment
 
     model = {"class": "adapter", "adapter_preset": "monolingual", "adapter_dim": 8}
-    outcome = run_experiment(_config(tmp_path, model=model, evaluation={"max_sentences_per_direction": 2}))
+    outcome = run_experiment(tiny_run_config(tmp_path, model=model, evaluation={"max_sentences_per_direction": 2}))
     card = (outcome["model_dir"] / "README.md").read_text()
     assert "Bapna and Firat" in card and "- Preset: monolingual" in card
     assert "One adapter per language (source in the encoder, target in the decoder)" in card

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from hf_langspec.data.bible import BibleCorpusConfig, build_bible_corpus, clean_verse
-from hf_langspec.data.schema import read_jsonl
+from hf_langspec.files import read_jsonl
 
 SLICE = BibleCorpusConfig(languages=["en", "de", "fr"], books=[40, 41, 42, 43], valid_chapters=5, test_chapters=5)
 # the counts documented in docs/DATA.md

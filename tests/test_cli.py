@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import cli_exit_code, two_process_launcher
-from test_training import _config
+from test_training import tiny_run_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +26,7 @@ def cli(*args, stdin: str | None = None, check: bool = True) -> subprocess.Compl
 def trained(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cli")
     config = tmp / "config.yaml"
-    config.write_text(yaml.safe_dump(_config(tmp, training={"max_steps": 3})))
+    config.write_text(yaml.safe_dump(tiny_run_config(tmp, training={"max_steps": 3})))
     cli("train", "--config", config)
     return tmp
 
@@ -87,7 +87,7 @@ def test_cli_errors_are_one_clear_line(tmp_path):
 def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path):
     runs = {}
     for procs in (1, 2):
-        config = _config(tmp_path, output_dir=str(tmp_path / f"run{procs}"),
+        config = tiny_run_config(tmp_path, output_dir=str(tmp_path / f"run{procs}"),
                          training={"max_steps": 40, "per_device_train_batch_size": 8 // procs, "logging_steps": 1,
                                    "save_strategy": "steps", "save_steps": 4, "seed": 5},
                          model={"dropout": 0.0}, evaluation={"splits": []})  # fmt: skip

@@ -187,11 +187,11 @@ def test_bad_cll_configs_are_named():
 
 
 def test_the_config_pipeline_trains_fcll_without_tags_and_writes_its_card(tmp_path):
-    from test_training import _config
+    from test_training import tiny_run_config
 
     from hf_langspec.training.experiment import run_experiment
 
-    config = _config(
+    config = tiny_run_config(
         tmp_path, model={"class": "cll", "central_language": "en", "cll_inner_dim": 8},
         tokenizer={"lang_tag_style": "none"}, evaluation={"max_sentences_per_direction": 2},
     )  # fmt: skip

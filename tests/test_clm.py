@@ -307,12 +307,13 @@ def test_clm_checkpoints_load_through_auto_and_as_remote_code(tmp_path):
 
 def test_the_config_pipeline_trains_a_clm_model_with_overrides_and_its_card(tmp_path):
     import yaml
-    from test_training import _config
+    from test_training import tiny_run_config
 
     from hf_langspec.cli import main
-    from hf_langspec.training.experiment import ConfigError, apply_overrides
+    from hf_langspec.training.config import apply_overrides
+    from hf_langspec.training.errors import ConfigError
 
-    config = _config(
+    config = tiny_run_config(
         tmp_path, model={"class": "clm", "clm_num_features": 4}, evaluation={"max_sentences_per_direction": 2}
     )
     (tmp_path / "clm.yaml").write_text(yaml.safe_dump(config))

@@ -9,13 +9,13 @@ import torch
 
 from hf_langspec import CLMConfig, CLMForConditionalGeneration, train_tokenizer
 from hf_langspec.cli import main
-from hf_langspec.data.schema import write_jsonl
 from hf_langspec.evaluation.feature_proportions import (
     average_token_proportions,
     most_similar,
     recording_proportions,
     similarity_table,
 )
+from hf_langspec.files import write_jsonl
 
 TEXTS = {
     "en": ["the man saw a dog", "a woman in the house", "the river near the house", "a cat and a dog"],
@@ -109,16 +109,16 @@ def test_cli_clm_atp_prints_the_table_and_writes_the_vectors(model_and_tokenizer
 
 
 def test_token_statistics_match_a_hand_computation():
-    from hf_langspec.evaluation.encoder_collapse import _token_stats
+    from hf_langspec.evaluation.encoder_collapse import token_stats
 
     a, b = torch.tensor([1.0, 0.0, 0.0]), torch.tensor([0.0, 2.0, 0.0])
     states = torch.stack([torch.stack([a, b, a]), torch.stack([a, a, a])])  # sentence 2: one token repeated
     mask = torch.tensor([[1, 1, 0], [1, 1, 1]])  # sentence 1: a and b (orthogonal), the padded a ignored
-    cosine, absolute, share = _token_stats(states, mask)
+    cosine, absolute, share = token_stats(states, mask)
     # sentence 1: cosine 0, mean (0.5, 1, 0) -> 1.25 over mean squared norm (1 + 4) / 2 = 2.5: 0.5; sentence 2: 1 and 1
     assert cosine == absolute == pytest.approx((0 + 1) / 2) and share == pytest.approx((0.5 + 1) / 2)
     opposite = torch.stack([a, -a]).unsqueeze(0)
-    assert _token_stats(opposite, torch.ones(1, 2))[:2] == pytest.approx((-1.0, 1.0))
+    assert token_stats(opposite, torch.ones(1, 2))[:2] == pytest.approx((-1.0, 1.0))
 
 
 def test_the_collapse_probe_finds_a_mix_that_writes_one_vector_into_every_token(model_and_tokenizer):

@@ -23,10 +23,11 @@ import yaml
 from conftest import nllb_checkpoint, tiny_suite
 
 from hf_langspec.compare import compare, load_suite
-from hf_langspec.compare.report import build_report, markdown
+from hf_langspec.compare.report import build_report
+from hf_langspec.compare.report_markdown import markdown
 from hf_langspec.compare.shared import results_paths
 from hf_langspec.compare.statistics import mean_interval, paired_bootstrap, t_quantile
-from hf_langspec.training.experiment import ConfigError
+from hf_langspec.training.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -89,7 +90,8 @@ def test_a_run_records_the_commit_each_of_its_training_processes_loaded(finished
 
 
 def test_the_report_marks_which_device_made_which_runs(finished, tmp_path):
-    from hf_langspec.compare.report import build_report, markdown
+    from hf_langspec.compare.report import build_report
+    from hf_langspec.compare.report_markdown import markdown
 
     suite = finished["suite"]
     stored = json.loads(results_paths(suite.results_dir, "fcll", 1)[0].read_text())

@@ -138,14 +138,14 @@ def test_the_trainers_torch_compile_trains_the_baseline_as_eager_does(tmp_path):
     """`training.torch_compile: true` (inductor, the Trainer's default backend): the same losses as eager, over
     static shapes (`static_shapes: auto`, the default when compiled), whose compile and capture seconds the run's
     run_info.json records."""
-    from test_training import _config
+    from test_training import tiny_run_config
 
     from hf_langspec.training.experiment import run_experiment
 
     losses = {}
     for compiled in (False, True):
         (tmp_path / str(compiled)).mkdir()
-        config = _config(tmp_path / str(compiled), evaluation={"splits": []},
+        config = tiny_run_config(tmp_path / str(compiled), evaluation={"splits": []},
                          model={"dropout": 0.0},  # inductor draws dropout masks with its own generator
                          training={"max_steps": 6, "logging_steps": 1, "save_strategy": "steps", "save_steps": 6,
                                    "torch_compile": compiled})  # fmt: skip

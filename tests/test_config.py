@@ -11,7 +11,8 @@ from test_variants import OVERRIDES as VARIANT_OVERRIDES
 
 from hf_langspec import LangSpecConfig
 from hf_langspec.modeling.registry import model_classes
-from hf_langspec.training.config import ConfigError, validate_config
+from hf_langspec.training.config import validate_config
+from hf_langspec.training.errors import ConfigError
 
 
 def test_language_contract_round_trips_through_save(tmp_path):
@@ -101,21 +102,6 @@ def test_the_config_schema_prints_every_section_and_key_the_validation_knows():
         assert known in keys, known
     assert "| | num_beams | int | 4 |" in printed and "| | lr_scheduler_type | str | 'inverse_sqrt' |" in printed
     assert "| | max_length | int or None | 100 |" in printed and "| | bible.valid_chapters | int | 30 |" in printed
-
-
-def test_names_that_moved_stay_importable_from_where_they_were():
-    """The schema moved to training/config.py, TranslationMetrics to evaluation, the statistics to
-    compare/statistics.py: the old import paths are the same objects."""
-    from hf_langspec.compare import report, statistics
-    from hf_langspec.evaluation.trainer_metrics import TranslationMetrics
-    from hf_langspec.training import config, experiment
-
-    for name in ("ConfigError", "apply_overrides", "check_keys", "load_config", "model_classes", "set_keys",
-                 "validate_config", "sentence_limit"):  # fmt: skip
-        assert getattr(experiment, name) is getattr(config, name)
-    assert experiment.TranslationMetrics is TranslationMetrics
-    for name in ("mean_interval", "paired_bootstrap", "paired_bootstrap_rate", "t_quantile", "claim_verdict"):
-        assert getattr(report, name) is getattr(statistics, name)
 
 
 @pytest.mark.parametrize(

@@ -61,12 +61,12 @@ def test_a_damaged_hash_memo_is_only_a_cache(tmp_path):
 
 def test_a_second_run_on_the_same_corpus_reuses_its_tokenizer_and_a_changed_corpus_trains_anew(tmp_path, monkeypatch):
     """issue 61: a second `train` into another output folder trained the tokenizer again (3 min 18 s at 5M pairs)."""
-    from test_training import _config
+    from test_training import tiny_run_config
 
     from hf_langspec import tokenization
     from hf_langspec.training.experiment import run_experiment
 
-    config = _config(tmp_path, training={"max_steps": 1}, evaluation={"splits": []})
+    config = tiny_run_config(tmp_path, training={"max_steps": 1}, evaluation={"splits": []})
     config["data"]["cache_dir"] = str(tmp_path / "cache")
     first = run_experiment(config)
     trained = (first["model_dir"] / "tokenizer.json").read_text()
@@ -82,12 +82,12 @@ def test_a_second_run_on_the_same_corpus_reuses_its_tokenizer_and_a_changed_corp
 
 def test_a_resumed_run_whose_training_file_now_holds_other_pairs_is_refused(tmp_path):
     """Same path, same size, same modification time, other text: the run would have continued on other data."""
-    from test_training import _config
+    from test_training import tiny_run_config
 
-    from hf_langspec.training.config import ConfigError
+    from hf_langspec.training.errors import ConfigError
     from hf_langspec.training.experiment import run_experiment
 
-    config = _config(tmp_path, training={"max_steps": 1}, evaluation={"splits": []})
+    config = tiny_run_config(tmp_path, training={"max_steps": 1}, evaluation={"splits": []})
     run_experiment(config)
     train = tmp_path / "train.jsonl"
     stat = train.stat()
@@ -119,7 +119,7 @@ def test_a_report_over_runs_of_changed_settings_is_refused_before_anything_is_wr
     settings over runs trained with the old ones). The committed results match their suites as they stand."""
     from hf_langspec.compare import runner
     from hf_langspec.compare.suite import load_suite
-    from hf_langspec.training.config import ConfigError
+    from hf_langspec.training.errors import ConfigError
 
     runner.check_results_settings(load_suite(_edited_suite(tmp_path, lambda raw: None)))  # as committed: fine
     for edit, key in [

@@ -193,8 +193,9 @@ def test_the_exported_plain_model_and_its_pipeline_read_text_as_text(tokenizer):
 @pytest.mark.parametrize("engine", ["transformers", "ctranslate2"])
 def test_the_server_gives_either_engine_text_not_controls(tokenizer, tmp_path, engine):
     pytest.importorskip("ctranslate2")
+    from hf_langspec.export.backends import CTranslate2Backend, ModelBackend
     from hf_langspec.export.ct2 import export_directions
-    from hf_langspec.export.server import CTranslate2Backend, ModelBackend, TranslationServer
+    from hf_langspec.export.server import TranslationServer
 
     model = the_model(tokenizer)
     if engine == "ctranslate2":

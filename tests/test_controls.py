@@ -28,7 +28,8 @@ from hf_langspec.compare.report import build_report
 from hf_langspec.compare.shared import results_paths
 from hf_langspec.compare.suite import control_of
 from hf_langspec.modeling.registry import model_classes
-from hf_langspec.training.config import ConfigError, set_keys
+from hf_langspec.training.config import set_keys
+from hf_langspec.training.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPE = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 3, "encoder_attention_heads": 4,

@@ -22,14 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import DataCollatorForSeq2Seq
 
+from hf_langspec.data.cache import CacheSpaceError
 from hf_langspec.data.columns import texts_at
-from hf_langspec.data.corpus_store import (
-    CacheSpaceError,
-    direction_order,
-    prepare_training_set,
-    read_corpus,
-    write_corpus,
-)
+from hf_langspec.data.corpus_store import direction_order, prepare_training_set, read_corpus, write_corpus
 from hf_langspec.data.sampler import TemperatureSampler
 from hf_langspec.data.schema import CANONICAL_COLUMNS
 from hf_langspec.tokenization import train_tokenizer

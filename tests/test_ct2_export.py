@@ -12,7 +12,7 @@ import json
 
 import pytest
 import torch
-from test_specialize import _strip, assert_greedy_alike, tiny_tokenizer
+from test_specialize import assert_greedy_alike, strip_output, tiny_tokenizer
 
 from hf_langspec import (
     LAAConfig,
@@ -85,7 +85,7 @@ def test_every_backbone_exports_and_decodes_alike_greedy_and_beam(tmp_path, meth
     assert_greedy_alike(model, inputs, greedy, ct2)
     beam = model.double().generate(**inputs, num_beams=4, max_new_tokens=10, early_stopping=True)
     ct2_beam = translate_ctranslate2(translator, plain_tokenizer, SENTENCES, beam_size=4, max_new_tokens=10)
-    assert [_strip(row) for row in beam.tolist()] == ct2_beam
+    assert [strip_output(row) for row in beam.tolist()] == ct2_beam
 
 
 def _plain_tokenizer(folder):

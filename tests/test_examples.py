@@ -78,7 +78,7 @@ def _defaults(module):
     sorted(p.name for p in (ROOT / "examples" / "configs").glob("*.yaml") if not p.name.startswith("xlp_pretrain")),
 )
 def test_every_experiment_config_passes_validation(path):
-    from hf_langspec.training.experiment import load_config
+    from hf_langspec.training.config import load_config
 
     config = load_config(ROOT / "examples" / "configs" / path)
     assert config["output_dir"].startswith("runs/")

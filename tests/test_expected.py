@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hf_langspec.evaluation.expected import check_expected_section, compare_with_expected
-from hf_langspec.training.experiment import ConfigError, validate_config
+from hf_langspec.training.config import validate_config
+from hf_langspec.training.errors import ConfigError
 from hf_langspec.training.run_guard import KEEP_SCORES, void_expectations
 
 RANGES = {"xx-en": {"bleu": [11.38, 11.64]}, "en-xx": {"bleu": [5.58, 5.76], "chrf": [26.0, 27.0]}}
@@ -85,11 +86,11 @@ def test_a_malformed_expected_section_is_refused_before_any_work(section, messag
 
 @pytest.mark.slow
 def test_the_run_prints_its_results_beside_the_expected_ranges(tmp_path, capsys):
-    from test_training import _config
+    from test_training import tiny_run_config
 
     from hf_langspec.training.experiment import run_experiment
 
-    config = _config(tmp_path, expected={"xx-en": {"bleu": [40.0, 60.0]}})
+    config = tiny_run_config(tmp_path, expected={"xx-en": {"bleu": [40.0, 60.0]}})
     outcome = run_experiment(config)
     printed = capsys.readouterr().out
     measured = outcome["results"]["groups"]["bleu"]["xx-en"]

@@ -132,10 +132,12 @@ def _env() -> dict[str, str]:
 @pytest.mark.slow
 def test_accelerate_with_the_shipped_fsdp_config_on_cpu_says_it_trains_with_ddp(tmp_path):
     import yaml
-    from test_training import _config
+    from test_training import tiny_run_config
 
     root = Path(__file__).resolve().parents[1]
-    config = _config(tmp_path, training={"max_steps": 2, "per_device_train_batch_size": 4}, evaluation={"splits": []})
+    config = tiny_run_config(
+        tmp_path, training={"max_steps": 2, "per_device_train_batch_size": 4}, evaluation={"splits": []}
+    )
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
                str(root / "examples" / "accelerate" / "fsdp.yaml"), "--mixed_precision", "no",
@@ -151,10 +153,10 @@ def test_accelerate_with_the_shipped_fsdp_config_on_cpu_says_it_trains_with_ddp(
 @pytest.mark.reliability
 def test_processes_that_do_not_join_one_group_are_refused_with_the_fix(tmp_path):
     import yaml
-    from test_training import _config
+    from test_training import tiny_run_config
 
     root = Path(__file__).resolve().parents[1]
-    config = _config(tmp_path, training={"max_steps": 2, "use_cpu": False}, evaluation={"splits": []})
+    config = tiny_run_config(tmp_path, training={"max_steps": 2, "use_cpu": False}, evaluation={"splits": []})
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
                str(root / "examples" / "accelerate" / "fsdp.yaml"), "--mixed_precision", "no",
@@ -181,7 +183,8 @@ def test_the_final_model_of_an_fsdp_run_is_saved_whole_whatever_its_checkpoints_
     from conftest import tiny_model
     from transformers import AutoModelForSeq2SeqLM
 
-    from hf_langspec.training.trainer import LangSpecSeq2SeqTrainer, LangSpecTrainingArguments
+    from hf_langspec.training.trainer import LangSpecSeq2SeqTrainer
+    from hf_langspec.training.training_args import LangSpecTrainingArguments
 
     model = tiny_model()
     args = LangSpecTrainingArguments(output_dir=str(tmp_path / "checkpoints"), use_cpu=True, report_to="none")

@@ -240,7 +240,7 @@ def test_a_compiled_loop_over_length_buckets_gives_the_eager_losses(tokenizer, t
 
 def test_a_run_pads_its_batches_to_the_configured_multiple(tmp_path, monkeypatch):
     """`training.pad_to_multiple_of` in a config reaches the collator that `hf-langspec train` builds."""
-    from test_training import _config
+    from test_training import tiny_run_config
 
     from hf_langspec.training.experiment import run_experiment
 
@@ -252,7 +252,9 @@ def test_a_run_pads_its_batches_to_the_configured_multiple(tmp_path, monkeypatch
         return original(self, model, inputs, *args, **kwargs)
 
     monkeypatch.setattr(LangSpecSeq2SeqTrainer, "compute_loss", recording)
-    run_experiment(_config(tmp_path, training={"pad_to_multiple_of": 8, "max_steps": 3}, evaluation={"splits": []}))
+    run_experiment(
+        tiny_run_config(tmp_path, training={"pad_to_multiple_of": 8, "max_steps": 3}, evaluation={"splits": []})
+    )
     assert len(shapes) == 3 and all(s % 8 == 0 and t % 8 == 0 for s, t in shapes), shapes
 
 

@@ -118,11 +118,11 @@ def test_bad_hlt_configs_are_named():
 def test_two_stages_in_one_config_fix_the_assignment_between_them(tmp_path):
     import json
 
-    from test_training import _config
+    from test_training import tiny_run_config
 
     from hf_langspec.training.experiment import run_experiment
 
-    config = _config(
+    config = tiny_run_config(
         tmp_path, model={"class": "hlt", "hlt_hidden_dim": 16, "high_resource_languages": ["de"]},
         evaluation={"max_sentences_per_direction": 2},
     )  # fmt: skip
@@ -169,18 +169,20 @@ def test_the_encoder_starts_from_a_pretrained_xlp_encoder(tmp_path):
 
 def test_the_config_pipeline_starts_the_encoder_from_a_saved_xlp_encoder(tmp_path):
     from safetensors.torch import load_file
-    from test_training import _config, synthetic_pairs
+    from test_training import synthetic_pairs, tiny_run_config
 
     from hf_langspec import XLPConfig, XLPForMaskedLM
     from hf_langspec.tokenization import train_tokenizer
-    from hf_langspec.training.experiment import ConfigError, run_experiment, validate_config
+    from hf_langspec.training.config import validate_config
+    from hf_langspec.training.errors import ConfigError
+    from hf_langspec.training.experiment import run_experiment
 
     texts: dict[str, list[str]] = {}
     for row in synthetic_pairs(24):
         texts.setdefault(row["src_lang"], []).append(row["src"])
     tokenizer = train_tokenizer(texts, languages=["de", "en", "fr"], vocab_size=100, show_progress=False)
     tokenizer.save_pretrained(tmp_path / "tok")
-    config = {**_config(tmp_path, evaluation={"splits": []}), "tokenizer": {"path": str(tmp_path / "tok")}}
+    config = {**tiny_run_config(tmp_path, evaluation={"splits": []}), "tokenizer": {"path": str(tmp_path / "tok")}}
     torch.manual_seed(4)
     shape = {
         k: config["model"][k] for k in ("d_model", "encoder_layers", "encoder_attention_heads", "encoder_ffn_dim")
@@ -268,13 +270,13 @@ def test_a_two_stage_run_split_by_data_size_resumes_from_a_kill_in_either_stage(
     import sys
 
     import yaml
-    from test_training import _config
+    from test_training import tiny_run_config
     from transformers import AutoModelForSeq2SeqLM
 
     from hf_langspec.training.experiment import run_experiment
 
     saving = {"save_strategy": "steps", "save_steps": 2}
-    config = _config(
+    config = tiny_run_config(
         tmp_path,
         data={"max_train_examples_per_direction": {"en-fr": 4, "fr-en": 4}},  # fr becomes low-resource
         model={"class": "hlt", "hlt_hidden_dim": 16, "high_resource_languages": {"min_examples": 10}},
@@ -309,7 +311,9 @@ def test_a_two_stage_run_split_by_data_size_resumes_from_a_kill_in_either_stage(
 def test_the_high_low_split_and_the_first_stage_directions_come_from_data_sizes():
     from types import SimpleNamespace
 
-    from hf_langspec.training.experiment import ConfigError, cap_directions, resolve_high_resource
+    from hf_langspec.training.errors import ConfigError
+    from hf_langspec.training.stages.data import cap_directions
+    from hf_langspec.training.stages.model import resolve_high_resource
     from hf_langspec.training.stages.train import stage_directions as _stage_directions
 
     rows = [

@@ -20,7 +20,8 @@ import pytest
 from conftest import cli_exit_code, tiny_suite
 
 from hf_langspec.environment import environment_problem
-from hf_langspec.training.config import ConfigError, apply_overrides, load_config
+from hf_langspec.training.config import apply_overrides, load_config
+from hf_langspec.training.errors import ConfigError
 from hf_langspec.training.model_check import run_languages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,7 +150,7 @@ def test_pairs_where_multiway_records_are_read_get_one_refusal(tmp_path, capsys)
     ],
 )
 def test_a_damaged_file_the_package_wrote_is_one_line_naming_it_and_the_fix(tmp_path, content, gzipped, reason):
-    from hf_langspec.data.schema import DamagedFileError, read_json
+    from hf_langspec.files import DamagedFileError, read_json
 
     path = tmp_path / "seed1.json"
     path.write_bytes(content)
@@ -350,7 +351,7 @@ def test_held_out_sets_and_settings_are_checked_against_the_data_before_training
 
     from hf_langspec.data.corpus_store import read_corpus
     from hf_langspec.data.processing import FilterReport
-    from hf_langspec.training.experiment import setting_warnings
+    from hf_langspec.training.stages.data import setting_warnings
 
     rows = [{"src_lang": "en", "tgt_lang": "de", "src": f"sentence {i}", "tgt": f"satz {i}"} for i in range(20)]
     corpus = read_corpus([write_lines(tmp_path / "train.jsonl", rows)], cache_dir=tmp_path, show_progress=False)
@@ -451,8 +452,8 @@ def test_a_direction_is_refused_alike_by_every_surface_that_takes_one(tmp_path, 
     from transformers import pipeline
 
     from hf_langspec.evaluation.translate import translate
+    from hf_langspec.export.backends import ModelBackend
     from hf_langspec.export.ct2 import export_direction, export_directions
-    from hf_langspec.export.server import ModelBackend
     from hf_langspec.export.specialize import fold, specialize
 
     tokenizer = tiny_tokenizer()

@@ -227,12 +227,12 @@ def test_laa_checkpoints_load_through_auto_and_as_remote_code(tmp_path):
 
 
 def test_the_config_pipeline_trains_lee_and_laa_with_its_card(tmp_path):
-    from test_training import _config
+    from test_training import tiny_run_config
 
     from hf_langspec.training.experiment import run_experiment
 
     outcome = run_experiment(
-        _config(
+        tiny_run_config(
             tmp_path,
             model={"class": "laa", "lee_points": [4, 5], "laa_points": ["dec_self_attn"]},
             evaluation={"max_sentences_per_direction": 2},

@@ -135,7 +135,9 @@ def test_pair_adapters_cannot_take_a_language_pack_and_say_why(checkpoint):
 
 
 def test_a_running_server_serves_a_language_put_in_its_folder_after_a_reload(checkpoint, tmp_path):
-    from hf_langspec.export.server import AccessPolicy, ModelBackend, TranslationServer
+    from hf_langspec.export.access import AccessPolicy
+    from hf_langspec.export.backends import ModelBackend
+    from hf_langspec.export.server import TranslationServer
 
     served, tokenizer = adapted(checkpoint, ["eng_Latn", "deu_Latn"], seed=1)
     donor, donor_tokenizer = adapted(checkpoint, ["eng_Latn", "fra_Latn"], seed=2)

@@ -255,7 +255,8 @@ def test_the_trainer_smooths_both_passes_and_adds_the_distillation(tmp_path):
     and add `aux_loss` back, giving `1/2 (LS-CE_l + LS-CE_s) + w * KL`."""
     from transformers.trainer_pt_utils import LabelSmoother
 
-    from hf_langspec.training.trainer import LangSpecSeq2SeqTrainer, LangSpecTrainingArguments
+    from hf_langspec.training.trainer import LangSpecSeq2SeqTrainer
+    from hf_langspec.training.training_args import LangSpecTrainingArguments
 
     model = lms_model(lms_fuse_distillation=True).train()
     args = LangSpecTrainingArguments(output_dir=str(tmp_path), label_smoothing_factor=0.1, report_to="none",
@@ -323,12 +324,12 @@ def test_a_run_with_fuse_distillation_trains_both_routes_and_reloads(tmp_path):
     """`train` end to end with LMS+FD and label smoothing (the suites' setting): the Trainer's loss is the two passes'
     smoothed mean plus the distillation, the shared pair and the languages' pairs both move, the saved model reloads
     with its outputs, and it condenses into a plain model translating as it does."""
-    from test_training import _config
+    from test_training import tiny_run_config
     from transformers import AutoModelForSeq2SeqLM
 
     from hf_langspec.training.experiment import run_experiment
 
-    config = _config(tmp_path, model={"class": "lms", "lms_rank": 2, "lms_fuse_distillation": True},
+    config = tiny_run_config(tmp_path, model={"class": "lms", "lms_rank": 2, "lms_fuse_distillation": True},
                      training={"max_steps": 6, "label_smoothing_factor": 0.1, "learning_rate": 0.01})  # fmt: skip
     outcome = run_experiment(config)
     card = (Path(outcome["model_dir"]) / "README.md").read_text()

@@ -165,7 +165,7 @@ def test_the_example_config_builds_an_lsl_model_with_the_documented_layers():
     from pathlib import Path
 
     from hf_langspec.modeling.registry import model_classes
-    from hf_langspec.training.experiment import load_config
+    from hf_langspec.training.config import load_config
 
     config = load_config(Path(__file__).parents[1] / "examples/configs/bible_lsl_cpu.yaml")
     fields = {k: v for k, v in config["model"].items() if k != "class"}
@@ -209,12 +209,12 @@ def test_a_layer_run_on_its_rows_sorted_by_language_trains_as_the_gathered_one(m
 @pytest.mark.slow
 def test_a_run_trains_the_languages_layers_and_writes_its_card(tmp_path):
     """`train` end to end: the card names the language-specific layers and the saved model reloads as LSL."""
-    from test_training import _config
+    from test_training import tiny_run_config
     from transformers import AutoModelForSeq2SeqLM
 
     from hf_langspec.training.experiment import run_experiment
 
-    config = _config(tmp_path, model={"class": "lsl", "lsl_encoder_target_layers": [0]},
+    config = tiny_run_config(tmp_path, model={"class": "lsl", "lsl_encoder_target_layers": [0]},
                      training={"max_steps": 4, "learning_rate": 0.01})  # fmt: skip
     outcome = run_experiment(config)
     card = (Path(outcome["model_dir"]) / "README.md").read_text()

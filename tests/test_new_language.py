@@ -10,7 +10,7 @@ from conftest import generation_inputs
 
 from hf_langspec import CLLConfig, CLLForConditionalGeneration, train_tokenizer
 from hf_langspec.cli import main
-from hf_langspec.data.schema import write_jsonl
+from hf_langspec.files import write_jsonl
 from hf_langspec.tokenization import LangSpecTokenizer
 from hf_langspec.training.new_language import add_language
 
@@ -117,9 +117,11 @@ def test_a_bad_new_language_is_refused_before_the_vocabulary_is_extended(code, n
 
 
 def test_cli_add_language_writes_a_model_that_training_continues(tmp_path, capsys):
-    from test_training import _config
+    from test_training import tiny_run_config
 
-    from hf_langspec.training.experiment import ConfigError, run_experiment, validate_config
+    from hf_langspec.training.config import validate_config
+    from hf_langspec.training.errors import ConfigError
+    from hf_langspec.training.experiment import run_experiment
 
     model, tok = build()
     model.save_pretrained(tmp_path / "old")
@@ -141,7 +143,7 @@ def test_cli_add_language_writes_a_model_that_training_continues(tmp_path, capsy
         {"src_lang": "de", "tgt_lang": "en", "src": s, "tgt": t} for s, t in zip(OLD["de"], OLD["en"], strict=True)
     ]
     write_jsonl(tmp_path / "train.jsonl", rows * 3)
-    config = _config(tmp_path, model={}, tokenizer={}, evaluation={"max_sentences_per_direction": 2})
+    config = tiny_run_config(tmp_path, model={}, tokenizer={}, evaluation={"max_sentences_per_direction": 2})
     config["data"]["train_files"] = [str(tmp_path / "train.jsonl")]
     held_out = [{"src_lang": "en", "tgt_lang": "ru", "src": "A sentence not in training.", "tgt": RU[0]}]
     write_jsonl(tmp_path / "test.jsonl", held_out)  # the training file as a test set would be refused

@@ -9,10 +9,11 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "hf_langspec"
-# README: cli -> compare -> training, evaluation, export (and pretrained, model_folder, pipelines) -> data,
-# tokenization (and interop) -> modeling (and environment)
-LAYERS = {"cli": 5, "compare": 4, "training": 3, "evaluation": 3, "export": 3, "pretrained": 3, "model_folder": 3,
-          "pipelines": 3, "data": 2, "tokenization": 2, "interop": 2, "modeling": 1, "environment": 1}  # fmt: skip
+# README: cli -> compare -> training, evaluation, export (and pipelines) -> data, tokenization (and interop,
+# pretrained, model_folder) -> modeling (and environment, files, config_types)
+LAYERS = {"cli": 5, "compare": 4, "training": 3, "evaluation": 3, "export": 3, "pipelines": 3, "data": 2,
+          "tokenization": 2, "interop": 2, "pretrained": 2, "model_folder": 2, "modeling": 1, "environment": 1,
+          "files": 1, "config_types": 1}  # fmt: skip
 
 
 def module_name(path: Path) -> str:
@@ -184,3 +185,49 @@ def test_the_package_and_the_cli_import_without_the_optional_extras():
     out = subprocess.run([sys.executable, "-c", BLOCK_EXTRAS], capture_output=True, text=True, check=True).stdout
     failed = {line.split()[0] for line in out.splitlines()}
     assert failed == SERVE_MODULES, out
+
+
+def _module_level_names(tree: ast.Module) -> tuple[set[str], set[str], list[str]]:
+    """A module's own definitions, the names it imports, and its `__all__`."""
+    own, imported, exported = set(), set(), []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            own |= {t.id for t in targets if isinstance(t, ast.Name)}
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                exported = [e.value for e in node.value.elts]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return own, imported, exported
+
+
+def test_every_name_has_one_home():
+    """A module exports what it defines: no re-export of a name that lives elsewhere (a package's `__init__`, the
+    public face of its folder, excepted), so each name is imported from the module that defines it."""
+    shims = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "__init__.py":
+            continue
+        own, imported, exported = _module_level_names(ast.parse(path.read_text()))
+        shims += [f"{module_name(path)}.{name}" for name in exported if name in imported and name not in own]
+    assert shims == []
+
+
+def test_no_private_name_is_imported_from_another_module():
+    """`from module import _name` across modules (the package, tests, scripts, benchmarks) makes a private name
+    part of an interface: such a name is made public where it is defined."""
+    root = PACKAGE.parent
+    tests = {p.stem for p in (root / "tests").glob("*.py")}
+    found = []
+    for folder in ("hf_langspec", "tests", "scripts", "benchmarks"):
+        for path in (root / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.ImportFrom) or node.module == "__future__":
+                    continue
+                ours = node.level or (node.module or "").startswith("hf_langspec") or node.module in tests
+                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                if ours and private:
+                    found.append(f"{path.relative_to(root)}:{node.lineno} {', '.join(private)}")
+    assert found == []

@@ -160,7 +160,7 @@ def test_m2m100s_sentencepiece_tokenizer_is_wrapped_to_encode_as_it_does(m2m100_
     source and target as it does (`__de__` before the source, `__fr__` first in the labels), BPE or Unigram."""
     from transformers import AutoTokenizer
 
-    from hf_langspec.pretrained import checkpoint_tokenizer
+    from hf_langspec.tokenization.checkpoint_tokenizer import checkpoint_tokenizer
 
     original = AutoTokenizer.from_pretrained(m2m100_folder)
     original.src_lang, original.tgt_lang = "de", "fr"
@@ -260,7 +260,7 @@ def test_marians_two_sentencepiece_models_are_wrapped_to_encode_as_it_does(maria
 
     from transformers import AutoTokenizer
 
-    from hf_langspec.pretrained import checkpoint_tokenizer
+    from hf_langspec.tokenization.checkpoint_tokenizer import checkpoint_tokenizer
     from hf_langspec.tokenization.tokenization_langspec import target_backend
 
     original = AutoTokenizer.from_pretrained(marian_folder)
@@ -478,8 +478,8 @@ def test_a_token_added_to_a_two_model_tokenizer_reaches_both_sides_and_survives_
     targets are cut with it too), and the saved pair reloads with the same fingerprint and encoding."""
     from transformers import AutoTokenizer
 
-    from hf_langspec.pretrained import checkpoint_tokenizer
     from hf_langspec.tokenization import LangSpecTokenizer
+    from hf_langspec.tokenization.checkpoint_tokenizer import checkpoint_tokenizer
     from hf_langspec.tokenization.tokenization_langspec import target_backend
 
     tokenizer = checkpoint_tokenizer(AutoTokenizer.from_pretrained(marian_folder), MARIAN_CODES)
@@ -544,7 +544,7 @@ def test_the_prepared_training_set_cuts_marians_targets_with_its_target_model(ma
     from transformers import AutoTokenizer
 
     from hf_langspec.data.corpus_store import prepare_training_set, read_corpus
-    from hf_langspec.pretrained import checkpoint_tokenizer
+    from hf_langspec.tokenization.checkpoint_tokenizer import checkpoint_tokenizer
 
     tokenizer = checkpoint_tokenizer(AutoTokenizer.from_pretrained(marian_folder), MARIAN_CODES)
     rows = [{"src_lang": "eng", "tgt_lang": tgt, "src": src, "tgt": t}
@@ -573,7 +573,8 @@ def test_an_iso_code_for_a_language_the_checkpoint_knows_is_pointed_to_its_code_
     """Issue 59: `fr` for NLLB's `fra_Latn` was told to use add_languages, and following that added a second, untrained
     French beside the checkpoint's. The error names the checkpoint's code and `data.language_codes`; adding it is
     refused the same way."""
-    from hf_langspec.pretrained import checkpoint_tokenizer, load_pretrained
+    from hf_langspec.pretrained import load_pretrained
+    from hf_langspec.tokenization.checkpoint_tokenizer import checkpoint_tokenizer
 
     with pytest.raises(
         ValueError,
@@ -691,8 +692,8 @@ def test_the_budget_script_counts_what_a_built_model_holds():
     import importlib.util
     from pathlib import Path
 
+    from hf_langspec.modeling.modeling_langspec import language_module_parameter
     from hf_langspec.modeling.registry import model_classes
-    from hf_langspec.pretrained import language_module_parameter
 
     path = Path(__file__).resolve().parents[1] / "scripts" / "pretrained_budget.py"
     spec = importlib.util.spec_from_file_location("pretrained_budget", path)
@@ -797,7 +798,7 @@ def test_train_adapts_a_pretrained_checkpoint_from_its_config(nllb_folder, tmp_p
 def test_a_corpus_longer_than_the_checkpoints_positions_is_refused_before_training(nllb_folder, tmp_path):
     """data.max_length lets in sequences the checkpoint has no positions for (its 64; the default keeps 100): the
     first long batch would stop the run. Refused when the model is built, before a step, naming both numbers."""
-    from hf_langspec.training.config import ConfigError
+    from hf_langspec.training.errors import ConfigError
     from hf_langspec.training.experiment import run_experiment
 
     config = _pretrained_config(nllb_folder, tmp_path, **{"class": "lora", "lora_rank": 4})
@@ -826,7 +827,8 @@ def test_a_corpus_longer_than_the_checkpoints_positions_is_refused_before_traini
 def test_a_pretrained_start_that_cannot_work_is_refused_before_any_data_is_read(
     nllb_folder, tmp_path, change, message
 ):
-    from hf_langspec.training.experiment import ConfigError, run_experiment
+    from hf_langspec.training.errors import ConfigError
+    from hf_langspec.training.experiment import run_experiment
 
     config = _pretrained_config(nllb_folder, tmp_path)
     for section, values in change.items():
@@ -1033,7 +1035,8 @@ def test_the_nllb200_example_runs_on_a_tiny_checkpoint_with_nllbs_fields(nllb_fo
     random M2M-100 with NLLB's config fields and codes), the data (the same rows as above) and the budget."""
     from pathlib import Path
 
-    from hf_langspec.training.experiment import load_config, run_experiment
+    from hf_langspec.training.config import load_config
+    from hf_langspec.training.experiment import run_experiment
 
     config = load_config(Path(__file__).parents[1] / "examples" / "configs" / "nllb200_lora.yaml")
     assert config["model"]["init_from_pretrained"] == "facebook/nllb-200-distilled-600M"
@@ -1125,15 +1128,17 @@ def test_a_reports_budget_line_names_the_checkpoints_shape(nllb_folder, tmp_path
     reads the shape its runs recorded, else the checkpoint's config (it said `d None, None+None layers`)."""
     import json
 
-    from hf_langspec.compare.report import _shape
+    from hf_langspec.compare.report import budget_shape
 
     config = json.loads((nllb_folder / "config.json").read_text())
     shape = f"d {config['d_model']}, {config['encoder_layers']}+{config['decoder_layers']} layers"
-    assert _shape({"init_from_pretrained": str(nllb_folder)}, {}) == f"{shape}, started from {nllb_folder}"
-    assert _shape({"init_from_pretrained": str(tmp_path)}, {}) == f"started from {tmp_path}"  # not there (yet)
+    assert budget_shape({"init_from_pretrained": str(nllb_folder)}, {}) == f"{shape}, started from {nllb_folder}"
+    assert budget_shape({"init_from_pretrained": str(tmp_path)}, {}) == f"started from {tmp_path}"  # not there (yet)
     recorded = {("full_ft", 1): {"shape": {"d_model": 64, "encoder_layers": 1, "decoder_layers": 2}}}
-    assert _shape({"init_from_pretrained": str(tmp_path)}, recorded) == f"d 64, 1+2 layers, started from {tmp_path}"
-    assert _shape({"d_model": 128, "encoder_layers": 2, "decoder_layers": 3}, {}) == "d 128, 2+3 layers"
+    assert (
+        budget_shape({"init_from_pretrained": str(tmp_path)}, recorded) == f"d 64, 1+2 layers, started from {tmp_path}"
+    )
+    assert budget_shape({"d_model": 128, "encoder_layers": 2, "decoder_layers": 3}, {}) == "d 128, 2+3 layers"
 
 
 @pytest.mark.slow

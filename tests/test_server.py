@@ -19,8 +19,9 @@ from test_ct2_export import trained_like
 from test_specialize import tiny_tokenizer
 
 from hf_langspec.evaluation.translate import translate
+from hf_langspec.export.backends import CTranslate2Backend, ModelBackend
 from hf_langspec.export.ct2 import export_directions
-from hf_langspec.export.server import CTranslate2Backend, ModelBackend, TranslationServer
+from hf_langspec.export.server import TranslationServer
 
 pytest.importorskip("ctranslate2")
 

@@ -218,10 +218,10 @@ def test_a_specialized_bible_model_loads_without_the_package_and_translates_alik
     assert_greedy_alike(model, generic, greedy, ct2)
     assert any(len(row) > 3 for row in ct2)  # real translations, not empty ones
     ct2_beam = translate_ctranslate2(translator, plain_tokenizer, sentences, beam_size=4, max_new_tokens=12)
-    assert ct2_beam == [_strip(row) for row in expected.tolist()]
+    assert ct2_beam == [strip_output(row) for row in expected.tolist()]
 
 
-def _strip(ids: list[int]) -> list[int]:
+def strip_output(ids: list[int]) -> list[int]:
     """transformers' output without the start token, the first </s> and what follows."""
     ids = ids[1:]
     return ids[: ids.index(2)] if 2 in ids else ids
@@ -233,7 +233,7 @@ def assert_greedy_alike(model, batch: dict, greedy: torch.Tensor, other: list[li
     Two implementations round differently, which flips an argmax only where two log-probabilities are within
     rounding of each other; a real difference in the network shows as a clear gap at the first difference.
     """
-    for row, (want, have) in enumerate(zip([_strip(r) for r in greedy.tolist()], other, strict=True)):
+    for row, (want, have) in enumerate(zip([strip_output(r) for r in greedy.tolist()], other, strict=True)):
         if want == have:
             continue
         step = next(i for i, (a, b) in enumerate(zip([*want, 2], [*have, 2], strict=False)) if a != b)

@@ -205,11 +205,12 @@ def test_padding_any_batch_keeps_every_real_value(rows, source, target):
 
 @pytest.mark.parametrize("bad", ["sometimes", [[48]], [[0, 8]]])
 def test_a_malformed_setting_in_a_config_is_refused_before_any_data_is_built(tmp_path, bad):
-    from test_training import _config
+    from test_training import tiny_run_config
 
-    from hf_langspec.training.config import ConfigError, validate_config
+    from hf_langspec.training.config import validate_config
+    from hf_langspec.training.errors import ConfigError
 
-    config = _config(tmp_path, training={"max_steps": 2, "static_shapes": bad})
+    config = tiny_run_config(tmp_path, training={"max_steps": 2, "static_shapes": bad})
     with pytest.raises(ConfigError, match=r"\[training\]: training\.static_shapes"):
         validate_config(config)
 

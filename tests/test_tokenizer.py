@@ -16,10 +16,11 @@ from transformers import AutoTokenizer
 
 from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration, LangSpecTokenizer, train_tokenizer
 from hf_langspec.data.bible import BibleCorpusConfig, build_bible_corpus
-from hf_langspec.data.schema import read_jsonl
+from hf_langspec.files import read_jsonl
 from hf_langspec.tokenization.tags import tag_template_problem
 from hf_langspec.tokenization.training import covered_alphabet, temperature_sample
-from hf_langspec.training.config import ConfigError, validate_config
+from hf_langspec.training.config import validate_config
+from hf_langspec.training.errors import ConfigError
 
 TEXTS = {
     "en": ["In the beginning God created the heavens and the earth.", "Jesus wept.", "The earth was formless."] * 20,
@@ -284,7 +285,7 @@ def test_translation_pipeline_with_the_langspec_tokenizer(tok):
 
 DETERMINISM_SCRIPT = """
 import json, sys
-from hf_langspec.data.schema import read_jsonl
+from hf_langspec.files import read_jsonl
 from hf_langspec import train_tokenizer
 rows = list(read_jsonl(sys.argv[1]))
 tok = train_tokenizer(rows, vocab_size=int(sys.argv[2]), model_type=sys.argv[3], sample_size=20000, show_progress=False)

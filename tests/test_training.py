@@ -28,7 +28,9 @@ from hf_langspec.training import (
     last_complete_checkpoint,
 )
 from hf_langspec.training.checkpoints import truly_missing_keys
-from hf_langspec.training.experiment import ConfigError, run_experiment, validate_config
+from hf_langspec.training.config import validate_config
+from hf_langspec.training.errors import ConfigError
+from hf_langspec.training.experiment import run_experiment
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"]
 
@@ -278,7 +280,7 @@ def test_temperature_sampler_is_used_and_needs_language_ids(tokenizer, tmp_path)
         trainer._get_train_sampler(stripped)
 
 
-def _config(tmp_path, **sections):
+def tiny_run_config(tmp_path, **sections):
     files = {}
     rows = synthetic_pairs(28)  # its first 48 rows are synthetic_pairs(24); the last 8 are held out for the test
     for split, part in (("train", rows[:48]), ("test", rows[48:])):
@@ -346,7 +348,7 @@ def _config(tmp_path, **sections):
 )  # fmt: skip
 def test_bad_configs_fail_before_any_work(tmp_path, change, message):
     with pytest.raises(ConfigError, match=message):
-        validate_config(_config(tmp_path, **change))
+        validate_config(tiny_run_config(tmp_path, **change))
 
 
 def test_warmups_training_by_epochs_and_plain_shuffling_are_accepted(tmp_path):
@@ -354,13 +356,13 @@ def test_warmups_training_by_epochs_and_plain_shuffling_are_accepted(tmp_path):
     max_steps on purpose."""
     for training in ({"warmup_steps": 1}, {"warmup_steps": 0.5}, {"warmup_steps": 300}, {"max_steps": -1, "num_train_epochs": 1},
                      {"sampling_temperature": 0.0}):  # fmt: skip
-        validate_config(_config(tmp_path, training=training))
+        validate_config(tiny_run_config(tmp_path, training=training))
 
 
 @pytest.mark.reliability
 def test_bad_inputs_fail_before_training(tmp_path, tokenizer):
     tokenizer.save_pretrained(tmp_path / "tok")
-    config = {**_config(tmp_path), "tokenizer": {"path": str(tmp_path / "tok")}}
+    config = {**tiny_run_config(tmp_path), "tokenizer": {"path": str(tmp_path / "tok")}}
     zh = tmp_path / "zh.jsonl"
     zh.write_text(json.dumps({"src_lang": "en", "tgt_lang": "zh", "src": "a", "tgt": "b"}) + "\n")
     config["data"]["train_files"].append(str(zh))
@@ -370,18 +372,18 @@ def test_bad_inputs_fail_before_training(tmp_path, tokenizer):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     with pytest.raises(ConfigError, match="The supervised test set is empty"):
-        run_experiment(_config(tmp_path, data={"test_files": {"supervised": str(empty)}}))
+        run_experiment(tiny_run_config(tmp_path, data={"test_files": {"supervised": str(empty)}}))
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(ConfigError, match="Cannot write to output_dir"):
-        run_experiment(_config(tmp_path, output_dir=str(blocker / "run")))
+        run_experiment(tiny_run_config(tmp_path, output_dir=str(blocker / "run")))
     with pytest.raises(ConfigError, match=r"the training files \[.*empty.jsonl'\] hold no examples"):
-        run_experiment(_config(tmp_path, data={"train_files": [str(empty)]}))
+        run_experiment(tiny_run_config(tmp_path, data={"train_files": [str(empty)]}))
     with pytest.raises(
         ConfigError,
         match=r"No training example is left after filtering \(.*longer than 1: 48.*raise data.max_length \(1 ",
     ):
-        run_experiment(_config(tmp_path, data={"max_length": 1}))
+        run_experiment(tiny_run_config(tmp_path, data={"max_length": 1}))
 
 
 @pytest.mark.reliability
@@ -399,7 +401,7 @@ def test_bad_inputs_fail_before_training(tmp_path, tokenizer):
 )  # fmt: skip
 def test_what_only_the_data_refutes_fails_before_the_tokenizer(tmp_path, change, message):
     with pytest.raises(ConfigError, match=message):
-        run_experiment(_config(tmp_path, **change))
+        run_experiment(tiny_run_config(tmp_path, **change))
     assert not (tmp_path / "run" / "tokenizer").exists()
 
 
@@ -421,7 +423,7 @@ def test_a_damaged_saved_tokenizer_is_one_line_before_any_work(tmp_path, tokeniz
     tokenizer.save_pretrained(tmp_path / "tok")
     damage(tmp_path / "tok")
     with pytest.raises(ModelFolderError, match=message):
-        run_experiment({**_config(tmp_path), "tokenizer": {"path": str(tmp_path / "tok")}})
+        run_experiment({**tiny_run_config(tmp_path), "tokenizer": {"path": str(tmp_path / "tok")}})
     assert not (tmp_path / "run").exists()
 
 
@@ -434,13 +436,15 @@ def test_an_output_dir_holding_a_model_no_run_recorded_is_refused(tmp_path, resu
     mine.mkdir(parents=True)
     (mine / "config.json").write_text("{}")
     with pytest.raises(ConfigError, match=r"run holds model/ that no hf_langspec run recorded \(no experiment_config"):
-        run_experiment(_config(tmp_path), resume=resume)
+        run_experiment(tiny_run_config(tmp_path), resume=resume)
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["model"]
     assert [p.name for p in mine.iterdir()] == ["config.json"] and (mine / "config.json").read_text() == "{}"
 
 
 def test_a_small_experiment_runs_end_to_end(tmp_path):
-    outcome = run_experiment(_config(tmp_path, translate={"text": "alpha beta", "src_lang": "en", "tgt_lang": "de"}))
+    outcome = run_experiment(
+        tiny_run_config(tmp_path, translate={"text": "alpha beta", "src_lang": "en", "tgt_lang": "de"})
+    )
     model_dir = outcome["model_dir"]
     assert {"model.safetensors", "tokenizer.json", "README.md", "config.json"} <= {p.name for p in model_dir.iterdir()}
     assert not [p.name for p in model_dir.iterdir() if p.suffix in (".bin", ".pt", ".pth")]  # no pickles to share
@@ -453,18 +457,18 @@ def test_a_small_experiment_runs_end_to_end(tmp_path):
 
 @pytest.mark.reliability
 def test_a_changed_tokenizer_setting_is_not_silently_reused(tmp_path):
-    run_experiment(_config(tmp_path, evaluation={"splits": []}))
+    run_experiment(tiny_run_config(tmp_path, evaluation={"splits": []}))
     with pytest.raises(
         ConfigError, match=r"holds a run started with another config \(tokenizer.vocab_size: 100 -> 90\)"
     ):
-        run_experiment(_config(tmp_path, tokenizer={"vocab_size": 90}, evaluation={"splits": []}))
+        run_experiment(tiny_run_config(tmp_path, tokenizer={"vocab_size": 90}, evaluation={"splits": []}))
 
 
 def test_validation_and_device_settings_may_change_when_a_run_resumes(tmp_path, capsys):
     """They do not change what is trained (`run_guard.FREE_KEYS`): a learning curve's run is re-read with other
     generation settings, a CPU run continues where a GPU is present. The resumed run tokenizes nothing: it maps the
     training set the first one wrote."""
-    config = _config(tmp_path, evaluation={"splits": []})
+    config = tiny_run_config(tmp_path, evaluation={"splits": []})
     config["data"]["cache_dir"] = str(tmp_path / "cache")  # its own cache: the same text elsewhere is shared
     run_experiment(config)
     assert "data: wrote the tokenized training set" in capsys.readouterr().out
@@ -477,7 +481,7 @@ def test_validation_and_device_settings_may_change_when_a_run_resumes(tmp_path, 
     run_experiment({**config, "training": {**config["training"], **changed}})  # the same files, unchanged
     assert "data: reusing the tokenized training set" in capsys.readouterr().out
     with pytest.raises(ConfigError, match=r"training.learning_rate"):  # what is trained still may not change
-        run_experiment(_config(tmp_path, evaluation={"splits": []}, training={"learning_rate": 0.5}))
+        run_experiment(tiny_run_config(tmp_path, evaluation={"splits": []}, training={"learning_rate": 0.5}))
 
 
 def test_stages_train_their_directions_and_resume_stage_by_stage(tmp_path):
@@ -487,7 +491,7 @@ def test_stages_train_their_directions_and_resume_stage_by_stage(tmp_path):
         {"name": "high", "directions": ["en-de", "de-en"], "training": {"max_steps": 2}},
         {"name": "all", "training": {"max_steps": 4, "save_strategy": "steps", "save_steps": 2}},
     ]
-    config = _config(tmp_path, stages=stages, evaluation={"splits": []})
+    config = tiny_run_config(tmp_path, stages=stages, evaluation={"splits": []})
     run_experiment(config)
     root = tmp_path / "run" / "checkpoints"
     complete = json.loads((root / "high" / "final" / "stage_complete.json").read_text())
@@ -509,7 +513,7 @@ def test_stages_train_their_directions_and_resume_stage_by_stage(tmp_path):
     assert [p.stat().st_mtime_ns for p in untouched] == mtimes
     assert json.loads((root / "all" / "final" / "stage_complete.json").read_text())["step"] == 4
     with pytest.raises(ConfigError, match=r"names .* must be unique"):
-        validate_config(_config(tmp_path, stages=[{"name": "a"}, {"name": "a"}]))
+        validate_config(tiny_run_config(tmp_path, stages=[{"name": "a"}, {"name": "a"}]))
 
 
 def test_averaging_keeps_each_tensors_dtype(tmp_path):
@@ -529,7 +533,7 @@ def test_averaging_keeps_each_tensors_dtype(tmp_path):
 def test_generation_based_validation_reports_bleu_per_direction(tokenizer, tmp_path):
     import sacrebleu
 
-    from hf_langspec.training.experiment import TranslationMetrics
+    from hf_langspec.evaluation.trainer_metrics import TranslationMetrics
 
     model = tiny_model(tokenizer)
     rows = synthetic_pairs(16)
@@ -641,33 +645,37 @@ def test_two_processes_predict_the_dataset_order_like_one(tokenizer, tmp_path):
     ],
 )
 def test_a_config_file_that_is_not_yaml_is_one_clear_error(tmp_path, text, message):
-    from hf_langspec.training.experiment import load_config
+    from hf_langspec.training.config import load_config
 
     (tmp_path / "bad.yaml").write_text(text)
     with pytest.raises(ConfigError, match=message):
         load_config(tmp_path / "bad.yaml")
-    from hf_langspec.training.experiment import apply_overrides
+    from hf_langspec.training.config import apply_overrides
 
     with pytest.raises(ConfigError, match=r"Override 'training.max_steps=\[5': the value is not valid YAML"):
-        apply_overrides(_config(tmp_path), ["training.max_steps=[5"])
+        apply_overrides(tiny_run_config(tmp_path), ["training.max_steps=[5"])
 
 
 @pytest.mark.reliability
 def test_a_resumed_run_with_another_config_is_refused_with_the_differing_keys(tmp_path):
-    config = _config(tmp_path, evaluation={"splits": []})
+    config = tiny_run_config(tmp_path, evaluation={"splits": []})
     run_experiment(config)
-    changed = _config(tmp_path, evaluation={"splits": []}, training={"learning_rate": 0.01}, model={"d_model": 48})
+    changed = tiny_run_config(
+        tmp_path, evaluation={"splits": []}, training={"learning_rate": 0.01}, model={"d_model": 48}
+    )
     with pytest.raises(ConfigError, match=r"another config \(model.d_model: 32 -> 48; training.learning_rate: "):
         run_experiment(changed)
     # what does not change the trained model may change: logging, evaluation, the printed example
-    run_experiment(_config(tmp_path, evaluation={"splits": [], "num_beams": 2}, training={"logging_steps": 7}))
+    run_experiment(tiny_run_config(tmp_path, evaluation={"splits": [], "num_beams": 2}, training={"logging_steps": 7}))
 
 
 @pytest.mark.reliability
 def test_a_larger_max_steps_extends_a_finished_run(tmp_path, capsys):
-    run_experiment(_config(tmp_path, evaluation={"splits": []}, training={"save_strategy": "steps", "save_steps": 2}))
     run_experiment(
-        _config(
+        tiny_run_config(tmp_path, evaluation={"splits": []}, training={"save_strategy": "steps", "save_steps": 2})
+    )
+    run_experiment(
+        tiny_run_config(
             tmp_path, evaluation={"splits": []}, training={"save_strategy": "steps", "save_steps": 2, "max_steps": 4}
         )
     )
@@ -682,7 +690,7 @@ def test_a_second_process_on_the_same_output_dir_is_refused_and_a_stale_lock_is_
 
     from hf_langspec.training.run_guard import LOCK_FILE
 
-    config = _config(tmp_path, evaluation={"splits": []})
+    config = tiny_run_config(tmp_path, evaluation={"splits": []})
     (tmp_path / "run").mkdir()
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -794,12 +802,12 @@ def test_the_lock_works_where_the_file_system_has_no_hard_links(tmp_path, monkey
 
 
 def _probe_output_dir(directory: str, times: int, ready, start) -> None:
-    from hf_langspec.training.experiment import _check_writable
+    from hf_langspec.training.experiment import check_writable
 
     ready.release()
     start.wait()  # both processes probe in the same moment, like the ranks of a launch
     for _ in range(times):
-        _check_writable(Path(directory))
+        check_writable(Path(directory))
 
 
 def test_ranks_probing_one_output_dir_at_once_do_not_fail_each_other(tmp_path):
@@ -830,7 +838,7 @@ def test_a_fresh_runs_card_knows_the_weights_its_results_scored(tmp_path, capsys
     from hf_langspec.model_folder import described_model_problem, model_files_fingerprint, weights_fingerprint
     from hf_langspec.training.experiment import run_experiment
 
-    run_experiment(_config(tmp_path))
+    run_experiment(tiny_run_config(tmp_path))
     out = capsys.readouterr().out
     assert "do not record which weights" not in out
     saved = json.loads((tmp_path / "run" / "evaluation" / "results.json").read_text())
@@ -860,7 +868,7 @@ def test_a_run_whose_loss_becomes_nan_stops_before_its_model_is_saved_scored_or_
     """issue 59, item 3: a diverged run was saved, scored and carded like any other."""
     from hf_langspec.cli import main
 
-    config = _config(tmp_path, training={"max_steps": 6, "learning_rate": 1e12, "logging_steps": 1,
+    config = tiny_run_config(tmp_path, training={"max_steps": 6, "learning_rate": 1e12, "logging_steps": 1,
                                          "max_grad_norm": 0.0, "warmup_steps": 0})  # fmt: skip
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
@@ -879,7 +887,7 @@ def test_a_diverged_run_is_never_saved_whatever_the_logging_interval(tmp_path, c
     every step and the weights at the end, so no logging interval lets a diverged model through."""
     from hf_langspec.cli import main
 
-    config = _config(tmp_path, training={"max_steps": 8, "learning_rate": 1e12, "logging_steps": logging_steps,
+    config = tiny_run_config(tmp_path, training={"max_steps": 8, "learning_rate": 1e12, "logging_steps": logging_steps,
                                          "save_strategy": "steps", "save_steps": save_steps, "max_grad_norm": 0.0,
                                          "warmup_steps": 0})  # fmt: skip
     path = tmp_path / "config.json"

@@ -98,12 +98,16 @@ def test_xlp_checkpoints_load_through_auto_classes_and_as_remote_code(tmp_path):
 
 
 def test_the_config_pipeline_trains_an_xlp_model_with_its_card(tmp_path):
-    from test_training import _config
+    from test_training import tiny_run_config
 
-    from hf_langspec.training.experiment import ConfigError, run_experiment, validate_config
+    from hf_langspec.training.config import validate_config
+    from hf_langspec.training.errors import ConfigError
+    from hf_langspec.training.experiment import run_experiment
 
     outcome = run_experiment(
-        _config(tmp_path, model={"class": "xlp", "xlp_decoder": False}, evaluation={"max_sentences_per_direction": 2})
+        tiny_run_config(
+            tmp_path, model={"class": "xlp", "xlp_decoder": False}, evaluation={"max_sentences_per_direction": 2}
+        )
     )
     saved = json.loads((outcome["model_dir"] / "config.json").read_text())
     assert saved["model_type"] == "langspec_xlp_mt" and saved["xlp_decoder"] is False
@@ -112,9 +116,9 @@ def test_the_config_pipeline_trains_an_xlp_model_with_its_card(tmp_path):
         ConfigError,
         match=r"class='xlm' is unknown; use one of \['adapter', 'baseline', 'cll', 'clm', 'hlt', 'laa', 'lms', 'lora', 'lsl', 'xlp'\]",
     ):
-        validate_config(_config(tmp_path, model={"class": "xlm"}))
+        validate_config(tiny_run_config(tmp_path, model={"class": "xlm"}))
     with pytest.raises(ConfigError, match=r"unknown keys \['xlp_decoder'\]"):
-        validate_config(_config(tmp_path, model={"xlp_decoder": False}))  # an XLP field on the baseline
+        validate_config(tiny_run_config(tmp_path, model={"xlp_decoder": False}))  # an XLP field on the baseline
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +138,7 @@ def tok_and_models():
 
 
 def test_cross_language_similarity_of_projected_and_added_embeddings(tok_and_models):
-    from hf_langspec.evaluation.language_encoding import _word_vector, cross_language_similarity
+    from hf_langspec.evaluation.language_encoding import cross_language_similarity, word_vector
 
     tok, xlp, additive = tok_and_models
     torch.testing.assert_close(cross_language_similarity(xlp, tok, "happy"), torch.ones(4, 4))  # identity projections
@@ -149,19 +153,19 @@ def test_cross_language_similarity_of_projected_and_added_embeddings(tok_and_mod
             projections[1] = saved
     assert sims[0, 1].item() == pytest.approx(-1.0) and sims[0, 2].item() == pytest.approx(1.0)
     # additive: cos(w + l_s, w + l_t), by hand
-    w = _word_vector(additive, tok, "happy")
+    w = word_vector(additive, tok, "happy")
     table = additive.model.encoder.insertions["embed"].weight.detach()
     expected = torch.nn.functional.cosine_similarity((w + table).unsqueeze(1), (w + table).unsqueeze(0), dim=-1)
     torch.testing.assert_close(cross_language_similarity(additive, tok, "happy"), expected)
 
 
 def test_word_similarity_and_heat_map(tok_and_models, tmp_path):
-    from hf_langspec.evaluation.language_encoding import _word_vector, plot_similarity, word_similarity
+    from hf_langspec.evaluation.language_encoding import plot_similarity, word_similarity, word_vector
 
     tok, xlp, _ = tok_and_models
     words = ["happy", "glad", "sad", "car", "plane", "bike"]
     sims = word_similarity(xlp, tok, words, "en")
-    raw = torch.stack([_word_vector(xlp, tok, w) for w in words])
+    raw = torch.stack([word_vector(xlp, tok, w) for w in words])
     expected = torch.nn.functional.cosine_similarity(raw.unsqueeze(1), raw.unsqueeze(0), dim=-1)
     torch.testing.assert_close(sims, expected)  # identity projection: the raw embeddings' similarities
     plot_similarity(sims, words, tmp_path / "words.png", title="XLP, en")

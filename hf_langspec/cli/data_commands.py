@@ -11,7 +11,7 @@ from ..data.corpus_store import read_corpus, write_corpus
 from ..data.hub import load_corpus
 from ..data.local import check_row, iter_rows, load_local, read_multiway
 from ..data.processing import multiway_pairs
-from ..data.schema import check_output_dir, check_output_file
+from ..files import check_output_dir, check_output_file
 from ..tokenization import train_tokenizer
 from .arguments import books, codes, corpus_file, directions
 from .registry import command

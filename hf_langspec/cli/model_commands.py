@@ -10,7 +10,6 @@ from pathlib import Path
 
 from ..data.local import iter_rows, read_sentences
 from ..data.processing import per_direction
-from ..data.schema import check_output_dir, check_output_file, write_atomic
 from ..data.text import split_lines
 from ..evaluation import copy_baseline, evaluate_model, load_results, results_table, save_results, translate, win_ratio
 from ..evaluation.evaluate import test_sets_from_files
@@ -18,6 +17,7 @@ from ..evaluation.feature_proportions import average_token_proportions, similari
 from ..evaluation.language_id import language_identifier
 from ..evaluation.test_sets import KINDS, parse_spec, read_test_set
 from ..evaluation.typology import format_typology_table, language_representations, plot_typology, typology_table
+from ..files import check_output_dir, check_output_file, write_atomic
 from ..model_folder import described_model_problem, model_files_fingerprint, weights_fingerprint
 from ..training.new_language import add_language
 from .arguments import (

@@ -9,10 +9,11 @@ from pathlib import Path
 from ..data.schema import split_direction
 from ..evaluation import load_results
 from ..export import push_model, write_model_card
-from ..export.ct2 import export_direction, export_directions, refuse_to_overwrite
+from ..export.ct2 import export_direction, export_directions
 from ..export.language_packs import export_language_pack
 from ..export.sockets import check_port_free
 from ..export.specialize import save_condensed
+from ..files import refuse_to_overwrite
 from ..model_folder import described_model_problem
 from ..pretrained import save_as_checkpoint
 from .arguments import (
@@ -213,7 +214,8 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
 )
 def cmd_serve(args: argparse.Namespace) -> None:
     from ..export.access import AccessPolicy, read_secrets
-    from ..export.server import CTranslate2Backend, ModelBackend, ServerLimits, TranslationServer  # the [serve] extra
+    from ..export.backends import CTranslate2Backend, ModelBackend
+    from ..export.server import ServerLimits, TranslationServer
 
     if (args.export is None) == (args.model is None):
         raise ValueError("give --export DIR (CTranslate2 directions) or --model DIR (the generic model)")

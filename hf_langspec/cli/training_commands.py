@@ -10,7 +10,7 @@ import torch.distributed as dist
 from ..compare import compare
 from ..compare.controls import control_lines
 from ..compare.learning_curve import curve_markdown, learning_curve
-from ..compare.report import markdown
+from ..compare.report_markdown import markdown
 from ..compare.suite import load_suite
 from ..training.config import apply_overrides, load_config
 from ..training.config_schema import schema_table

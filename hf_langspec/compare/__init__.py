@@ -5,8 +5,9 @@
 `runner` for scheduling, `report` for the statistics.
 """
 
-from .report import build_report, paired_bootstrap
+from .report import build_report
 from .runner import compare
+from .statistics import paired_bootstrap
 from .suite import Suite, load_suite
 
 __all__ = ["Suite", "build_report", "compare", "load_suite", "paired_bootstrap"]

@@ -20,7 +20,7 @@ import json
 import re
 from typing import Any
 
-from ..training.config import ConfigError
+from ..training.errors import ConfigError
 from .statistics import RATE_METRICS, claim_verdict
 from .suite import Suite, load_suite
 

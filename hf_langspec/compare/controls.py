@@ -45,7 +45,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from ..modeling.registry import model_classes
-from ..training.config import DATA_DEFAULTS, ConfigError, set_keys
+from ..training.config import DATA_DEFAULTS, set_keys
+from ..training.errors import ConfigError
 from ..training.model_check import build_model_config, run_directions, run_languages
 
 CONTROL_KINDS = ("parameters", "compute")

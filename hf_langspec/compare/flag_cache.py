@@ -19,9 +19,9 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
-from ..data.schema import write_atomic
 from ..evaluation.language_id import identifier_names, language_identifier, off_target_flags
-from ..training.config import ConfigError
+from ..files import write_atomic
+from ..training.errors import ConfigError
 from .shared import results_paths
 
 Pair = tuple[str, str]  # (test set, direction)

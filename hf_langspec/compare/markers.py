@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..data.schema import write_atomic
-from ..training.config import ConfigError
+from ..files import write_atomic
+from ..training.errors import ConfigError
 
 
 def _markers(name: str, kind: str) -> tuple[str, str]:

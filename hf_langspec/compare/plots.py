@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data.schema import write_atomic
+from ..files import write_atomic
 from .suite import Suite
 
 

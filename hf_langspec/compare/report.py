@@ -22,8 +22,8 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from ..data.schema import write_atomic
-from ..training.config import ConfigError
+from ..files import write_atomic
+from ..training.errors import ConfigError
 from .answers import answer_table
 from .budgets import judge_at_other_budgets, load_other_budgets
 from .controls import measure_kind
@@ -37,10 +37,8 @@ from .statistics import (
     METRICS,
     claim_verdict,
     group_statistics,
-    mean_interval,
     paired_bootstrap,
     paired_bootstrap_rate,
-    t_quantile,
 )
 from .suite import Suite
 
@@ -265,7 +263,7 @@ def _significance(
             groups[group]["off_target"]["p_value"] = paired_bootstrap_rate(other, own)
 
 
-def _shape(model: dict[str, Any], runs: dict) -> str:
+def budget_shape(model: dict[str, Any], runs: dict) -> str:
     """`d 128, 2+2 layers`; for a pretrained start, the shape its runs recorded (else the checkpoint's config.json,
     for results that predate the record) and its path."""
     start = model.get("init_from_pretrained")
@@ -287,7 +285,7 @@ def _setting(suite: Suite, runs: dict) -> dict[str, Any]:
     return {
         "steps": training.get("max_steps"),
         "batch": training.get("per_device_train_batch_size"),
-        "shape": _shape(model, runs),
+        "shape": budget_shape(model, runs),
         "evaluation": base.get("evaluation", {}),
         "signatures": first["signatures"] if first else {},
         "language_identifier": first["language_identifier"] if first else None,
@@ -345,8 +343,4 @@ def _relative(path: Path, start: Path) -> str:
     return os.path.relpath(path, start) + "/"
 
 
-# the statistics' names stay importable from here, where they lived before compare/statistics.py
-__all__ = [
-    "build_report", "claim_verdict", "markdown", "mean_interval", "paired_bootstrap", "paired_bootstrap_rate",
-    "run_groups", "t_quantile",
-]  # fmt: skip
+__all__ = ["build_report", "run_groups"]

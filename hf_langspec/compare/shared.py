@@ -23,10 +23,11 @@ from ..data.columns import direction_sizes
 from ..data.corpus_store import canonical_rows, direction_order, read_corpus, renamed_languages, write_corpus
 from ..data.local import load_local, read_multiway
 from ..data.processing import multiway_pairs, per_direction
-from ..data.schema import read_json, write_atomic, write_jsonl
+from ..files import read_json, write_atomic, write_jsonl
 from ..pretrained import pretrained_tokenizer
 from ..tokenization import LangSpecTokenizer, train_tokenizer
-from ..training.config import ConfigError, named_test_files, sentence_limit
+from ..training.config import named_test_files, sentence_limit
+from ..training.errors import ConfigError
 from ..training.run_guard import section_of
 from .suite import Suite
 
@@ -66,7 +67,7 @@ def run_identity(config: dict[str, Any]) -> dict[str, Any]:
 
 def read_run_file(path: Path, gzipped: bool = False) -> Any:
     """A run's scores or outputs (or the suite's references), with one line naming the file and the fix when it
-    is damaged (`data.schema.read_json`)."""
+    is damaged (`files.read_json`)."""
     return read_json(path, RUN_FILE_FIX, gzipped=gzipped)
 
 

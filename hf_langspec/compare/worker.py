@@ -23,11 +23,11 @@ from typing import Any
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
-from ..data.schema import read_json, write_atomic
 from ..evaluation import evaluate_model
 from ..evaluation.evaluate import direction_off_target
 from ..evaluation.expected import library_versions
 from ..evaluation.language_id import language_identifier
+from ..files import read_json, write_atomic
 from ..modeling.modeling_langspec import added_parameters
 from ..tokenization import LangSpecTokenizer
 from ..training.cpu_allocator import allocator_setting

@@ -12,7 +12,7 @@ from .processing import (
     multiway_pairs,
 )
 from .sampler import TemperatureSampler
-from .schema import CANONICAL_COLUMNS, canonical_dataset, read_jsonl, write_jsonl
+from .schema import CANONICAL_COLUMNS, canonical_dataset
 from .xnli import XNLI_LABELS, XNLI_LANGUAGES, load_xnli
 
 __all__ = [
@@ -34,8 +34,6 @@ __all__ = [
     "load_xnli",
     "monolingual_texts",
     "multiway_pairs",
-    "read_jsonl",
     "read_multiway",
     "read_sentences",
-    "write_jsonl",
 ]

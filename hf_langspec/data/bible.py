@@ -41,7 +41,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from .schema import removed_on_failure, write_atomic, write_jsonl
+from ..files import removed_on_failure, write_atomic, write_jsonl
 
 logger = logging.getLogger(__name__)
 

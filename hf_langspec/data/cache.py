@@ -20,8 +20,8 @@ import pyarrow as pa
 from datasets import Dataset
 
 from ..environment import process_running
+from ..files import write_atomic
 from .bible import default_cache_dir
-from .schema import write_atomic
 
 logger = logging.getLogger(__name__)
 

@@ -3,9 +3,8 @@
 At the papers' size (OPUS-100: 110M training examples) a corpus cannot live in Python objects (about 6 KB a
 pair in lists of dicts); here it never does:
 
-1. `read_corpus(files)`: JSONL / TSV / Moses / Parquet files (`write_corpus`, `data local|hub --output
-   X.parquet`), folders of Parquet shards, or folders saved by `Dataset.save_to_disk`, are
-   read row by row through the loaders' checks (a malformed line names its file and line, before any tokenizer or
+1. `read_corpus(files)`: JSONL / TSV / Moses / Parquet files (`write_corpus`, `data local|hub --output X.parquet`),
+   folders of Parquet shards, or folders saved by `Dataset.save_to_disk`, are read row by row through the loaders' checks (a malformed line names its file and line, before any tokenizer or
    model work) and written in batches as one Arrow file with the canonical columns plus `src_hash` / `tgt_hash`
    (`processing.text_hashes`: what de-duplication, the exclusion of valid/test text and the tokenizer's sample
    compare instead of strings). The result is memory-mapped (`Dataset.from_file`).
@@ -50,10 +49,10 @@ from datasets import Dataset, Features, List, Value, load_from_disk
 from tqdm.auto import tqdm
 
 from ..environment import writing
+from ..files import removed_on_failure, write_jsonl
 from ..modeling.configuration_langspec import decoder_tag, source_tag_side
 from ..tokenization.tokenization_langspec import encode_text, target_backend
 from .cache import (
-    CacheSpaceError,
     cache_root,
     check_space,
     content_fingerprint,
@@ -69,7 +68,7 @@ from .cache import (
 from .columns import CORPUS_SCHEMA, HASH_COLUMNS, batch_rows, column, stream_batches
 from .local import check_row, iter_rows
 from .processing import FilterReport, PairColumns, blank_sides, hash_columns, select_pairs
-from .schema import CANONICAL_COLUMNS, removed_on_failure, write_jsonl
+from .schema import CANONICAL_COLUMNS
 
 logger = logging.getLogger(__name__)
 
@@ -489,12 +488,4 @@ def canonical_rows(dataset: Dataset) -> Iterator[dict[str, str]]:
         yield from (dict(zip(CANONICAL_COLUMNS, v, strict=True)) for v in zip(*batch.values(), strict=True))
 
 
-__all__ = [
-    "CacheSpaceError",
-    "PreparedTrainingSet",
-    "cache_root",
-    "direction_order",
-    "prepare_training_set",
-    "read_corpus",
-    "write_corpus",
-]
+__all__ = ["PreparedTrainingSet", "direction_order", "prepare_training_set", "read_corpus", "write_corpus"]

@@ -34,7 +34,7 @@ import torch
 from ..modeling.module_clm import feature_mix
 
 
-def _token_stats(states: torch.Tensor, mask: torch.Tensor) -> tuple[float, float, float]:
+def token_stats(states: torch.Tensor, mask: torch.Tensor) -> tuple[float, float, float]:
     """(mean cosine similarity of distinct tokens of one sentence, the same of its absolute value, common_share),
     averaged over sentences. |cosine| near 1 with cosine near 0: the tokens lie on one line, with either sign."""
     cosines, absolute, shares = [], [], []
@@ -150,12 +150,12 @@ def encoder_collapse(
             for name, entry in sublayers.items():
                 stream, branch = entry["stream"][keep].norm(dim=-1).mean(), entry["branch"][keep].norm(dim=-1).mean()
                 branches.setdefault(name, []).append(
-                    (stream.item(), branch.item(), _token_stats(entry["branch"], mask)[2], n)
+                    (stream.item(), branch.item(), token_stats(entry["branch"], mask)[2], n)
                 )
             names = ["embeddings", *[f"layer {i}" for i in range(len(out.hidden_states) - 1)]]
             for name, states in zip(names, out.hidden_states, strict=True):
-                points.setdefault(name, []).append((*_token_stats(states, mask), n))
-            points.setdefault("output", []).append((*_token_stats(out.last_hidden_state, mask), n))
+                points.setdefault(name, []).append((*token_stats(states, mask), n))
+            points.setdefault("output", []).append((*token_stats(out.last_hidden_state, mask), n))
             for call in calls:
                 key = f"layer {call['layer']} {call['sublayer']}"
                 ratio = (
@@ -169,7 +169,7 @@ def encoder_collapse(
                     if p is not None
                     else math.nan
                 )
-                share_in, share_out = _token_stats(call["input"], mask)[2], _token_stats(call["output"], mask)[2]
+                share_in, share_out = token_stats(call["input"], mask)[2], token_stats(call["output"], mask)[2]
                 clm.setdefault(key, []).append((ratio, entropy, share_in, share_out, n))
 
     def mean(rows: list[tuple], index: int) -> float:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.local import load_local
-from ..data.schema import write_atomic
+from ..files import write_atomic
 from .language_id import LanguageIdentifier, language_identifier, off_target_rate
 from .metrics import corpus_scores, direction_groups, group_means
 from .translate import translate

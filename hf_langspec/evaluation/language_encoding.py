@@ -25,7 +25,7 @@ from ..modeling.routing import LanguageContext
 from ..tokenization.tokenization_langspec import encode_text
 
 
-def _word_vector(model: Any, tokenizer: Any, word: str) -> torch.Tensor:
+def word_vector(model: Any, tokenizer: Any, word: str) -> torch.Tensor:
     ids = encode_text(tokenizer, [word])[0]
     if not ids:
         raise ValueError(f"{word!r} has no pieces in this tokenizer's vocabulary.")
@@ -54,7 +54,7 @@ def cross_language_similarity(
 ) -> torch.Tensor:
     """`[L, L]` cosine similarities of `word` encoded into each of `languages` (default: all)."""
     languages = list(languages or model.config.languages)
-    vector = _word_vector(model, tokenizer, word).unsqueeze(0)
+    vector = word_vector(model, tokenizer, word).unsqueeze(0)
     encoded = torch.stack([encode_into_language(model, vector, lang, stack)[0] for lang in languages])
     return F.cosine_similarity(encoded.unsqueeze(1), encoded.unsqueeze(0), dim=-1)
 
@@ -64,7 +64,7 @@ def word_similarity(
     model: Any, tokenizer: Any, words: Sequence[str], language: str, stack: str = "encoder"
 ) -> torch.Tensor:
     """`[W, W]` cosine similarities of `words` encoded into `language`."""
-    vectors = torch.stack([_word_vector(model, tokenizer, w) for w in words])
+    vectors = torch.stack([word_vector(model, tokenizer, w) for w in words])
     encoded = encode_into_language(model, vectors, language, stack)
     return F.cosine_similarity(encoded.unsqueeze(1), encoded.unsqueeze(0), dim=-1)
 

@@ -15,8 +15,9 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 from transformers import AutoConfig
 
-from ..data.schema import DamagedFileError, read_json, training_data_names
+from ..data.schema import training_data_names
 from ..evaluation.evaluate import results_table
+from ..files import DamagedFileError, read_json
 from ..model_folder import (
     CARD_FILES_FIELD,
     CARD_WEIGHTS_FIELD,

@@ -27,11 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from ..data.schema import check_direction, check_output_dir, write_atomic
+from ..data.schema import check_direction
+from ..files import refuse_to_overwrite, write_atomic
 from ..modeling.configuration_langspec import decoder_tag
 from ..modeling.positions import fairseq_sinusoidal_table, marian_sinusoidal_table
 from ..tokenization.tokenization_langspec import encode_with_template
-from .specialize import _build, _set_generation, fold, plain_target, specialize_tokenizer
+from .specialize import build_plain_model, fold, plain_target, set_plain_generation, specialize_tokenizer
 
 CT2_MISSING = (
     "CTranslate2 export needs the `ctranslate2` package: pip install 'hf_langspec[export]' (or ctranslate2>=4)."
@@ -136,11 +137,6 @@ class _Weights:
         self.linear(spec.linear[-1], f"{name}.out_proj")
 
 
-def refuse_to_overwrite(folder: Path, force: bool) -> None:
-    """Nothing a user owns is overwritten without `force`; a file where the folder goes is refused too."""
-    check_output_dir(folder, "", force, force_flag="force=True (--force)")
-
-
 def _array(tensor):
     return tensor.detach().float().contiguous().numpy()
 
@@ -240,13 +236,13 @@ def export_direction(
     paths: dict[str, Path | str] = {}
     if transformers is not False:
         try:
-            plain = _build(folded, plain_target(model.config))
+            plain = build_plain_model(folded, plain_target(model.config))
         except ValueError as error:  # no transformers class holds this backbone or this direction's embeddings
             if transformers:
                 raise
             paths["transformers_skipped"] = str(error)
         else:
-            _set_generation(plain, model, model.config.language_id(tgt_lang))
+            set_plain_generation(plain, model, model.config.language_id(tgt_lang))
             plain.save_pretrained(output_dir / "transformers")
             plain_tokenizer.save_pretrained(output_dir / "transformers")
             paths["transformers"] = output_dir / "transformers"

@@ -28,7 +28,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ..data.schema import write_atomic
+from ..files import write_atomic
 from ..modeling.modeling_langspec import language_module_parameter
 
 PACK_WEIGHTS = "language_modules.safetensors"

@@ -67,7 +67,6 @@ from .api import (
     parse_body,
     rows_by_direction,
 )
-from .backends import CTranslate2Backend, ModelBackend
 from .batching import Batcher, QueueFull
 from .language_packs import PACK_FILE
 from .sockets import listening_socket
@@ -443,14 +442,4 @@ class TranslationServer:
         self.socket.close()
 
 
-__all__ = [
-    "AccessPolicy",
-    "Batcher",
-    "CTranslate2Backend",
-    "ModelBackend",
-    "RequestError",
-    "ServerLimits",
-    "TranslationServer",
-    "TranslationService",
-    "create_app",
-]
+__all__ = ["ServerLimits", "TranslationServer", "TranslationService", "create_app"]

@@ -54,7 +54,7 @@ from transformers import (
 )
 
 from ..data.schema import check_direction
-from ..interop import INHERITED_GENERATION, _reference_kwargs, backbone_problems, copy_state
+from ..interop import INHERITED_GENERATION, backbone_problems, copy_state, reference_kwargs
 from ..modeling.configuration_langspec import decoder_tag, source_tag_side
 from ..modeling.routing import LanguageContext
 from ..tokenization.tokenization_langspec import control_token_ids
@@ -158,8 +158,8 @@ def specialize(model: Any, src_lang: str, tgt_lang: str, tokenizer: Any = None) 
         tokenizer.check_model(model)  # the vocabulary, languages and tags must be the model's
     target = plain_target(model.config)
     folded = fold(model, src_lang, tgt_lang)
-    plain = _build(folded, target)
-    _set_generation(plain, model, model.config.language_id(tgt_lang))
+    plain = build_plain_model(folded, target)
+    set_plain_generation(plain, model, model.config.language_id(tgt_lang))
     plain_tokenizer = specialize_tokenizer(tokenizer, src_lang, tgt_lang) if tokenizer is not None else None
     return Specialized(plain.eval(), plain_tokenizer)
 
@@ -393,9 +393,9 @@ def _embedding_matrices(shared: torch.Tensor, embeddings: dict, config) -> dict[
     return own
 
 
-def _build(folded: Folded, target: str) -> PreTrainedModel:
+def build_plain_model(folded: Folded, target: str) -> PreTrainedModel:
     config, state, own = folded.config, dict(folded.state), folded.embeddings
-    kwargs = _reference_kwargs(config) | {"decoder_ffn_dim": config.decoder_ffn_dim + folded.extra_ffn}
+    kwargs = reference_kwargs(config) | {"decoder_ffn_dim": config.decoder_ffn_dim + folded.extra_ffn}
     shared = state["shared.weight"]
     if target == "m2m100":
         if own:
@@ -424,7 +424,7 @@ def _build(folded: Folded, target: str) -> PreTrainedModel:
     return plain
 
 
-def _set_generation(plain: PreTrainedModel, model: Any, tgt: int) -> None:
+def set_plain_generation(plain: PreTrainedModel, model: Any, tgt: int) -> None:
     config = model.config
     source = model.generation_config.to_dict()
     generation = GenerationConfig(

@@ -62,6 +62,11 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
+# the attribute that marks a parameter trained in some rows only (its other rows' gradient masked): how many rows
+# (set by `pretrained.freeze_base` for added languages' embedding rows; the Trainer masks the rest and skips decay)
+ROWS_ONLY = "_hf_langspec_rows_only"
+
+
 def language_module_parameter(name: str) -> bool:
     """Whether a parameter is language-specific: in a module a method inserts (`.insertions.` in its name) or
     stacked over the languages in a language-specific layer (LSL's `per_language_weight` / `per_language_bias`)."""
@@ -382,12 +387,4 @@ class LangSpecForConditionalGeneration(LangSpecPreTrainedModel, GenerationMixin)
         return torch.stack([torch.full_like(ids, start), tags[ids]], dim=1)
 
 
-__all__ = [
-    "LangSpecDecoder",
-    "LangSpecDecoderLayer",
-    "LangSpecEncoder",
-    "LangSpecEncoderLayer",
-    "LangSpecForConditionalGeneration",
-    "LangSpecModel",
-    "LangSpecPreTrainedModel",
-]
+__all__ = ["LangSpecForConditionalGeneration", "LangSpecModel", "LangSpecPreTrainedModel"]

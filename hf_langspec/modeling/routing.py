@@ -61,10 +61,10 @@ def sync_free(tensor: torch.Tensor) -> bool:
 
 def on_accelerator(tensor: torch.Tensor) -> bool:
     """Whether `tensor` is on an accelerator, or on a CPU inside `accelerator_path()` (which stands in for one)."""
-    return tensor.device.type != "cpu" or _standing_in(tensor.device)
+    return tensor.device.type != "cpu" or standing_in(tensor.device)
 
 
-def _standing_in(device: torch.device) -> bool:
+def standing_in(device: torch.device) -> bool:
     """A CPU inside `accelerator_path()`: it takes a GPU's paths."""
     return device.type == "cpu" and _ACCELERATOR_PATH_ON_CPU[0]
 
@@ -132,7 +132,7 @@ def decoding_cache(store: dict, key: Hashable) -> GatheredWeights | None:
 def gather_budget(device: torch.device) -> int:
     """Weight elements one gather may copy per matmul it serves: larger on CUDA (module docstring), whose
     budget a CPU inside `accelerator_path()` stands in for too."""
-    if device.type == "cuda" or _standing_in(device):
+    if device.type == "cuda" or standing_in(device):
         return GATHER_BUDGET_ELEMENTS_CUDA
     return GATHER_BUDGET_ELEMENTS
 

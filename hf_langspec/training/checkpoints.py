@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from ..data.schema import write_atomic
+from ..files import write_atomic
 
 logger = logging.getLogger(__name__)
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")

@@ -50,6 +50,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..config_types import check_section, type_hints
 from ..data.bible import BibleCorpusConfig
 from ..data.checks import check_language_codes
 from ..evaluation.expected import check_expected_section
@@ -60,7 +61,6 @@ from ..tokenization import train_tokenizer
 from ..tokenization.tags import tag_template_problem
 from .combinations import check_combinations
 from .config_files import read_config_file, read_config_text
-from .config_types import check_section, type_hints
 from .errors import ConfigError
 from .model_check import MODEL_START_KEYS, check_model_settings, run_languages
 from .run_guard import void_expectations
@@ -446,12 +446,4 @@ def sentence_limit(evaluation: dict[str, Any], set_name: str) -> int | None:
     return limit.get(set_name, limit.get("default")) if isinstance(limit, dict) else limit
 
 
-__all__ = [
-    "ConfigError",
-    "apply_overrides",
-    "check_keys",
-    "load_config",
-    "sentence_limit",
-    "set_keys",
-    "validate_config",
-]
+__all__ = ["apply_overrides", "check_keys", "load_config", "sentence_limit", "set_keys", "validate_config"]

@@ -8,6 +8,7 @@ import inspect
 import typing
 from typing import Any
 
+from ..config_types import describe, type_hints
 from ..data.bible import BibleCorpusConfig
 from ..modeling import LangSpecConfig
 from ..modeling.registry import model_classes
@@ -26,7 +27,6 @@ from .config import (
     TOKENIZER_KEYS,
     TRANSLATE_KEYS,
 )
-from .config_types import describe, type_hints
 from .training_args import LangSpecTrainingArguments
 
 

@@ -15,42 +15,30 @@ from pathlib import Path
 from typing import Any
 
 from ..data.columns import direction_sizes
-from ..evaluation.trainer_metrics import TranslationMetrics
 from ..model_folder import ModelFolderError, load_model_folder, load_tokenizer, tokenizer_problem
 from ..modeling.configuration_clm import clm_collapse_risk, clm_map_start_risk
-from ..modeling.registry import model_classes
-from .config import (
-    ConfigError,
-    apply_overrides,
-    check_keys,
-    load_config,
-    sentence_limit,
-    set_keys,
-    validate_config,
-)
+from .config import validate_config
+from .errors import ConfigError
 from .model_check import check_model_settings
 from .processes import check_processes_joined
 from .run_guard import RunLock, check_resumed_config
 from .stages.data import (
-    cap_directions,
     check_against_data,
-    held_out_languages,
     load_data,
     prepare_training,
-    setting_warnings,
     validation_sets,
 )
 from .stages.evaluate import evaluate_and_publish
-from .stages.model import build_model, resolve_high_resource
+from .stages.model import build_model
 from .stages.tokenizer import build_tokenizer
-from .stages.train import GENERATION_MAX_NEW_TOKENS, save_model, train_stages
+from .stages.train import save_model, train_stages
 from .static_shapes import compiled_shapes_risk
 from .training_args import LangSpecTrainingArguments
 
 logger = logging.getLogger(__name__)
 
 
-def _check_writable(directory: Path) -> None:
+def check_writable(directory: Path) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         probe = directory / f".write-test-{os.getpid()}"  # one per process: ranks of a launch probe at once
@@ -73,7 +61,7 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     _check_saved_models(config.get("model", {}), config.get("tokenizer", {}))
     check_model_settings(config, "config", build=True)  # the model on the meta device, a pretrained start's shape
     output_dir = Path(config["output_dir"])
-    _check_writable(output_dir)
+    check_writable(output_dir)
     # the base arguments give the seed and the main-process-first guard; each stage builds its own
     base_args = LangSpecTrainingArguments(output_dir=str(output_dir / "checkpoints"), **config.get("training", {}))
     check_processes_joined(base_args.world_size)  # before the lock, which a lone process would take for itself
@@ -141,9 +129,4 @@ def _announcer(main: bool):
     return say
 
 
-# the schema's and the stages' names stay importable from here, where they lived before
-__all__ = [
-    "GENERATION_MAX_NEW_TOKENS", "ConfigError", "TranslationMetrics", "apply_overrides", "cap_directions",
-    "check_keys", "held_out_languages", "load_config", "model_classes", "resolve_high_resource", "run_experiment",
-    "sentence_limit", "set_keys", "setting_warnings", "validate_config",
-]  # fmt: skip
+__all__ = ["run_experiment"]

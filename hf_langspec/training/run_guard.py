@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ..data.cache import content_fingerprint
-from ..data.schema import read_json, write_atomic
 from ..environment import process_running
+from ..files import read_json, write_atomic
 from .errors import ConfigError
 
 logger = logging.getLogger(__name__)

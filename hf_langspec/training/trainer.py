@@ -40,10 +40,11 @@ from transformers.trainer_utils import rotate_checkpoints
 
 from ..data.sampler import TemperatureSampler
 from ..environment import environment_problem, writing
-from ..modeling.routing import _standing_in
+from ..modeling.modeling_langspec import ROWS_ONLY
+from ..modeling.routing import standing_in
 from ..pipelines import group_by_target
 from .batches import CheckedBatches, example_lengths, sampling_columns
-from .callbacks import DivergedTraining, StopOnNonFiniteLoss, TokensAtEpochEnd, diverged, non_finite_parameters
+from .callbacks import StopOnNonFiniteLoss, TokensAtEpochEnd, diverged, non_finite_parameters
 from .checkpoints import (
     average_checkpoints,
     check_resumable,
@@ -62,13 +63,8 @@ from .static_shapes import (
     resolve_buckets,
     use_compile_cache,
 )
-from .training_args import LangSpecTrainingArguments
 
 logger = logging.getLogger(__name__)
-
-
-# the attribute that marks a parameter trained in some rows only (its other rows' gradient masked): how many rows
-ROWS_ONLY = "_hf_langspec_rows_only"
 
 
 class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
@@ -123,7 +119,7 @@ class LangSpecSeq2SeqTrainer(Seq2SeqTrainer):
             return None
         device = args.device
         problems = []
-        if device.type != "cuda" and not _standing_in(device):
+        if device.type != "cuda" and not standing_in(device):
             problems.append(f"it records CUDA graphs, and this run trains on {device.type} (train on a CUDA GPU)")
         if not self.static_buckets:
             problems.append("it needs static shapes (leave training.static_shapes at auto, or give buckets)")
@@ -468,11 +464,4 @@ def in_dataset_order(values: Any, order: list[int]) -> Any:
     return values
 
 
-__all__ = [
-    "DivergedTraining",
-    "LangSpecSeq2SeqTrainer",
-    "LangSpecTrainingArguments",
-    "average_checkpoints",
-    "complete_checkpoints",
-    "last_complete_checkpoint",
-]
+__all__ = ["LangSpecSeq2SeqTrainer"]

@@ -27,7 +27,8 @@ from ...data.corpus_store import direction_order, prepare_training_set, read_cor
 from ...data.local import load_local
 from ...data.processing import per_direction
 from ..batches import sampling_columns
-from ..config import DATA_DEFAULTS, ConfigError, named_test_files
+from ..config import DATA_DEFAULTS, named_test_files
+from ..errors import ConfigError
 from ..model_check import build_model_config
 from .model import resolve_high_resource
 

@@ -15,12 +15,12 @@ from typing import Any
 import torch
 
 from ...model_folder import load_model_folder
-from ...modeling.modeling_langspec import added_parameters
+from ...modeling.modeling_langspec import ROWS_ONLY, added_parameters
 from ...modeling.registry import model_classes
 from ...pretrained import adapt_pretrained, freeze_base, new_language_rows
-from ..config import DATA_DEFAULTS, ConfigError
+from ..config import DATA_DEFAULTS
+from ..errors import ConfigError
 from ..pretrained_encoder import init_encoder_from
-from ..trainer import ROWS_ONLY
 
 logger = logging.getLogger(__name__)
 

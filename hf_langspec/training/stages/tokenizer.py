@@ -15,11 +15,11 @@ from typing import Any
 from ... import tokenization
 from ...data.cache import cached_tokenizer_folder, publish_copy
 from ...data.columns import language_counts
-from ...data.schema import read_json, write_atomic
+from ...files import read_json, write_atomic
 from ...model_folder import load_tokenizer, tokenizer_problem
 from ...pretrained import pretrained_tokenizer
 from ...tokenization import LangSpecTokenizer
-from ..config import ConfigError
+from ..errors import ConfigError
 from .data import held_out_languages
 
 
