@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from hf_langspec.cli import main
+from hf_langspec_cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["train", *sys.argv[1:]]))

@@ -368,7 +368,7 @@ def tiny_suite(tmp_path: Path, name: str = "tiny.yaml", **changes) -> Path:
 
 def cli_exit_code(args: list[str]) -> int:
     """`hf-langspec ARGS` in this process: its exit code, whether argparse exits or `main` returns."""
-    from hf_langspec.cli import main
+    from hf_langspec_cli import main
 
     try:
         return main(args)

@@ -161,7 +161,7 @@ def test_train_tokenizer_from_canonical_and_multiway_files(tmp_path):
 
 def test_the_cli_loads_each_variant_with_its_own_class(tmp_path):
     from hf_langspec import XLPForConditionalGeneration, XLPMTConfig, train_tokenizer
-    from hf_langspec.cli.arguments import load_model
+    from hf_langspec.cli.inputs import load_model
 
     tok = train_tokenizer({c: ["alpha beta gamma"] * 3 for c in ["en", "de"]}, vocab_size=30, show_progress=False)
     model = XLPForConditionalGeneration(XLPMTConfig(**tok.model_config_kwargs(), d_model=16, encoder_layers=1, decoder_layers=1,
@@ -281,7 +281,8 @@ def test_translate_input_problems_are_one_clear_line_and_nothing_is_overwritten(
 def test_translate_tells_a_bad_input_file_before_it_loads_the_model(tmp_path, monkeypatch, capsys):
     """The input file is read before the model: its problem is the one line, with no model loaded (here none could
     be: the folder is not a model), where it came after the weights had loaded."""
-    from hf_langspec.cli import main, model_commands
+    from hf_langspec.cli import model_commands
+    from hf_langspec_cli import main
 
     source = tmp_path / "latin1.txt"
     source.write_bytes("café\n".encode("latin-1"))
@@ -342,7 +343,7 @@ def test_the_model_cards_usage_code_runs_and_gives_the_clis_translation(trained,
 def test_a_repeated_list_option_keeps_every_value(command, flag, first, second):
     """`--set a=1 --set b=2` once kept only b=2 without a word (argparse's default for nargs='+' options): every
     list option of the command line accumulates over repeats, as a user writing one flag per value expects."""
-    from hf_langspec.cli import build_parser
+    from hf_langspec_cli import build_parser
 
     args = build_parser().parse_args([*command, flag, *first, flag, *second])
     assert getattr(args, flag.lstrip("-").replace("-", "_")) == first + second
@@ -352,7 +353,7 @@ def test_every_list_option_of_every_command_accumulates():
     """The parser makes every `nargs="+"` option accumulate, so a command added later cannot forget it."""
     import argparse
 
-    from hf_langspec.cli import build_parser
+    from hf_langspec_cli import build_parser
 
     def parsers(parser):
         yield parser
@@ -389,3 +390,55 @@ def test_evaluate_names_the_directions_the_test_files_hold_when_a_chosen_one_is_
     # a set holding none of the chosen directions is left out, not an error
     chosen = test_sets_from_files(files, ["de-fr"])
     assert list(chosen) == ["zero-shot"] and [r["tgt_lang"] for r in chosen["zero-shot"]] == ["fr"]
+
+
+HELP_WITHOUT_THE_PACKAGE = """
+import argparse, contextlib, io, sys
+from hf_langspec_cli import build_parser, main
+
+def commands(parser, prefix=()):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield [*prefix, name]
+                yield from commands(sub, (*prefix, name))
+
+asked = [[]] + list(commands(build_parser())) + [["train"]]  # every --help, then a usage error
+for argv in asked:
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            main([*argv, "--help"] if argv != ["train"] else argv)
+        except SystemExit:
+            pass
+loaded = sorted(m for m in ("torch", "transformers", "datasets", "hf_langspec") if m in sys.modules)
+print(len(asked), loaded)
+"""
+
+
+def test_help_and_usage_errors_answer_without_loading_the_package():
+    """`hf-langspec --help`, every command's --help and a usage error are parsed by hf_langspec_cli alone: no torch,
+    transformers, datasets or hf_langspec is imported (they took 4-6 s before any answer)."""
+    result = subprocess.run([sys.executable, "-c", HELP_WITHOUT_THE_PACKAGE], capture_output=True, text=True)
+    count, loaded = result.stdout.split(" ", 1)
+    assert int(count) >= 17 and loaded.strip() == "[]", result.stdout + result.stderr
+
+
+def test_the_console_script_is_the_light_entry_point():
+    """The installed `hf-langspec` runs hf_langspec_cli.main (pyproject's [project.scripts])."""
+    import tomllib
+
+    scripts = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"hf-langspec": "hf_langspec_cli:main"}
+    printed = subprocess.run(
+        [sys.executable, "-m", "hf_langspec_cli", "serve", "--help"], capture_output=True, text=True
+    )
+    assert printed.returncode == 0 and "--api-keys" in printed.stdout
+
+
+def test_the_evaluate_help_names_every_standard_test_set_kind():
+    """The grammar lists the test-set kinds without importing the package: the list is the package's."""
+    from hf_langspec.evaluation.test_sets import KINDS
+
+    printed = subprocess.run([sys.executable, "-m", "hf_langspec_cli", "evaluate", "--help"], capture_output=True,
+                             text=True).stdout  # fmt: skip
+    assert all(kind in " ".join(printed.split()) for kind in KINDS)

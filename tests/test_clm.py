@@ -309,9 +309,9 @@ def test_the_config_pipeline_trains_a_clm_model_with_overrides_and_its_card(tmp_
     import yaml
     from test_training import tiny_run_config
 
-    from hf_langspec.cli import main
     from hf_langspec.training.config import apply_overrides
     from hf_langspec.training.errors import ConfigError
+    from hf_langspec_cli import main
 
     config = tiny_run_config(
         tmp_path, model={"class": "clm", "clm_num_features": 4}, evaluation={"max_sentences_per_direction": 2}

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from hf_langspec import CLMConfig, CLMForConditionalGeneration, train_tokenizer
-from hf_langspec.cli import main
 from hf_langspec.evaluation.feature_proportions import (
     average_token_proportions,
     most_similar,
@@ -16,6 +15,7 @@ from hf_langspec.evaluation.feature_proportions import (
     similarity_table,
 )
 from hf_langspec.files import write_jsonl
+from hf_langspec_cli import main
 
 TEXTS = {
     "en": ["the man saw a dog", "a woman in the house", "the river near the house", "a cat and a dog"],

@@ -708,10 +708,10 @@ def test_a_learning_curve_point_is_the_bleu_of_that_steps_model_on_the_validatio
     from transformers import AutoModelForSeq2SeqLM
 
     from hf_langspec import LangSpecTokenizer
-    from hf_langspec.cli import main
     from hf_langspec.data.local import load_local
     from hf_langspec.data.processing import per_direction
     from hf_langspec.evaluation.translate import translate
+    from hf_langspec_cli import main
 
     suite = yaml.safe_load((ROOT / "examples" / "suites" / "tiny.yaml").read_text())
     suite["output_dir"], suite["results_dir"] = str(tmp_path / "suite"), str(tmp_path / "results")

@@ -300,7 +300,7 @@ def test_local_lines_that_are_not_what_they_claim_are_refused_with_their_line(tm
 def test_a_folder_or_an_unknown_extension_given_as_data_is_one_line(tmp_path, capsys):
     """`evaluate --test FOLDER` said "pass format='jsonl'" (an argument no command has); a folder read as a file is
     errno 21, which the CLI reported as a bug. Each is now one line naming the path and what to give instead."""
-    from hf_langspec.cli import main
+    from hf_langspec_cli import main
 
     folder = tmp_path / "data"
     folder.mkdir()

@@ -18,7 +18,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hf_langspec.cli import main
+from hf_langspec_cli import main
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 ROW = {"src_lang": "en", "tgt_lang": "de", "src": "In the beginning.", "tgt": "Am Anfang."}

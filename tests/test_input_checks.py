@@ -164,7 +164,7 @@ LIMITED = """
 import resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write then fails with EFBIG instead of killing the process
 resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
-from hf_langspec.cli import main
+from hf_langspec_cli import main
 sys.exit(main(sys.argv[2:]))
 """
 

@@ -346,8 +346,8 @@ def test_a_run_with_fuse_distillation_trains_both_routes_and_reloads(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(plain(**inputs).logits, model(**batch).logits, atol=1e-5, rtol=1e-5)
     # the CLI's export of the condensed model: a plain baseline folder that the package's checked loader takes
-    from hf_langspec.cli import main
     from hf_langspec.model_folder import load_model_folder
+    from hf_langspec_cli import main
 
     assert (
         main(["export", "--model", str(outcome["model_dir"]), "--condensed", "--output-dir", str(tmp_path / "x")]) == 0

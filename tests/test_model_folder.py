@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 
 from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration
-from hf_langspec.cli import main
 from hf_langspec.model_folder import ModelFolderError, load_model_folder
 from hf_langspec.modeling.registry import VARIANTS, variant
 from hf_langspec.tokenization import train_tokenizer
+from hf_langspec_cli import main
 
 TEXTS = {"en": ["In the beginning God created the heaven and the earth."] * 4,
          "de": ["Am Anfang schuf Gott Himmel und Erde."] * 4}  # fmt: skip
@@ -307,17 +307,12 @@ def test_an_output_folder_that_holds_the_users_files_is_one_line_before_any_work
 
 
 def test_a_bug_shows_its_traceback_and_asks_for_a_report(monkeypatch, capsys):
-    import hf_langspec.cli as cli
+    from hf_langspec.cli import sharing_commands
 
     def broken(args):
         raise KeyError("an internal mistake")
 
-    monkeypatch.setattr(cli.sharing_commands, "cmd_card", broken)
-    parser = cli.build_parser()
-    monkeypatch.setattr(cli, "build_parser", lambda: parser)
-    for action in parser._subparsers._group_actions[0].choices.values():
-        if action.get_default("func") is not None and action.get_default("func").__name__ == "cmd_card":
-            action.set_defaults(func=broken)
+    monkeypatch.setattr(sharing_commands, "cmd_card", broken)  # the handler is looked up when the command runs
     code, _, err = run(capsys, "card", "x")
     assert code == 1 and "Traceback" in err and "KeyError: 'an internal mistake'" in err
     assert "this is a bug, not a bad input; please report it" in err

@@ -9,10 +9,10 @@ import torch
 from conftest import generation_inputs
 
 from hf_langspec import CLLConfig, CLLForConditionalGeneration, train_tokenizer
-from hf_langspec.cli import main
 from hf_langspec.files import write_jsonl
 from hf_langspec.tokenization import LangSpecTokenizer
 from hf_langspec.training.new_language import add_language
+from hf_langspec_cli import main
 
 OLD = {
     "en": ["the man saw a dog", "a woman in the house", "the river near the house", "a cat and a dog"],

@@ -1151,7 +1151,7 @@ def test_serve_translates_an_adapted_models_directions_with_the_checkpoints_code
     import sys
     import urllib.request
 
-    from hf_langspec.cli.arguments import load_model
+    from hf_langspec.cli.inputs import load_model
     from hf_langspec.evaluation.translate import translate
     from hf_langspec.export.ct2 import generation_budget
     from hf_langspec.training.experiment import run_experiment

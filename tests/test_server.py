@@ -145,7 +145,7 @@ def test_the_cli_exports_directions_and_serves_them(model_and_export, tmp_path):
     model, tokenizer, _ = model_and_export
     model.save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")
-    from hf_langspec.cli import main
+    from hf_langspec_cli import main
 
     main(
         [
@@ -284,7 +284,7 @@ def test_a_damaged_export_is_one_line_naming_the_direction(model_and_export, tmp
     the direction's folder and the fix, never a traceback and never the other directions served without a word."""
     import shutil
 
-    from hf_langspec.cli import main
+    from hf_langspec_cli import main
 
     folder = shutil.copytree(model_and_export[2], tmp_path / "export")
     damage(folder, name)

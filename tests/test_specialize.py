@@ -262,7 +262,7 @@ def tiny_tokenizer():
     ("settings", "tag_style"), [(MARIAN, "source"), (M2M, "source"), (M2M, "target"), (M2M, "both")]
 )
 def test_the_cli_exports_both_models_and_ctranslate2_decodes_greedily_alike(tmp_path, settings, tag_style, capsys):
-    from hf_langspec.cli import main
+    from hf_langspec_cli import main
 
     tokenizer = tiny_tokenizer()
     tokenizer.lang_tag_style = tag_style

@@ -51,8 +51,8 @@ def test_translate_gives_one_output_line_per_input_line_and_blank_for_invisible_
     """The CLI split its input with str.splitlines(): a U+2028 or a lone \\r inside a sentence made two outputs,
     and every later output answered the wrong input line."""
     from hf_langspec import LangSpecConfig, LangSpecForConditionalGeneration
-    from hf_langspec.cli import main
     from hf_langspec.tokenization import train_tokenizer
+    from hf_langspec_cli import main
 
     texts = [
         {"src_lang": "en", "tgt_lang": "de", "src": f"the word {i} was", "tgt": f"das wort {i} war"} for i in range(30)

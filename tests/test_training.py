@@ -866,7 +866,7 @@ def _messages(err: str) -> list[str]:
 @pytest.mark.reliability
 def test_a_run_whose_loss_becomes_nan_stops_before_its_model_is_saved_scored_or_carded(tmp_path, capsys):
     """issue 59, item 3: a diverged run was saved, scored and carded like any other."""
-    from hf_langspec.cli import main
+    from hf_langspec_cli import main
 
     config = tiny_run_config(tmp_path, training={"max_steps": 6, "learning_rate": 1e12, "logging_steps": 1,
                                          "max_grad_norm": 0.0, "warmup_steps": 0})  # fmt: skip
@@ -885,7 +885,7 @@ def test_a_diverged_run_is_never_saved_whatever_the_logging_interval(tmp_path, c
     """The class of issue 75: with no logged loss to show it (logging every 500 of 8 steps) the run ended with
     `train_loss: nan`, saved its model and scored it. The weights are checked before each checkpoint and the loss of
     every step and the weights at the end, so no logging interval lets a diverged model through."""
-    from hf_langspec.cli import main
+    from hf_langspec_cli import main
 
     config = tiny_run_config(tmp_path, training={"max_steps": 8, "learning_rate": 1e12, "logging_steps": logging_steps,
                                          "save_strategy": "steps", "save_steps": save_steps, "max_grad_norm": 0.0,

@@ -1,20 +1,10 @@
-"""`hf-langspec`: the command line.
-
-hf-langspec data bible --output-dir data/bible --languages en,de,fr
-hf-langspec data hub opus100 --directions en-de,de-en --split train --output data/opus/train.jsonl
-hf-langspec data local corpus.de --tgt-path corpus.en --src-lang de --tgt-lang en --output data/local.jsonl
-hf-langspec train-tokenizer --train data/bible/train.jsonl --output-dir tok --vocab-size 8000
-hf-langspec export --model runs/bible-baseline/model --src-lang en --tgt-lang de --output-dir serve/en-de
-hf-langspec export --model runs/bible-baseline/model --directions en-de,de-en --output-dir serve/bible
-hf-langspec serve --export serve/bible --port 8080
-hf-langspec compare --suite examples/suites/bible3.yaml --workers 2
-"""
+"""Running an `hf-langspec` command (its arguments are parsed by hf_langspec_cli, which loads no torch): SIGTERM
+ends its worker processes and temporary folders, and an error is one line naming the fix, or a bug's traceback."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
 import os
 import shutil
 import signal
@@ -22,62 +12,18 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from ..data.cache import OPEN_WORK_FOLDERS
 from ..environment import environment_problem
-from . import data_commands, model_commands, sharing_commands, training_commands
-from .registry import COMMANDS, GROUP_HELP
-
-# the order --help lists the commands in: corpora, training, using a model, sharing it
-COMMAND_MODULES = (data_commands, training_commands, model_commands, sharing_commands)
-
 
 # the errors the package raises for bad input or an unreachable Hub, each with the fix in its message, and the
 # system's for a path of the wrong kind or one this user may not write (its errno message names it)
 KNOWN_ERRORS = (ValueError, FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError,
                 RuntimeError, ConnectionError)  # fmt: skip
-
-
-class OneLineErrors(argparse.ArgumentParser):
-    """argparse, with a usage error as one line that points at --help instead of the whole usage text, and list
-    options that accumulate: `--set a=1 --set b=2` keeps both (argparse's default for `nargs="+"` keeps the last
-    list alone, without a word)."""
-
-    def add_argument(self, *names: str, **kwargs: Any) -> argparse.Action:
-        if kwargs.get("nargs") == "+" and "action" not in kwargs and names and names[0].startswith("-"):
-            kwargs["action"] = "extend"
-        return super().add_argument(*names, **kwargs)
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The `hf-langspec` parser: every command registered with `@command`, module by module (COMMAND_MODULES)."""
-    parser = OneLineErrors(
-        prog="hf-langspec", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
-    commands = parser.add_subparsers(dest="command", required=True)
-    groups: dict[str, Any] = {}
-    modules = [module.__name__ for module in COMMAND_MODULES]
-    for name, parser_kwargs, arguments, handler in sorted(COMMANDS, key=lambda c: modules.index(c[3].__module__)):
-        group, _, source = name.partition(" ")
-        if source:  # `data bible`: a source of the `data` command
-            if group not in groups:
-                groups[group] = commands.add_parser(group, help=GROUP_HELP[group]).add_subparsers(
-                    dest="source", required=True
-                )
-            sub = groups[group].add_parser(source, **parser_kwargs)
-        else:
-            sub = commands.add_parser(name, **parser_kwargs)
-        arguments(sub)
-        sub.set_defaults(func=handler)
-    return parser
 
 
 def _descendants(pid: int) -> list[int]:
@@ -147,32 +93,29 @@ def stop_cleanly_on_sigterm(command: str = "") -> Any:
         signal.signal(signal.SIGTERM, previous)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+def run(command: str, handler: Callable[[argparse.Namespace], None], args: argparse.Namespace) -> int:
+    """Run `handler(args)` for `hf-langspec COMMAND`: 0 when it succeeds, 2 with one line for a bad input or the
+    machine (a full disk, memory), 130 when interrupted, 1 with the traceback for a bug."""
     try:
-        with stop_cleanly_on_sigterm(args.command):  # `serve` puts uvicorn's own handler in place while it serves
-            args.func(args)
+        with stop_cleanly_on_sigterm(command):  # `serve` puts uvicorn's own handler in place while it serves
+            handler(args)
     except KeyboardInterrupt:
-        print(f"hf-langspec {args.command}: interrupted", file=sys.stderr)
+        print(f"hf-langspec {command}: interrupted", file=sys.stderr)
         return 130
     except Exception as err:
         # the machine (a full disk, a size limit, memory) before anything else: whatever library raised it, it is
         # not a bad input nor a bug
         problem = environment_problem(err)
         if problem is not None:
-            print(f"hf-langspec {args.command}: error: {problem}", file=sys.stderr)
+            print(f"hf-langspec {command}: error: {problem}", file=sys.stderr)
             return 2
         if isinstance(err, KNOWN_ERRORS):
-            print(f"hf-langspec {args.command}: error: {err}", file=sys.stderr)
+            print(f"hf-langspec {command}: error: {err}", file=sys.stderr)
             return 2
         # anything else is a bug: its traceback, and where to report it
         traceback.print_exc()
         versions = ", ".join(f"{n} {metadata.version(n)}" for n in ("hf_langspec", "torch", "transformers"))
-        print(f"hf-langspec {args.command}: this is a bug, not a bad input; please report it with the command "
+        print(f"hf-langspec {command}: this is a bug, not a bad input; please report it with the command "
               f"line and the traceback above ({versions}).", file=sys.stderr)  # fmt: skip
         return 1
     return 0

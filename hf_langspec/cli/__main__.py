@@ -1,7 +1,7 @@
-"""`python -m hf_langspec.cli`: the same as `hf-langspec`."""
+"""`python -m hf_langspec.cli`: the `hf-langspec` command."""
 
 import sys
 
-from . import main
+from hf_langspec_cli import main
 
 sys.exit(main())

