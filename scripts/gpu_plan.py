@@ -427,9 +427,9 @@ def curve(args: argparse.Namespace) -> int:
     """Step 4a: a suite's budget by measurement (`hf-langspec curve`), stopped after `--minutes`; the run lives in
     /tmp/gpu-plan-curves (or --output-dir) so that the next call on a still-warm machine resumes it. What it reached
     comes back as the curve JSON, finished or partial (from the last complete checkpoint)."""
-    from hf_langspec_cli.types import parse_target
     from hf_langspec.compare.learning_curve import curve_file_name, partial_learning_curve
     from hf_langspec.compare.suite import load_suite
+    from hf_langspec_cli.types import parse_target
 
     if not args.suite:
         raise SystemExit("curve needs --suite (examples/suites/bible11_gpu.yaml, ...).")
