@@ -34,6 +34,9 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
                         "ntrex128, tico19, wmt, opus-mt "
                         "(hf_langspec/evaluation/test_sets.py), e.g. flores200:path/to/flores200_dataset; directions "
                         "in the model's codes")  # fmt: skip
+    p.add_argument("--spm", type=Path, metavar="FILE",
+                   help="a SentencePiece model: adds spBLEU (BLEU over its pieces; FLORES-200's own model gives NLLB's "
+                        "spBLEU); nothing is downloaded")  # fmt: skip
     p.add_argument("--directions", type=directions, help="only these directions, comma-separated")
     p.add_argument("--max-sentences-per-direction", type=positive, help="default: every sentence")
     p.add_argument(

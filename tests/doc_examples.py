@@ -31,7 +31,12 @@ PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").
          *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("methods/*.md")),
          "docs/DATA.md", "docs/contributing.md"]  # fmt: skip
 # the documentation's ways of naming what a user has: a stand-in for each is made by the test
-PLACEHOLDERS = ("path/to/nllb-200-distilled-600M", "<you>/", "path/to/flores200_dataset")
+PLACEHOLDERS = (
+    "path/to/nllb-200-distilled-600M",
+    "<you>/",
+    "path/to/flores200_dataset",
+    "path/to/flores200_spm.model",
+)
 
 
 @dataclass(frozen=True)

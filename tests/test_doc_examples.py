@@ -116,7 +116,8 @@ def stand_ins(tmp_path_factory) -> dict[str, str]:
     # NLLB-200's 1,024 positions: a corpus's default max_length fits it as it fits the real checkpoint
     checkpoint = nllb_checkpoint(folder / "nllb", codes=[*CODES, "tgl_Latn"], max_position_embeddings=1024)
     stand_ins = {NLLB: str(checkpoint), "<you>/": "you/",
-                 "path/to/flores200_dataset": str(ROOT / "tests/fixtures/test_sets/flores200_dataset")}  # fmt: skip
+                 "path/to/flores200_dataset": str(ROOT / "tests/fixtures/test_sets/flores200_dataset"),
+                 "path/to/flores200_spm.model": str(ROOT / "tests/fixtures/test_sets/spm/flores_sample.model")}  # fmt: skip
     assert set(stand_ins) == set(PLACEHOLDERS)
     return stand_ins
 

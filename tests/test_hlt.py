@@ -312,9 +312,9 @@ def test_the_high_low_split_and_the_first_stage_directions_come_from_data_sizes(
     from types import SimpleNamespace
 
     from hf_langspec.training.errors import ConfigError
-    from hf_langspec.training.stages.data import cap_directions
-    from hf_langspec.training.stages.model import resolve_high_resource
-    from hf_langspec.training.stages.train import stage_directions as _stage_directions
+    from hf_langspec.training.model_check import resolve_high_resource
+    from hf_langspec.training.steps.data import cap_directions
+    from hf_langspec.training.steps.train import stage_directions as _stage_directions
 
     rows = [
         {"src_lang": s, "tgt_lang": t, "i": i}

@@ -351,7 +351,8 @@ def test_held_out_sets_and_settings_are_checked_against_the_data_before_training
 
     from hf_langspec.data.corpus_store import read_corpus
     from hf_langspec.data.processing import FilterReport
-    from hf_langspec.training.stages.data import setting_warnings
+    from hf_langspec.training.steps.context import RunData
+    from hf_langspec.training.steps.data import setting_warnings
 
     rows = [{"src_lang": "en", "tgt_lang": "de", "src": f"sentence {i}", "tgt": f"satz {i}"} for i in range(20)]
     corpus = read_corpus([write_lines(tmp_path / "train.jsonl", rows)], cache_dir=tmp_path, show_progress=False)
@@ -361,7 +362,7 @@ def test_held_out_sets_and_settings_are_checked_against_the_data_before_training
     sizes = {"en-de": 20}
 
     def warnings(tests, valid=(), report=report, args=args):
-        data = {"corpus": corpus, "tests": tests, "valid": list(valid)}
+        data = RunData(corpus=corpus, train=corpus, valid=list(valid), tests=tests, language_codes={})
         return setting_warnings(data, sizes, report, args)
 
     assert warnings({"supervised": held_out}) == []
@@ -379,7 +380,7 @@ def test_held_out_sets_and_settings_are_checked_against_the_data_before_training
     assert "data.max_length removed 30 of 50 training examples (60%)" in warnings({"s": held_out}, report=long)[0]
     big = SimpleNamespace(per_device_train_batch_size=16, gradient_accumulation_steps=2, world_size=1)
     assert "a batch of 32 examples is larger than the 20 training examples" in warnings({"s": held_out}, args=big)[0]
-    renamed = {"corpus": corpus, "tests": {}, "valid": [], "language_codes": {"en": "en", "fr": "fra_Latn"}}
+    renamed = RunData(corpus=corpus, train=corpus, valid=[], tests={}, language_codes={"en": "en", "fr": "fra_Latn"})
     [unused] = setting_warnings(renamed, sizes, report, args)
     assert "data.language_codes renames ['fr'], which the data does not have (it has ['de', 'en'])" in unused
 

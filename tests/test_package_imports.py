@@ -116,7 +116,7 @@ PLACED_INSIDE = {
     "hf_langspec is not installed",
     "tokenization/training.py:_corpus_sample": "data.processing imports tokenization at its top: data.columns at the "
     "top here closes a circle through data's and tokenization's __init__ (tried: ImportError)",
-    "training/stages/train.py:write_run_info": "the package root defines __version__ after importing the modules "
+    "training/steps/train.py:write_run_info": "the package root defines __version__ after importing the modules "
     "that import this one",
     "training/static_shapes.py:use_compile_cache": "a private torch module that older torch lacks: imported under try",
 }  # fmt: skip
@@ -231,3 +231,11 @@ def test_no_private_name_is_imported_from_another_module():
                 if ours and private:
                     found.append(f"{path.relative_to(root)}:{node.lineno} {', '.join(private)}")
     assert found == []
+
+
+def test_no_step_of_a_run_imports_another():
+    """training/steps/: each step takes what it needs and returns a dataclass; what they hand each other lives in
+    steps/context.py, so no step module imports a sibling step (experiment.py composes them)."""
+    graph = relative_imports()
+    steps = {m for m in graph if m.startswith("hf_langspec.training.steps.") and not m.endswith(".context")}
+    assert steps and {f"{m} -> {i}" for m in steps for i in graph[m] if i in steps} == set()

@@ -1187,7 +1187,7 @@ def test_load_pretrained_adds_languages_and_freezes_as_train_does(nllb_folder):
     """Issue 59: `load_pretrained` could not add a language and left every weight trainable until `freeze_base` was
     called; it now builds what `train`'s model stage builds from the same settings, trainable flags included."""
     from hf_langspec.pretrained import load_pretrained, pretrained_tokenizer
-    from hf_langspec.training.stages.model import pretrained_model
+    from hf_langspec.training.steps.model import pretrained_model
 
     model, tokenizer = load_pretrained(nllb_folder, "lora", languages=["eng_Latn"], add_languages=["tgl_Latn"],
                                        lora_rank=4)  # fmt: skip

@@ -4,6 +4,7 @@ WMT in OPUS-MT-testsets' layout, on committed samples of the real files (tests/f
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -134,3 +135,95 @@ def test_evaluate_refuses_a_direction_the_set_lacks_before_loading_the_model(mod
     )
     assert cli_exit_code(["evaluate", str(model_folder), "--output-dir", str(tmp_path / "o2")]) == 2
     assert "give --test NAME=FILE.jsonl or --test-set KIND:PATH" in capsys.readouterr().err
+
+
+SPM_MODEL = SAMPLES / "spm" / "flores_sample.model"  # 120 pieces of the samples (ATTRIBUTION.md)
+
+
+def test_spbleu_is_sacrebleus_flores200_bleu_with_the_same_model(model_folder, tmp_path):
+    """`evaluate --spm FILE`: spBLEU per direction and group, equal to sacreBLEU's command line with its flores200
+    tokenizer reading the same file (placed where sacreBLEU keeps its downloaded model), and signed with the file."""
+    out = tmp_path / "scores"
+    code = cli_exit_code(["evaluate", str(model_folder), "--test-set", f"flores200:{SAMPLES / 'flores200_dataset'}",
+                          "--directions", "de-en,en-fr", "--spm", str(SPM_MODEL), "--output-dir", str(out),
+                          "--num-beams", "1", "--max-new-tokens", "8"])  # fmt: skip
+    assert code == 0
+    results = json.loads((out / "results.json").read_text())
+    home = tmp_path / "sacrebleu"
+    (home / "models").mkdir(parents=True)
+    (home / "models" / "flores200sacrebleuspm").write_bytes(SPM_MODEL.read_bytes())
+    for direction, reference in (("de-en", "eng_Latn"), ("en-fr", "fra_Latn")):
+        scores = results["directions"][direction]
+        command = [sys.executable, "-m", "sacrebleu", str(FLORES / f"{reference}.devtest"), "-i",
+                   str(out / f"hypotheses.{direction}.txt"), "-b", "-w", "6", "-m", "bleu", "-tok", "flores200"]  # fmt: skip
+        spbleu = subprocess.run(
+            command, capture_output=True, text=True, check=True, env={**os.environ, "SACREBLEU": str(home)}
+        )
+        assert float(spbleu.stdout) == pytest.approx(scores["spbleu"], abs=1e-6)
+        assert scores["spbleu"] != scores["bleu"] and "tok:spm-flores_sample.model-" in scores["spbleu_signature"]
+    assert set(results["groups"]["spbleu"]) == set(results["groups"]["bleu"])
+
+
+@pytest.mark.reliability
+def test_spm_that_is_missing_or_not_a_model_is_one_line_before_the_model_loads(model_folder, tmp_path, capsys):
+    test_set = f"flores200:{SAMPLES / 'flores200_dataset'}"
+    for spm, message in (
+        (tmp_path / "none.model", "no such file"),
+        (FLORES / "eng_Latn.devtest", "is not a SentencePiece model"),
+    ):
+        code = cli_exit_code(["evaluate", str(model_folder), "--test-set", test_set, "--spm", str(spm),
+                              "--output-dir", str(tmp_path / "out")])  # fmt: skip
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and err.count("\n") == 1, err
+
+
+@pytest.mark.reliability
+def test_a_direction_in_two_test_sets_is_refused_before_the_model_loads(model_folder, tmp_path, capsys):
+    """Scores are kept per direction: de-en in a JSONL test file and in FLORES-200 kept FLORES' alone, silently."""
+    own = tmp_path / "own.jsonl"
+    own.write_text(json.dumps({"src_lang": "de", "tgt_lang": "en", "src": "Hallo.", "tgt": "Hello."}) + "\n")
+    code = cli_exit_code(["evaluate", str(model_folder), "--test", f"supervised={own}", "--test-set",
+                          f"flores200:{SAMPLES / 'flores200_dataset'}", "--output-dir", str(tmp_path / "out")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "de-en in supervised and flores200" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_a_training_config_scores_standard_sets_and_spbleu(tmp_path):
+    """`[evaluation] test_sets` and `spm` in a run's config: FLORES-200 read in the tokenizer's codes (en, de, fr)
+    after training, scored like the run's own sets, spBLEU included; `splits` keeps the supervised set (which shares
+    directions with FLORES) out of that evaluation."""
+    from test_training import tiny_run_config
+
+    from hf_langspec.training.experiment import run_experiment
+
+    test_set = f"flores200:{SAMPLES / 'flores200_dataset'}"
+    evaluation = {"test_sets": [test_set], "test_set_directions": ["de-en", "en-fr"], "spm": str(SPM_MODEL),
+                  "splits": ["flores200"]}  # fmt: skip
+    outcome = run_experiment(tiny_run_config(tmp_path, evaluation=evaluation))
+    scores = outcome["results"]["directions"]
+    assert sorted(scores) == ["de-en", "en-fr"] and {s["set"] for s in scores.values()} == {"flores200"}
+    assert all(
+        s["sentences"] == 6 and "tok:spm-flores_sample.model-" in s["spbleu_signature"] for s in scores.values()
+    )
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("evaluation", "message"),
+    [
+        ({"test_sets": ["flores300:x"]}, "test_sets: "),
+        ({"test_sets": [f"flores200:{SAMPLES}"]}, "test_sets: "),
+        ({"spm": "missing.model"}, "spm: missing.model is not a file"),
+        ({"test_sets": [f"flores200:{SAMPLES / 'flores200_dataset'}"]}, "de-en in supervised and flores200"),
+    ],
+)
+def test_a_bad_standard_set_in_a_config_is_refused_before_training(tmp_path, evaluation, message):
+    from test_training import tiny_run_config
+
+    from hf_langspec.training.errors import ConfigError
+    from hf_langspec.training.experiment import run_experiment
+
+    with pytest.raises(ConfigError, match=message):
+        run_experiment(tiny_run_config(tmp_path, evaluation=evaluation))
+    assert not (tmp_path / "run" / "checkpoints").exists()

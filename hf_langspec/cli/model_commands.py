@@ -12,10 +12,11 @@ from ..data.local import iter_rows, read_sentences
 from ..data.processing import per_direction
 from ..data.text import split_lines
 from ..evaluation import copy_baseline, evaluate_model, load_results, results_table, save_results, translate, win_ratio
-from ..evaluation.evaluate import test_sets_from_files
+from ..evaluation.evaluate import check_one_set_per_direction, test_sets_from_files
 from ..evaluation.feature_proportions import average_token_proportions, similarity_table
 from ..evaluation.language_id import language_identifier
-from ..evaluation.test_sets import parse_spec, read_test_set
+from ..evaluation.metrics import SentencePieceBLEU
+from ..evaluation.test_sets import read_test_sets
 from ..evaluation.typology import format_typology_table, language_representations, plot_typology, typology_table
 from ..files import check_output_dir, check_output_file, write_atomic
 from ..model_folder import described_model_problem, model_files_fingerprint, weights_fingerprint
@@ -68,6 +69,7 @@ def test_files(items: Sequence[str]) -> dict[str, str]:
 def cmd_evaluate(args: argparse.Namespace) -> None:
     check_output_dir(args.output_dir, "--output-dir", args.force, keep=[args.model])
     reference = load_results(args.reference) if args.reference else None  # a bad one fails before decoding
+    spm = SentencePieceBLEU(args.spm) if args.spm else None  # a missing or foreign file fails before anything is read
     if not args.test and not args.test_set:
         raise ValueError(
             "give --test NAME=FILE.jsonl or --test-set KIND:PATH (e.g. flores200:path/to/flores200_dataset)"
@@ -75,7 +77,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     files = test_files(args.test or [])
     tests = test_sets_from_files(files, args.directions) if files else {}
     if args.test_set:
-        tests |= standard_test_sets(args.test_set, saved_languages(args.model), args.directions, set(tests))
+        tests |= read_test_sets(args.test_set, saved_languages(args.model), args.directions, set(tests))
+    check_one_set_per_direction(tests)  # before the model loads
     if args.max_sentences_per_direction:
         limit = args.max_sentences_per_direction
         tests = {n: [r for rows in per_direction(t, limit).values() for r in rows] for n, t in tests.items()}
@@ -96,7 +99,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     off_target = {"none": False, "all": True}.get(args.off_target, args.off_target)
     results = evaluate_model(
         model, tokenizer, tests, batch_size=args.batch_size, num_beams=args.num_beams, max_new_tokens=args.max_new_tokens,
-        off_target=off_target, identifier=language_identifier(args.language_identifier) if off_target else None,
+        off_target=off_target, identifier=language_identifier(args.language_identifier) if off_target else None, spm=spm,
     )  # fmt: skip
     if reference:
         results["win_ratio"] = win_ratio(results["directions"], reference["directions"])
@@ -124,18 +127,6 @@ def saved_languages(model: str) -> list[str]:
         raise ValueError(f"--test-set names directions in the model's codes: {model} has no config.json with its "
                          "languages; give a model folder saved by the package")  # fmt: skip
     return languages
-
-
-def standard_test_sets(specs: Sequence[str], languages: list[str], directions: Sequence[str] | None,
-                       taken: set[str]) -> dict[str, list[dict[str, str]]]:  # fmt: skip
-    """`--test-set KIND:PATH ...` as named test sets of canonical rows (test_sets.py), each set named by its kind."""
-    sets: dict[str, list[dict[str, str]]] = {}
-    for spec in specs:
-        name = parse_spec(spec)[0]
-        if name in taken or name in sets:
-            raise ValueError(f"--test-set {spec}: a test set named {name} is already given; give each set once")
-        sets[name] = [row for rows in read_test_set(spec, languages, directions).values() for row in rows]
-    return sets
 
 
 def cmd_clm_atp(args: argparse.Namespace) -> None:

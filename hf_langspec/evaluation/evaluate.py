@@ -14,7 +14,7 @@ from typing import Any
 from ..data.local import load_local
 from ..files import write_atomic
 from .language_id import LanguageIdentifier, language_identifier, off_target_rate
-from .metrics import corpus_scores, direction_groups, group_means
+from .metrics import SentencePieceBLEU, corpus_scores, direction_groups, group_means
 from .translate import translate
 
 
@@ -40,8 +40,10 @@ def evaluate_model(
     identifier: LanguageIdentifier | None = None,
     pivot: str = "en",
     show_progress: bool = True,
+    spm: SentencePieceBLEU | None = None,
 ) -> dict[str, Any]:
-    """Translate every test set (`{"supervised": rows, "zero-shot": rows}`, canonical rows) and score it.
+    """Translate every test set (`{"supervised": rows, "zero-shot": rows}`, canonical rows) and score it (spBLEU
+    too where `spm` is given).
 
     Returns `{"directions": {"en-de": {"bleu", "chrf", "bleu_signature", ..., "set"}}, "groups": {...},
     "hypotheses": {...}}`. The off-target rate is measured for the "zero-shot" set (`off_target="zero-shot"`),
@@ -54,6 +56,7 @@ def evaluate_model(
     for _name, rows in rows_by_set.items():
         for code in {r["src_lang"] for r in rows} | {r["tgt_lang"] for r in rows}:
             tokenizer.language_id(code)  # unknown languages fail before any translation
+    check_one_set_per_direction(rows_by_set)
     results: dict[str, Any] = {"directions": {}, "hypotheses": {},
                                "settings": {"num_beams": num_beams, "max_new_tokens": max_new_tokens}}  # fmt: skip
     zero_shot, not_measured = [], []
@@ -68,7 +71,10 @@ def evaluate_model(
         measure_off_target = off_target is True or off_target == set_name
         for direction, triples in sorted(by_direction.items()):
             hyps, refs, sources = (list(side) for side in zip(*triples, strict=True))
-            scores = corpus_scores(hyps, refs) | {"set": set_name, "test_fingerprint": test_fingerprint(sources, refs)}
+            scores = corpus_scores(hyps, refs, spm=spm) | {
+                "set": set_name,
+                "test_fingerprint": test_fingerprint(sources, refs),
+            }
             if measure_off_target:
                 identifier = identifier or language_identifier()  # built once: it keeps the models it loads
                 measured = direction_off_target(hyps, direction, identifier)
@@ -82,13 +88,28 @@ def evaluate_model(
             zero_shot += list(by_direction)
     groups = direction_groups(list(results["directions"]), pivot=pivot, zero_shot=zero_shot)
     results["group_members"] = groups
-    results["groups"] = {metric: group_means(results["directions"], groups, metric) for metric in ("bleu", "chrf")}
+    metrics = ("bleu", "chrf", "spbleu") if spm is not None else ("bleu", "chrf")
+    results["groups"] = {metric: group_means(results["directions"], groups, metric) for metric in metrics}
     off = {d: s["off_target"] for d, s in results["directions"].items() if "off_target" in s}
     if off:
         results["groups"]["off_target"] = group_means({d: {"v": v} for d, v in off.items()}, groups, "v")
     if not_measured:
         results["off_target_not_measured"] = not_measured
     return results
+
+
+def check_one_set_per_direction(test_sets: Mapping[str, Iterable[Mapping[str, str]]]) -> None:
+    """Scores are kept per direction: a direction in two test sets (a run's supervised set and FLORES-200, say)
+    would keep the second set's scores alone, without a word. Refused before any translation."""
+    owners: dict[str, list[str]] = defaultdict(list)
+    for name, rows in test_sets.items():
+        for direction in sorted({f"{r['src_lang']}-{r['tgt_lang']}" for r in rows}):
+            owners[direction].append(name)
+    shared = {direction: names for direction, names in owners.items() if len(names) > 1}
+    if shared:
+        said = "; ".join(f"{d} in {' and '.join(names)}" for d, names in sorted(shared.items()))
+        raise ValueError(f"A direction is in more than one test set ({said}): scores are kept per direction, so "
+                         "score those sets in separate evaluations, or leave the direction out of one of them.")  # fmt: skip
 
 
 def test_fingerprint(sources: Sequence[str], references: Sequence[str]) -> str:
@@ -115,14 +136,18 @@ def copy_baseline(test_sets: Mapping[str, Iterable[Mapping[str, str]]]) -> dict[
 def results_table(results: Mapping[str, Any], baseline: Mapping[str, Mapping[str, float]] | None = None) -> str:
     """A Markdown table: one row per direction (BLEU, chrF, off-target), then the group means."""
     has_off = any("off_target" in s for s in results["directions"].values())
+    has_spm = all("spbleu" in s for s in results["directions"].values())
     header = (
         "| direction | set | BLEU | chrF |"
+        + (" spBLEU |" if has_spm else "")
         + (" off-target |" if has_off else "")
         + (" copy-source BLEU |" if baseline else "")
     )
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for direction, s in results["directions"].items():
         row = f"| {direction} | {s['set']} | {s['bleu']:.2f} | {s['chrf']:.2f} |"
+        if has_spm:
+            row += f" {s['spbleu']:.2f} |"
         if has_off:
             row += f" {s['off_target']:.1%} |" if "off_target" in s else " - |"
         if baseline:
@@ -130,6 +155,8 @@ def results_table(results: Mapping[str, Any], baseline: Mapping[str, Mapping[str
         lines.append(row)
     for group, bleu in results["groups"]["bleu"].items():
         row = f"| **{group} mean** | | {bleu:.2f} | {results['groups']['chrf'][group]:.2f} |"
+        if has_spm:
+            row += f" {results['groups']['spbleu'][group]:.2f} |"
         if has_off:
             off = results["groups"].get("off_target", {}).get(group)
             row += f" {off:.1%} |" if off is not None else " - |"
@@ -140,6 +167,8 @@ def results_table(results: Mapping[str, Any], baseline: Mapping[str, Mapping[str
     signature = next(iter(results["directions"].values()))["bleu_signature"]
     lines.append("")
     lines.append(f"BLEU signature: `{signature}`")
+    if has_spm:
+        lines.append(f"spBLEU signature: `{next(iter(results['directions'].values()))['spbleu_signature']}`")
     return "\n".join(lines)
 
 
@@ -208,6 +237,7 @@ def test_sets_from_files(
 
 
 __all__ = [
+    "check_one_set_per_direction",
     "copy_baseline",
     "direction_off_target",
     "evaluate_model",

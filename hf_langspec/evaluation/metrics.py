@@ -1,20 +1,54 @@
-"""Scores as the papers report them: sacreBLEU (13a), chrF and chrF++ per direction, with their signatures,
+"""Scores as the papers report them: sacreBLEU (13a), chrF and chrF++ per direction, spBLEU with a local
+SentencePiece model, with their signatures,
 the length ratio and the share of degenerate outputs, group means (en->xx, xx->en, zero-shot; Low/Med/High
 by training size) and the win ratio."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from statistics import mean
 from typing import Any
 
 import sacrebleu
+import sentencepiece
 
 
-def corpus_scores(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "13a") -> dict[str, Any]:
+class SentencePieceBLEU:
+    """spBLEU (Goyal et al. 2022, FLORES-101; NLLB's FLORES-200 numbers): sacreBLEU's BLEU over both sides cut into
+    the pieces of a SentencePiece model, here a local file (sacreBLEU's `flores200` tokenizer downloads its model;
+    this reads the one given and cuts as sacreBLEU's `TokenizerSPM` does). The signature names the file and the
+    first 12 hex digits of its SHA-256, so that scores with another model are not mistaken for FLORES-200's."""
+
+    def __init__(self, model_file: str | os.PathLike):
+        path = Path(model_file)
+        if not path.is_file():
+            raise FileNotFoundError(f"--spm {path}: no such file; give a SentencePiece model (.model) file.")
+        self.processor = sentencepiece.SentencePieceProcessor()
+        try:
+            self.processor.Load(str(path))
+        except (OSError, RuntimeError) as error:
+            raise ValueError(f"--spm {path} is not a SentencePiece model ({error}).") from None
+        self.name = f"spm-{path.name}-{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"
+
+    def pieces(self, text: str) -> str:
+        return " ".join(self.processor.EncodeAsPieces(text))
+
+    def __call__(self, hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
+        bleu = sacrebleu.metrics.BLEU(tokenize="none", force=True)
+        score = bleu.corpus_score([self.pieces(h) for h in hypotheses], [[self.pieces(r) for r in references]])
+        signature = str(bleu.get_signature()).replace("tok:none", f"tok:{self.name}")
+        return {"spbleu": score.score, "spbleu_signature": signature}
+
+
+def corpus_scores(
+    hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "13a", spm: SentencePieceBLEU | None = None
+) -> dict[str, Any]:
     """sacreBLEU BLEU, chrF and chrF++ (`word_order=2`) of one direction, with the signatures that make them
-    reproducible; `length_ratio` is BLEU's output / reference length, `degenerate` the share of outputs
-    caught in a repetition loop (:func:`is_degenerate`)."""
+    reproducible, and spBLEU where `spm` is given; `length_ratio` is BLEU's output / reference length, `degenerate`
+    the share of outputs caught in a repetition loop (:func:`is_degenerate`)."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references.")
     if not references:
@@ -34,7 +68,7 @@ def corpus_scores(hypotheses: Sequence[str], references: Sequence[str], tokenize
         "chrf_signature": str(chrf.get_signature()),
         "chrfpp_signature": str(chrfpp.get_signature()),
         "sentences": len(references),
-    }
+    } | (spm(hypotheses, references) if spm is not None else {})
 
 
 def is_degenerate(text: str, max_ngram: int = 4, min_repeats: int = 4) -> bool:
@@ -122,4 +156,12 @@ def win_ratio(
     return sum(results[d][metric] > reference[d][metric] for d in common) / len(common)
 
 
-__all__ = ["corpus_scores", "direction_groups", "group_means", "is_degenerate", "resource_groups", "win_ratio"]
+__all__ = [
+    "SentencePieceBLEU",
+    "corpus_scores",
+    "direction_groups",
+    "group_means",
+    "is_degenerate",
+    "resource_groups",
+    "win_ratio",
+]

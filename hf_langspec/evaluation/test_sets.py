@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -184,4 +184,18 @@ def _split(direction: str, languages: Sequence[str]) -> tuple[str, str]:
     raise ValueError(f"{direction!r} is not a direction between the model's languages {list(languages)}")
 
 
-__all__ = ["KINDS", "StandardTestSet", "find_test_set", "model_code", "parse_spec", "read_test_set"]
+def read_test_sets(specs: Sequence[str], languages: Sequence[str], directions: Sequence[str] | None = None,
+                   taken: Collection[str] = (), option: str = "--test-set") -> dict[str, list[dict[str, str]]]:  # fmt: skip
+    """Several `KIND:PATH` specs as named test sets of canonical rows, each named by its kind (`flores200`); a
+    name given twice, or one in `taken` (the other test sets), is refused. `option` is how the caller names them
+    (`--test-set`, `[evaluation] test_sets`)."""
+    sets: dict[str, list[dict[str, str]]] = {}
+    for spec in specs:
+        name = parse_spec(spec)[0]
+        if name in taken or name in sets:
+            raise ValueError(f"{option} {spec}: a test set named {name} is already given; give each set once")
+        sets[name] = [row for rows in read_test_set(spec, languages, directions).values() for row in rows]
+    return sets
+
+
+__all__ = ["KINDS", "StandardTestSet", "find_test_set", "model_code", "parse_spec", "read_test_set", "read_test_sets"]

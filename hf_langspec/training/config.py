@@ -55,6 +55,7 @@ from ..data.bible import BibleCorpusConfig
 from ..data.checks import check_language_codes
 from ..evaluation.expected import check_expected_section
 from ..evaluation.language_id import identifier_names
+from ..evaluation.test_sets import find_test_set, parse_spec
 from ..modeling import LangSpecConfig
 from ..modeling.registry import model_classes
 from ..tokenization import train_tokenizer
@@ -101,6 +102,9 @@ EVALUATION_KEYS = {
     "off_target",
     "language_identifier",
     "splits",
+    "test_sets",
+    "test_set_directions",
+    "spm",
 }
 TRANSLATE_KEYS = {"text", "src_lang", "tgt_lang"}
 TRANSLATE_TYPES = {"text": str, "src_lang": str, "tgt_lang": str}
@@ -115,7 +119,9 @@ DATA_ABSENT = {"max_train_examples_per_direction": "every example", "num_proc": 
 EVALUATION_DEFAULTS = {"num_beams": 4, "batch_size": 32, "max_new_tokens": 128, "off_target": "zero-shot"}
 # and of the keys whose absence means something rather than a value
 EVALUATION_ABSENT = {"max_sentences_per_direction": "all sentences", "language_identifier": "lingua",
-                     "splits": "every test set"}  # fmt: skip
+                     "splits": "every test set", "test_sets": "none: standard sets as KIND:PATH, e.g. flores200:DIR",
+                     "test_set_directions": "every direction of the test_sets between the model's languages",
+                     "spm": "no spBLEU (a SentencePiece model file adds it)"}  # fmt: skip
 SECTION_HELP = {
     "output_dir": "where the run writes data, checkpoints, the model and its evaluation (required)",
     "data": "the offline Bible corpus (`bible`) or canonical JSONL files, and filters",
@@ -336,7 +342,8 @@ def _check_evaluation(config: dict[str, Any], where: str) -> None:
 
 # model fields that one class reads and every other class would accept and ignore
 EVALUATION_TYPES = {"max_sentences_per_direction": int | dict | None, "num_beams": int, "batch_size": int,
-                    "max_new_tokens": int, "off_target": bool | str, "language_identifier": str, "splits": list}  # fmt: skip
+                    "max_new_tokens": int, "off_target": bool | str, "language_identifier": str, "splits": list,
+                    "test_sets": list[str], "test_set_directions": list[str], "spm": str}  # fmt: skip
 # the element types too: a list of numbers or a test set given as a list reached Path() deep in the data loader
 DATA_TYPES = {"max_length": int | None, "valid_sentences_per_direction": int, "num_proc": int | None,
               "cache_dir": str, "language_codes": dict[str, str],
@@ -407,8 +414,8 @@ def named_test_files(data: dict[str, Any], corpus_files: dict[str, Any] | None =
 def _check_evaluation_sets(config: dict[str, Any], where: str) -> None:
     """`evaluation.splits` and `evaluation.off_target` name test sets the config has: a name it lacked
     evaluated, or measured, nothing without a word, after the whole training."""
-    names = list(named_test_files(config["data"]))
     evaluation = config.get("evaluation", {})
+    names = list(named_test_files(config["data"])) + _standard_set_names(evaluation, where)
     splits = evaluation.get("splits")
     unknown = [name for name in splits or [] if name not in names]
     if unknown:
@@ -422,6 +429,19 @@ def _check_evaluation_sets(config: dict[str, Any], where: str) -> None:
             f"{where} [evaluation]: off_target = {off_target!r} is not a test set of this config ({names}); "
             "name one of them, or write true (every set) or false."
         )
+
+
+def _standard_set_names(evaluation: dict[str, Any], where: str) -> list[str]:
+    """`[evaluation] test_sets` (KIND:PATH, read after the tokenizer, in its codes) exist in their layout, and `spm`
+    is a file: checked before any work. Their names (the kinds) join the config's test sets."""
+    for spec in evaluation.get("test_sets", []):
+        try:
+            find_test_set(spec)
+        except (ValueError, FileNotFoundError) as error:
+            raise ConfigError(f"{where} [evaluation] test_sets: {error}") from None
+    if "spm" in evaluation and not Path(evaluation["spm"]).is_file():
+        raise ConfigError(f"{where} [evaluation] spm: {evaluation['spm']} is not a file; give a SentencePiece model.")
+    return [parse_spec(spec)[0] for spec in evaluation.get("test_sets", [])]
 
 
 def _check_schedule(config: dict[str, Any], where: str) -> None:

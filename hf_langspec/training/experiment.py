@@ -1,5 +1,5 @@
 """One experiment from one config: corpus -> tokenizer -> model -> training -> evaluation -> card, each a stage of
-`training/stages/` (data, tokenizer, model, train, evaluate) with typed inputs and outputs.
+`training/steps/` (data, tokenizer, model, train, evaluate), each taking what it needs and returning a dataclass.
 
 `hf-langspec train --config CONFIG` and `examples/train_translation.py --config CONFIG` run
 :func:`run_experiment`. The config's sections, keys and checks are `training/config.py`'s
@@ -17,22 +17,24 @@ from typing import Any
 from ..data.columns import direction_sizes
 from ..model_folder import ModelFolderError, load_model_folder, load_tokenizer, tokenizer_problem
 from ..modeling.configuration_clm import clm_collapse_risk, clm_map_start_risk
-from .config import validate_config
+from .config import DATA_DEFAULTS, validate_config
 from .errors import ConfigError
 from .model_check import check_model_settings
 from .processes import check_processes_joined
 from .run_guard import RunLock, check_resumed_config
-from .stages.data import (
+from .static_shapes import compiled_shapes_risk
+from .steps.context import RunContext
+from .steps.data import (
+    add_standard_test_sets,
     check_against_data,
     load_data,
     prepare_training,
     validation_sets,
 )
-from .stages.evaluate import evaluate_and_publish
-from .stages.model import build_model
-from .stages.tokenizer import build_tokenizer
-from .stages.train import save_model, train_stages
-from .static_shapes import compiled_shapes_risk
+from .steps.evaluate import evaluate_and_publish
+from .steps.model import build_model
+from .steps.tokenizer import build_tokenizer
+from .steps.train import save_model, train_stages
 from .training_args import LangSpecTrainingArguments
 
 logger = logging.getLogger(__name__)
@@ -93,30 +95,30 @@ def _check_saved_models(model: dict[str, Any], tokenizer: dict[str, Any]) -> Non
 
 
 def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any) -> dict[str, Any]:
-    """The run's stages in order (training/stages/): data, tokenizer, training set, model, training, saving,
+    """The run's steps in order (training/steps/): data, tokenizer, training set, model, training, saving,
     evaluation. Each says what it did; the main process alone writes the results and the card."""
 
-    model_section, training_section = config.get("model", {}), config.get("training", {})
-    risks = clm_collapse_risk(model_section, training_section), clm_map_start_risk(model_section)
+    run = RunContext(output_dir, base_args, resume, _announcer(base_args.process_index == 0))
+    data_section, model_section = config.get("data", {}), config.get("model", {})
+    risks = clm_collapse_risk(model_section, config.get("training", {})), clm_map_start_risk(model_section)
     for risk in (*risks, compiled_shapes_risk(config)):
-        if risk and base_args.process_index == 0:  # said first, before any data is read
+        if risk and run.main:  # said first, before any data is read
             print(f"warning: {risk}")
             logger.warning(risk)
-    data = load_data(config.get("data", {}), output_dir, base_args.main_process_first)
-    check_against_data(config, direction_sizes(data["train"]))
-    say = _announcer(base_args.process_index == 0)
-    tokenizer = build_tokenizer(config, data, output_dir, base_args, say)
-    training_set = prepare_training(config, data, tokenizer, base_args, say)
-    built = build_model(config, tokenizer, training_set.sizes, base_args, say)
-    eval_sets = validation_sets(config, data, tokenizer, base_args)
-    trained = train_stages(config, built.model, tokenizer, training_set.dataset, eval_sets, training_set.sizes,
-                           output_dir, base_args, resume, say)  # fmt: skip
-    model_dir = save_model(trained, tokenizer, output_dir, config, training_set.report, built.parameters)
+    data = load_data(data_section, run)
+    check_against_data(config, direction_sizes(data.train))
+    tokenizer = build_tokenizer(config, data, run)
+    add_standard_test_sets(config.get("evaluation", {}), data, tokenizer.languages)
+    training_set = prepare_training(data_section, data, tokenizer, run)
+    max_length = data_section.get("max_length", DATA_DEFAULTS["max_length"])
+    built = build_model(model_section, max_length, tokenizer, training_set.sizes, run)
+    eval_sets = validation_sets(data_section, data, tokenizer, run)
+    trained = train_stages(config, built.model, tokenizer, training_set, eval_sets, run)
+    model_dir = save_model(trained, tokenizer, config, training_set.report, built.parameters, run)
     if model_dir is None:  # not the main process
         return {"model_dir": output_dir / "model"}
-    outcome: dict[str, Any] = {"model_dir": model_dir, "filter_report": training_set.report}
-    return evaluate_and_publish(config, trained, model_dir, tokenizer, data["tests"], training_set.sizes, output_dir,
-                                outcome, say)  # fmt: skip
+    evaluated = evaluate_and_publish(config, trained, model_dir, tokenizer, data, training_set, run)
+    return {"model_dir": model_dir, "filter_report": training_set.report, **evaluated}
 
 
 def _announcer(main: bool):

@@ -4,6 +4,8 @@ that does not exist) is one line before any corpus is built or tokenizer trained
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from typing import Any
 
 import torch
@@ -14,6 +16,8 @@ from ..modeling.registry import model_classes
 from ..modeling.routing import MissingLanguageIds
 from ..pretrained import check_start
 from .errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 # stand-in languages where the data names them only when read (`train_files`)
 STAND_IN_LANGUAGES = ("en", "de", "fr")
@@ -117,6 +121,32 @@ def run_languages(config: dict[str, Any]) -> list[str]:
     return languages
 
 
+def resolve_high_resource(model_section: dict[str, Any], train_sizes: dict[str, int]) -> None:
+    """`high_resource_languages: {min_examples: N}`: the languages with at least N training examples into them.
+
+    HLT-MT's split of the languages by data size (section 3.5); English, the target of every xx-en
+    direction, counts them all. An explicit list is kept as it is.
+    """
+    rule = model_section.get("high_resource_languages")
+    if not isinstance(rule, dict):
+        return
+    if set(rule) != {"min_examples"}:
+        raise ConfigError(
+            f"[model] high_resource_languages must be a list of codes or {{min_examples: N}}, got {rule}."
+        )
+    into: Counter = Counter()
+    for direction, size in train_sizes.items():
+        into[direction.split("-")[1]] += size
+    high = sorted(code for code, size in into.items() if size >= rule["min_examples"])
+    if not high:
+        raise ConfigError(
+            f"[model] no language has {rule['min_examples']} training examples into it (the most: "
+            f"{into.most_common(1)}); lower high_resource_languages.min_examples."
+        )
+    logger.info("High-resource languages (at least %d examples into them): %s", rule["min_examples"], high)
+    model_section["high_resource_languages"] = high
+
+
 __all__ = [
     "DATA_DEPENDENT_FIELDS",
     "MODEL_START_KEYS",
@@ -125,6 +155,7 @@ __all__ = [
     "check_model_settings",
     "pretrained_start_fields",
     "reads_target_language",
+    "resolve_high_resource",
     "run_directions",
     "run_languages",
 ]

@@ -20,37 +20,38 @@ from ...model_folder import load_tokenizer, tokenizer_problem
 from ...pretrained import pretrained_tokenizer
 from ...tokenization import LangSpecTokenizer
 from ..errors import ConfigError
-from .data import held_out_languages
+from .context import RunContext, RunData
 
 
-def build_tokenizer(config: dict[str, Any], data: dict[str, Any], output_dir: Path, base_args: Any, say) -> Any:
-    """The run's tokenizer (see the module), with every training language and test set checked against it."""
+def build_tokenizer(config: dict[str, Any], data: RunData, run: RunContext) -> Any:
+    """The run's tokenizer (see the module; from the config's [tokenizer], [data] and [model] sections), with every
+    training language and test set checked against it."""
 
     data_section = config.get("data", {})
-    trained_languages = sorted(language_counts(data["train"]))  # one pass over the corpus's language columns
+    trained_languages = sorted(language_counts(data.train))  # one pass over the corpus's language columns
     pretrained = config.get("model", {}).get("init_from_pretrained")
     if pretrained and "path" not in config.get("tokenizer", {}):  # the checkpoint's own vocabulary and codes
-        say(f"tokenizer: the checkpoint's, {pretrained}")
+        run.say(f"tokenizer: the checkpoint's, {pretrained}")
         try:
             added = config["model"].get("add_languages", [])
             # every language of the data, trained or only tested: a direction among untrained languages is the
             # checkpoint's own (the frozen base), and is evaluated as such
-            languages = set(trained_languages) | held_out_languages(data)
+            languages = set(trained_languages) | data.held_out_languages()
             tokenizer = pretrained_tokenizer(pretrained, sorted(languages), added)
         except ValueError as error:
             raise ConfigError(f"[model] init_from_pretrained: {error}") from None
     else:
         cap = data_section.get("max_train_examples_per_direction")
         tokenizer_section = config.get("tokenizer", {})
-        kept = cached_tokenizer_folder(data["corpus"], {"tokenizer": tokenizer_section, "cap": cap},
+        kept = cached_tokenizer_folder(data.corpus, {"tokenizer": tokenizer_section, "cap": cap},
                                        data_section.get("cache_dir"))  # fmt: skip
-        tokenizer = train_or_reuse_tokenizer(tokenizer_section, data["train"], output_dir, base_args.main_process_first,
-                                             say, kept)  # fmt: skip
-    say(f"tokenizer: {len(tokenizer):,} pieces, {len(tokenizer.languages)} language tags "
+        tokenizer = train_or_reuse_tokenizer(tokenizer_section, data.train, run.output_dir, run.args.main_process_first,
+                                             run.say, kept)  # fmt: skip
+    run.say(f"tokenizer: {len(tokenizer):,} pieces, {len(tokenizer.languages)} language tags "
         f"(vocabulary {tokenizer.vocabulary_fingerprint()})")  # fmt: skip
     for code in trained_languages:
         tokenizer.language_id(code)  # a language the tokenizer lacks fails before training
-    for name, rows in data["tests"].items():
+    for name, rows in data.tests.items():
         if not rows:
             raise ConfigError(f"The {name} test set is empty; check data.test_files or the corpus settings.")
     return tokenizer

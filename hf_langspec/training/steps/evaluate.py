@@ -15,15 +15,20 @@ from ...data.schema import training_data_names
 from ...evaluation import copy_baseline, evaluate_model, results_table, save_results, translate
 from ...evaluation.expected import compare_with_expected
 from ...evaluation.language_id import language_identifier
+from ...evaluation.metrics import SentencePieceBLEU
 from ...export.card import write_model_card
 from ...model_folder import model_files_fingerprint, weights_fingerprint
 from ..config import EVALUATION_DEFAULTS, sentence_limit
+from .context import RunContext, RunData, TrainingSet
 
 
-def evaluate_and_publish(config: dict[str, Any], trained: Any, model_dir: Path, tokenizer: Any, tests: dict[str, list],
-                         train_sizes: dict[str, int], output_dir: Path, outcome: dict[str, Any], say) -> dict[str, Any]:  # fmt: skip
-    """Score, save, card and translate (see the module); `outcome` gets the results and is returned."""
+def evaluate_and_publish(config: dict[str, Any], trained: Any, model_dir: Path, tokenizer: Any, data: RunData,
+                         training_set: TrainingSet, run: RunContext) -> dict[str, Any]:  # fmt: skip
+    """Score, save, card and translate (see the module); returns what it found: `results`, `results_files`, and
+    `expected` and `example` where the config asks for them."""
 
+    outcome: dict[str, Any] = {}
+    tests, output_dir = data.tests, run.output_dir
     evaluation = config.get("evaluation", {})
     settings = EVALUATION_DEFAULTS | evaluation
     if evaluation.get("splits") == []:  # evaluation switched off
@@ -34,12 +39,15 @@ def evaluate_and_publish(config: dict[str, Any], trained: Any, model_dir: Path, 
         if name in evaluation.get("splits", list(tests))
     }
     model = trained.trainer.model_for_evaluation(trained.model, model_dir).eval()
-    say(f"evaluation: {sum(map(len, tests.values())):,} sentences of {', '.join(tests)}, beam {settings['num_beams']}")
+    run.say(
+        f"evaluation: {sum(map(len, tests.values())):,} sentences of {', '.join(tests)}, beam {settings['num_beams']}"
+    )
     results = evaluate_model(
         model, tokenizer, tests,
         batch_size=settings["batch_size"], num_beams=settings["num_beams"],
         max_new_tokens=settings["max_new_tokens"], off_target=settings["off_target"],
         identifier=language_identifier_of(evaluation),
+        spm=SentencePieceBLEU(evaluation["spm"]) if "spm" in evaluation else None,
     )  # fmt: skip
     baseline = copy_baseline(tests)
     weights, files = weights_fingerprint(model_dir), model_files_fingerprint(model_dir)
@@ -51,7 +59,9 @@ def evaluate_and_publish(config: dict[str, Any], trained: Any, model_dir: Path, 
     card_section = {"datasets": training_data_names(config["data"]), **config.get("card", {})}
     # the results as saved, with the weights they scored: the card checks them (a fresh run said they were unknown)
     scored = {**results, "model_weights": weights, "model_files": files}
-    write_model_card(model_dir, scored, force=True, train_sizes=train_sizes, **card_section)  # the run's own folder
+    write_model_card(
+        model_dir, scored, force=True, train_sizes=training_set.sizes, **card_section
+    )  # the run's own folder
     outcome |= {"results": results, "results_files": paths}
     example = config.get("translate")
     if example:

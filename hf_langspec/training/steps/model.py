@@ -8,7 +8,6 @@ In: the config's `[model]` section, the tokenizer, the examples per direction. O
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,9 +17,10 @@ from ...model_folder import load_model_folder
 from ...modeling.modeling_langspec import ROWS_ONLY, added_parameters
 from ...modeling.registry import model_classes
 from ...pretrained import adapt_pretrained, freeze_base, new_language_rows
-from ..config import DATA_DEFAULTS
 from ..errors import ConfigError
+from ..model_check import resolve_high_resource
 from ..pretrained_encoder import init_encoder_from
+from .context import RunContext
 
 logger = logging.getLogger(__name__)
 
@@ -35,40 +35,15 @@ class BuiltModel:
     added: int
 
 
-def resolve_high_resource(model_section: dict[str, Any], train_sizes: dict[str, int]) -> None:
-    """`high_resource_languages: {min_examples: N}`: the languages with at least N training examples into them.
-
-    HLT-MT's split of the languages by data size (section 3.5); English, the target of every xx-en
-    direction, counts them all. An explicit list is kept as it is.
-    """
-    rule = model_section.get("high_resource_languages")
-    if not isinstance(rule, dict):
-        return
-    if set(rule) != {"min_examples"}:
-        raise ConfigError(
-            f"[model] high_resource_languages must be a list of codes or {{min_examples: N}}, got {rule}."
-        )
-    into: Counter = Counter()
-    for direction, size in train_sizes.items():
-        into[direction.split("-")[1]] += size
-    high = sorted(code for code, size in into.items() if size >= rule["min_examples"])
-    if not high:
-        raise ConfigError(
-            f"[model] no language has {rule['min_examples']} training examples into it (the most: "
-            f"{into.most_common(1)}); lower high_resource_languages.min_examples."
-        )
-    logger.info("High-resource languages (at least %d examples into them): %s", rule["min_examples"], high)
-    model_section["high_resource_languages"] = high
-
-
 def build_model(
-    config: dict[str, Any], tokenizer: Any, train_sizes: dict[str, int], base_args: Any, say
+    model_section: dict[str, Any], max_length: int, tokenizer: Any, train_sizes: dict[str, int], run: RunContext
 ) -> BuiltModel:
-    """The run's model (see the module), checked against the tokenizer, with its parameters counted and said."""
+    """The run's model (see the module) from the config's [model] section, checked against the tokenizer and the
+    data's `max_length`, with its parameters counted and said."""
 
-    model_section = dict(config.get("model", {}))
+    model_section = dict(model_section)
     pretrained = model_section.get("init_from_pretrained")
-    torch.manual_seed(base_args.seed)
+    torch.manual_seed(run.args.seed)
     if "init_from" in model_section:  # continue a saved model (e.g. one extended with a new language)
         model = load_model_folder(model_section["init_from"], folder_checked=True)  # its config must fit its weights
     else:
@@ -79,26 +54,26 @@ def build_model(
         config_class, model_class = model_classes()[method]
         encoder_init = model_section.pop("init_encoder_from", None)
         if pretrained:
-            model = pretrained_model(pretrained, method, tokenizer, model_section, say)
+            model = pretrained_model(pretrained, method, tokenizer, model_section, run.say)
         else:
             model = model_class(config_class(**tokenizer.model_config_kwargs(), **model_section))
         if encoder_init is not None:  # HLT-MT starts from XLM-R: here a saved XLP/XLM encoder (resuming overrides it)
             spec = {"path": encoder_init} if isinstance(encoder_init, str) else encoder_init
             copied = init_encoder_from(model, spec["path"], decoder_layers=spec.get("decoder_layers", False))
             logger.info("Initialised %d tensors from the encoder in %s", len(copied), spec["path"])
-    if getattr(model.config, "cll_frozen_languages", None) and base_args.weight_decay:
+    if getattr(model.config, "cll_frozen_languages", None) and run.args.weight_decay:
         raise ConfigError(
             f"The model freezes the LSLs of {model.config.cll_frozen_languages}, but weight_decay="
-            f"{base_args.weight_decay} would still shrink them; set training.weight_decay: 0."
+            f"{run.args.weight_decay} would still shrink them; set training.weight_decay: 0."
         )
     tokenizer.check_model(model)
-    check_positions(model, config.get("data", {}).get("max_length", DATA_DEFAULTS["max_length"]), pretrained)
+    check_positions(model, max_length, pretrained)
     added = added_parameters(model)
     # a matrix trained in some rows only (a new language's code rows) counts those rows
     trainable = sum(getattr(p, ROWS_ONLY, 0) * p.shape[-1] or p.numel() for p in model.parameters() if p.requires_grad)
     parameters = {"total": model.num_parameters(), "trainable": trainable}
     frozen = f", {trainable:,} trainable ({trainable / model.num_parameters():.1%})" if pretrained else ""
-    say(f"model: {type(model).__name__}, {model.num_parameters():,} parameters ({added:,} in language modules)"
+    run.say(f"model: {type(model).__name__}, {model.num_parameters():,} parameters ({added:,} in language modules)"
         f"{frozen}")  # fmt: skip
     return BuiltModel(model, parameters, added)
 
@@ -138,4 +113,4 @@ def pretrained_model(path: str, method: str, tokenizer: Any, fields: dict[str, A
     return model
 
 
-__all__ = ["BuiltModel", "build_model", "check_positions", "pretrained_model", "resolve_high_resource"]
+__all__ = ["BuiltModel", "build_model", "check_positions", "pretrained_model"]

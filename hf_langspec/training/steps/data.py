@@ -8,8 +8,6 @@ In: the config's `[data]` section (and the model section it must fit). Out: `loa
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,40 +24,32 @@ from ...data.checks import (
 from ...data.corpus_store import direction_order, prepare_training_set, read_corpus, renamed_languages
 from ...data.local import load_local
 from ...data.processing import per_direction
+from ...evaluation.evaluate import check_one_set_per_direction
+from ...evaluation.test_sets import read_test_sets
 from ..batches import sampling_columns
 from ..config import DATA_DEFAULTS, named_test_files
 from ..errors import ConfigError
-from ..model_check import build_model_config
-from .model import resolve_high_resource
+from ..model_check import build_model_config, resolve_high_resource
+from .context import RunContext, RunData, TrainingSet
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class TrainingSet:
-    """The tokenized, filtered training examples (memory-mapped), what the filters removed, and the examples per
-    direction `"src-tgt"` (counted once: language pairs, the high/low split, stage directions, the card)."""
-
-    dataset: Any
-    report: Any
-    sizes: dict[str, int]
-
-
-def load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> dict[str, Any]:
+def load_data(data: dict[str, Any], run: RunContext) -> RunData:
     """The training corpus, read into memory-mapped Arrow (`corpus_store.read_corpus`; the main process reads,
     the others map the same file), its capped view, and the validation and test rows (small, in memory)."""
 
     codes = data.get("language_codes")  # every file's codes renamed as it is read
     if "bible" in data:
-        with main_process_first(desc="building the Bible corpus"):
-            corpus = build_bible_corpus(output_dir / "data", BibleCorpusConfig(**data["bible"]))
+        with run.args.main_process_first(desc="building the Bible corpus"):
+            corpus = build_bible_corpus(run.output_dir / "data", BibleCorpusConfig(**data["bible"]))
         train_files, valid_files = [corpus.files["train"]], [corpus.files["valid"]]
     else:
         train_files = data["train_files"] if isinstance(data["train_files"], list) else [data["train_files"]]
         valid_files = data.get("valid_files", [])
         valid_files = valid_files if isinstance(valid_files, list) else [valid_files]
     test_paths = named_test_files(data, corpus.files if "bible" in data else None)
-    with main_process_first(desc="reading the training files"):
+    with run.args.main_process_first(desc="reading the training files"):
         train = read_corpus(train_files, data.get("cache_dir"), language_codes=codes)
     if not len(train):
         raise ConfigError(f"[data] the training files {[str(p) for p in train_files]} hold no examples.")
@@ -71,7 +61,7 @@ def load_data(data: dict[str, Any], output_dir: Path, main_process_first) -> dic
         view = train.select(direction_order(train, cap)) if cap else train
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    return {"corpus": train, "train": view, "valid": valid, "tests": tests, "language_codes": codes or {}}
+    return RunData(corpus=train, train=view, valid=valid, tests=tests, language_codes=codes or {})
 
 
 def cap_directions(rows: list[dict], cap: int | dict[str, int]) -> list[dict]:
@@ -117,22 +107,14 @@ def check_against_data(config: dict[str, Any], sizes: dict[str, int]) -> None:
 LONG_WARNING_SHARE = 0.1  # max_length removing more of the corpus than this is said
 
 
-def held_out_languages(data: dict[str, Any]) -> set[str]:
-    """The languages of the validation and test rows of `load_data`'s result."""
-    rows = [row for part in [data["valid"], *data["tests"].values()] for row in part]
-    return {row[side] for row in rows for side in ("src_lang", "tgt_lang")}
-
-
-def setting_warnings(data: dict[str, Any], sizes: dict[str, int], report: Any, args: Any) -> list[str]:
+def setting_warnings(data: RunData, sizes: dict[str, int], report: Any, args: Any) -> list[str]:
     """What the settings mean for this data that each setting alone does not show, said before training:
     held-out sets that overlap the training data (one that is wholly inside it is refused), supervised test
     directions the training data lacks, `max_length` removing much of the corpus, a batch larger than the corpus."""
 
     messages = []
-    held_out = {f"test set {name!r}": rows for name, rows in data["tests"].items()} | {
-        "the validation set": data["valid"]
-    }
-    overlap = held_out_overlap(data["corpus"], held_out)  # one pass over the corpus for every set
+    held_out = {f"test set {name!r}": rows for name, rows in data.tests.items()} | {"the validation set": data.valid}
+    overlap = held_out_overlap(data.corpus, held_out)  # one pass over the corpus for every set
     for name, rows in held_out.items():
         seen = overlap[name]
         if seen and seen == len(rows):
@@ -145,7 +127,7 @@ def setting_warnings(data: dict[str, Any], sizes: dict[str, int], report: Any, a
                 f"{name}: {seen} of its {len(rows)} source sentences occur in the training data; its scores overstate "
                 "the model on unseen text (remove them from the training files or the set)."
             )
-    for name, rows in data["tests"].items():
+    for name, rows in data.tests.items():
         untrained = untrained_test_directions(sizes, rows)
         if untrained and name != "zero-shot":
             messages.append(
@@ -153,8 +135,8 @@ def setting_warnings(data: dict[str, Any], sizes: dict[str, int], report: Any, a
                 f"{' ...' if len(untrained) > 6 else ''}): they are zero-shot, not {name}; give them as a test set "
                 "named zero-shot (data.test_files: {zero-shot: FILE})."
             )
-    present = {code for direction in sizes for code in direction.split("-")} | held_out_languages(data)
-    unused = sorted(old for old, new in data.get("language_codes", {}).items() if new not in present)
+    present = {code for direction in sizes for code in direction.split("-")} | data.held_out_languages()
+    unused = sorted(old for old, new in data.language_codes.items() if new not in present)
     if unused:
         messages.append(
             f"data.language_codes renames {unused}, which the data does not have (it has {sorted(present)}); check "
@@ -186,21 +168,20 @@ def direction_sizes_of(train_set: Any, languages: list[str]) -> dict[str, int]:
     }
 
 
-def prepare_training(config: dict[str, Any], data: dict[str, Any], tokenizer: Any, base_args: Any, say) -> TrainingSet:
+def prepare_training(data_section: dict[str, Any], data: RunData, tokenizer: Any, run: RunContext) -> TrainingSet:
     """Tokenize and filter the corpus once (cached on disk: the main process prepares, the others map its files),
     say what was kept, and refuse a training set the filters emptied; the settings' warnings are said here."""
 
-    data_section = config.get("data", {})
-    with base_args.main_process_first(desc="tokenizing"):
+    with run.args.main_process_first(desc="tokenizing"):
         prepared = prepare_training_set(
-            data["corpus"], tokenizer,
+            data.corpus, tokenizer,
             max_length=data_section.get("max_length", DATA_DEFAULTS["max_length"]),
             cap=data_section.get("max_train_examples_per_direction"),
             num_proc=data_section.get("num_proc"), cache_dir=data_section.get("cache_dir"),
-            show_progress=base_args.process_index == 0,
+            show_progress=run.main,
         )  # fmt: skip
     train_set, report = prepared.dataset, prepared.report
-    say(f"data: {'reusing' if prepared.reused else 'wrote'} the tokenized training set {prepared.path}")
+    run.say(f"data: {'reusing' if prepared.reused else 'wrote'} the tokenized training set {prepared.path}")
     logger.info("Training data after filtering:\n%s", report.table())
     if not len(train_set):
         raise ConfigError(
@@ -209,15 +190,15 @@ def prepare_training(config: dict[str, Any], data: dict[str, Any], tokenizer: An
             "check the data."
         )
     sizes = direction_sizes_of(train_set, tokenizer.languages)
-    warnings = setting_warnings(data, sizes, report, base_args)  # every process: each refuses alike
-    if base_args.process_index == 0:
-        say(f"data: {counts_table(sizes)}")
-        for message in warn_about_labels(data["train"]) + warnings:
-            say(f"data: warning: {message}")
+    warnings = setting_warnings(data, sizes, report, run.args)  # every process: each refuses alike
+    if run.main:
+        run.say(f"data: {counts_table(sizes)}")
+        for message in warn_about_labels(data.train) + warnings:
+            run.say(f"data: warning: {message}")
     return TrainingSet(train_set, report, sizes)
 
 
-def validation_sets(config: dict[str, Any], data: dict[str, Any], tokenizer: Any, base_args: Any) -> dict[str, Any]:
+def validation_sets(data_section: dict[str, Any], data: RunData, tokenizer: Any, run: RunContext) -> dict[str, Any]:
     """The validation rows, at most `valid_sentences_per_direction` of each direction, tokenized: `{direction:
     Dataset}` for the Trainer's evaluation during training."""
 
@@ -226,16 +207,40 @@ def validation_sets(config: dict[str, Any], data: dict[str, Any], tokenizer: Any
             batch["src"], text_target=batch["tgt"], src_lang=batch["src_lang"], tgt_lang=batch["tgt_lang"]
         )
 
-    limit = config.get("data", {}).get("valid_sentences_per_direction", DATA_DEFAULTS["valid_sentences_per_direction"])
+    limit = data_section.get("valid_sentences_per_direction", DATA_DEFAULTS["valid_sentences_per_direction"])
     columns = ["src_lang", "tgt_lang", "src", "tgt"]
-    with base_args.main_process_first(desc="tokenizing"):
+    with run.args.main_process_first(desc="tokenizing"):
         return {
             direction: Dataset.from_list(rows).map(encode, batched=True, remove_columns=columns)
-            for direction, rows in per_direction(data["valid"], limit).items()
+            for direction, rows in per_direction(data.valid, limit).items()
         }
 
 
+def add_standard_test_sets(evaluation: dict[str, Any], data: RunData, languages: list[str]) -> None:
+    """`[evaluation] test_sets` (FLORES-200, NTREX-128, TICO-19, WMT from their local files) read in the tokenizer's
+    codes and added to the run's test sets, before training: a direction the files lack, or one that another of the
+    evaluated sets has too (scores are kept per direction), is refused here."""
+    specs = evaluation.get("test_sets", [])
+    if not specs:
+        return
+    try:
+        added = read_test_sets(specs, languages, evaluation.get("test_set_directions"), set(data.tests),
+                               "[evaluation] test_sets")  # fmt: skip
+        data.tests |= added
+        evaluated = evaluation.get("splits", list(data.tests))
+        check_one_set_per_direction({name: rows for name, rows in data.tests.items() if name in evaluated})
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
 __all__ = [
-    "LONG_WARNING_SHARE", "TrainingSet", "cap_directions", "check_against_data", "direction_sizes_of",
-    "held_out_languages", "load_data", "prepare_training", "setting_warnings", "validation_sets",
+    "LONG_WARNING_SHARE",
+    "add_standard_test_sets",
+    "cap_directions",
+    "check_against_data",
+    "direction_sizes_of",
+    "load_data",
+    "prepare_training",
+    "setting_warnings",
+    "validation_sets",
 ]  # fmt: skip

@@ -27,6 +27,7 @@ from ..cpu_allocator import keep_freed_memory
 from ..errors import ConfigError
 from ..run_guard import record_config
 from ..trainer import LangSpecSeq2SeqTrainer
+from .context import RunContext, TrainingSet
 
 logger = logging.getLogger(__name__)
 
@@ -44,17 +45,18 @@ class Trained:
     args: Any
 
 
-def train_stages(config: dict[str, Any], model: Any, tokenizer: Any, train_set: Any, eval_sets: dict[str, Any],
-                 train_sizes: dict[str, int], output_dir: Path, base_args: Any, resume: bool, say) -> Trained:  # fmt: skip
+def train_stages(config: dict[str, Any], model: Any, tokenizer: Any, training_set: TrainingSet, eval_sets: dict[str, Any],
+                 run: RunContext) -> Trained:  # fmt: skip
     """Train every stage of the config (`[{"name": "main"}]` without `stages`) on its directions."""
+    train_set, output_dir, base_args, say = training_set.dataset, run.output_dir, run.args, run.say
     stages = config.get("stages") or [{"name": "main"}]
     stages = [
-        {**stage, "directions": stage_directions(stage, model.config, sorted(train_sizes))}
+        {**stage, "directions": stage_directions(stage, model.config, sorted(training_set.sizes))}
         if "directions" in stage
         else stage
         for stage in stages
     ]
-    if base_args.process_index == 0:
+    if run.main:
         record_config(output_dir, config)  # what is trained from here on: a resumption must match it
     if base_args.device.type == "cpu":  # no page fault per freed logits tensor, every step; the same bits
         say(f"training on the CPU: {keep_freed_memory()}")
@@ -74,7 +76,7 @@ def train_stages(config: dict[str, Any], model: Any, tokenizer: Any, train_set: 
                 f"training: the warm-up ({warmup:,} steps) is not shorter than the stage, so the learning rate "
                 f"reaches at most {stage_args.max_steps / warmup:.0%} of {stage_args.learning_rate:g}"
             )
-        model, trainer, record = run_stage(stage, stage_args, model, tokenizer, train_set, eval_sets, resume)
+        model, trainer, record = run_stage(stage, stage_args, model, tokenizer, train_set, eval_sets, run.resume)
         trained.append(record)
         if stage is not stages[-1] and hasattr(model, "end_of_stage"):
             # method-specific transitions, e.g. HLT-MT fixing each high-resource language's adapter
@@ -82,12 +84,12 @@ def train_stages(config: dict[str, Any], model: Any, tokenizer: Any, train_set: 
     return Trained(model, trainer, trained, stage_args)
 
 
-def save_model(trained: Trained, tokenizer: Any, output_dir: Path, config: dict[str, Any], report: Any,
-               parameters: dict[str, int]) -> Path | None:  # fmt: skip
+def save_model(trained: Trained, tokenizer: Any, config: dict[str, Any], report: Any, parameters: dict[str, int],
+               run: RunContext) -> Path | None:  # fmt: skip
     """Save the trained model (every process: under FSDP the weights are gathered from all); the main process adds
     the tokenizer and `run_info.json` and gets the folder, the others None."""
     model, trainer = trained.model, trained.trainer
-    model_dir = output_dir / "model"
+    model_dir = run.output_dir / "model"
     # transformers' default stops generation at 20 tokens; a shared model should translate whole sentences
     # (within the positions the decoder has: its start token and a target tag come before the new tokens)
     positions = getattr(model.config, "max_position_embeddings", None) or GENERATION_MAX_NEW_TOKENS + 2
@@ -97,7 +99,7 @@ def save_model(trained: Trained, tokenizer: Any, output_dir: Path, config: dict[
         return None
     (model_dir / "training_args.bin").unlink(missing_ok=True)  # a pickle; the run's config is in run_info.json
     tokenizer.save_pretrained(model_dir)
-    write_run_info(output_dir, config, trained.args, report, trained.record, parameters)
+    write_run_info(run.output_dir, config, trained.args, report, trained.record, parameters)
     return model_dir
 
 
