@@ -152,7 +152,7 @@ def main() -> None:
     test = args.work / "test.jsonl"
     test.write_text(json.dumps({"src_lang": "en", "tgt_lang": "laa", "src": "ba", "tgt": "ba"}) + "\n")
     python = str(Path(sys.executable))
-    cli = [python, "-c", "from hf_langspec.cli import main; main()", "train", "--config"]
+    cli = [python, "-c", "from hf_langspec_cli import main; main()", "train", "--config"]
     launch = [python, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines",
               "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29731",
               "examples/train_translation.py", "--config"]  # fmt: skip

@@ -442,3 +442,12 @@ def test_the_evaluate_help_names_every_standard_test_set_kind():
     printed = subprocess.run([sys.executable, "-m", "hf_langspec_cli", "evaluate", "--help"], capture_output=True,
                              text=True).stdout  # fmt: skip
     assert all(kind in " ".join(printed.split()) for kind in KINDS)
+
+
+def test_every_command_names_a_handler_that_exists():
+    """A command's handler is a "module:function" string (imported when it runs): each one resolves."""
+    from hf_langspec_cli import COMMANDS
+
+    assert len({command.name for command in COMMANDS}) == len(COMMANDS) >= 16
+    for command in COMMANDS:
+        assert callable(command.load_handler()), command.handler

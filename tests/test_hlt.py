@@ -245,7 +245,8 @@ KILL_AT = """
 import os, signal, sys
 from transformers import TrainerCallback
 from hf_langspec.training import trainer as trainer_module
-from hf_langspec.training.experiment import load_config, run_experiment
+from hf_langspec.training.config import load_config
+from hf_langspec.training.experiment import run_experiment
 
 stage, step = sys.argv[2], int(sys.argv[3])
 
