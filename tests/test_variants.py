@@ -81,3 +81,39 @@ def test_every_method_saved_loads_through_the_checked_loader_with_the_same_outpu
     assert type(loaded) is type(model)
     with torch.no_grad():
         torch.testing.assert_close(loaded(**batch).logits, model(**batch).logits)
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_each_methods_card_says_what_its_registry_entry_says(name, tmp_path):
+    """A card's description, citation and settings come from the method's one registration (its `Variant` and its
+    config's `card_settings`): adding a method adds its card."""
+    from hf_langspec.export.card import build_model_card
+    from hf_langspec.modeling.registry import variant
+
+    model = build(name)
+    model.save_pretrained(tmp_path)
+    card = build_model_card(tmp_path, model_name="tiny").text
+    entry = variant(name)
+    assert entry.description.split(":")[0] in card and entry.citation in card
+    settings = model.config.card_settings()
+    assert settings and all(line in card for line in settings.splitlines())
+
+
+def test_the_readmes_method_table_cites_each_methods_registered_paper():
+    """The README's table names each method's paper as its registry entry cites it (first author and year)."""
+    import re
+    from pathlib import Path
+
+    from hf_langspec.modeling.registry import VARIANTS
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    rows = {m.group(2): m.group(1) for m in re.finditer(r"^\| [^|]+ \| ([^|]*) \| `(\w+)` \|", readme, re.M)}
+    checked = 0
+    for entry in VARIANTS:
+        paper = rows.get(entry.name, "").strip()
+        if paper:  # the rows of a paper's method (the baselines cite theirs in their cards)
+            author, year = paper.split()[0], paper.split()[-1]
+            first = entry.citation.split(",")[0].split(" and ")[0].split(" (")[0]  # "Pessoa Pires" is "Pires"
+            assert author in first and f"({year})" in entry.citation, (entry.name, paper)
+            checked += 1
+    assert checked == 7

@@ -26,185 +26,9 @@ from ..model_folder import (
     model_files_fingerprint,
     weights_fingerprint,
 )
+from ..modeling.registry import variants_by_model_type
 
 TEMPLATES = Path(str(resources.files("hf_langspec.model_cards")))
-JOHNSON = (
-    "Johnson et al. (2017). Google's Multilingual Neural Machine Translation System: Enabling Zero-Shot "
-    "Translation. TACL 5. https://aclanthology.org/Q17-1024"
-)
-LUO = (
-    "Luo, Gao, Zheng, Ke, He, Wang and Liu (2021). Revisiting Language Encoding in Learning Multilingual "
-    "Representations (XLP). ICML 2021."
-)
-LIU = (
-    "Liu, Huang, Li, Liu, Su and Huang (2022). Adaptive Token-level Cross-lingual Feature Mixing for Multilingual "
-    "Neural Machine Translation. EMNLP 2022. https://aclanthology.org/2022.emnlp-main.687"
-)
-JIN = (
-    "Jin and Xiong (2022). Informative Language Representation Learning for Massively Multilingual Neural Machine "
-    "Translation. COLING 2022. https://aclanthology.org/2022.coling-1.458"
-)
-QU = (
-    "Qu and Watanabe (2022). Adapting to Non-Centered Languages for Zero-shot Multilingual Translation. "
-    "COLING 2022. https://aclanthology.org/2022.coling-1.467"
-)
-YANG = (
-    "Yang, Yin, Ma, Yang, Huang, Zhang, Li and Wei (2022). High-resource Language-specific Training for "
-    "Multilingual Neural Machine Translation. IJCAI 2022. https://www.ijcai.org/proceedings/2022/619"
-)
-BAPNA = (
-    "Bapna and Firat (2019). Simple, Scalable Adaptation for Neural Machine Translation. EMNLP 2019. "
-    "https://aclanthology.org/D19-1165; Philip, Berard, Galle and Besacier (2020). Monolingual Adapters for "
-    "Zero-Shot Neural Machine Translation. EMNLP 2020. https://aclanthology.org/2020.emnlp-main.361; Fan et al. "
-    "(2021). Beyond English-Centric Multilingual Machine Translation. JMLR 22 (LS-MNMT)"
-)
-HU = (
-    "Hu, Shen, Wallis, Allen-Zhu, Li, Wang, Wang and Chen (2022). LoRA: Low-Rank Adaptation of Large Language "
-    "Models. ICLR 2022. https://openreview.net/forum?id=nZeVKeeFYf9"
-)
-PIRES = (
-    "Pessoa Pires, Schmidt, Liao and Peitz (2023). Learning Language-Specific Layers for Multilingual Machine "
-    "Translation. ACL 2023. https://arxiv.org/abs/2305.02665"
-)
-XU = (
-    "Xu, Tan, Li, Chen, Van Durme, Koehn and Murray (2023). Condensing Multilingual Knowledge with Lightweight "
-    "Language-Specific Modules. EMNLP 2023. https://arxiv.org/abs/2305.13993"
-)
-# model_type -> (what the model is, the paper to cite)
-METHODS = {
-    "langspec_base": (
-        "the multilingual Transformer of Johnson et al. (2017), the baseline every method of the package is compared with",
-        JOHNSON,
-    ),
-    "langspec_xlp_mt": (
-        "the multilingual Transformer with cross-lingual language projections (XLP, Luo et al. 2021): the encoder "
-        "projects token embeddings with a d x d matrix of the source language, the decoder with one of the target language",
-        LUO,
-    ),
-    "langspec_clm": (
-        "the multilingual Transformer with token-level cross-lingual feature mixing (CLM, Liu et al. 2022): after "
-        "its sublayers, each token is mixed from k shared linear maps with proportions computed from the token itself",
-        LIU,
-    ),
-    "langspec_laa": (
-        "the multilingual Transformer with informative language representations (Jin and Xiong 2022): the target "
-        "language's embedding embodied at chosen switching points (LEE) and/or a d x d language matrix added to the "
-        "attention projections (LAA)",
-        JIN,
-    ),
-    "langspec_cll": (
-        "the multilingual Transformer with central-language-aware layers (CLL, Qu and Watanabe 2022): decoder FFNs "
-        "gain a small language-specific FFN, scaled by a learned t_l, for every non-central target language",
-        QU,
-    ),
-    "langspec_hlt": (
-        "the multilingual Transformer with HLT-MT's selective language-specific pool (Yang et al. 2022): adapters "
-        "after the decoder, one per group of high-resource target languages and a universal one for the others",
-        YANG,
-    ),
-    "langspec_adapter": (
-        "the multilingual Transformer with per-language adapters, the adapter-family baseline (Bapna and Firat "
-        "2019; monolingual adapters of Philip et al. 2020; LS-MNMT's language-specific layers of Fan et al.)",
-        BAPNA,
-    ),
-    "langspec_lsl": (
-        "the multilingual Transformer with language-specific Transformer layers (LSL, Pires et al. 2023): at chosen "
-        "positions a layer per language, chosen by each example's source or target language, the other layers shared",
-        PIRES,
-    ),
-    "langspec_lms": (
-        "the multilingual Transformer with language-specific matrix synthesis (LMS, Xu et al. 2023): each chosen "
-        "projection W gains a low-rank W_v W_f of the example's languages, optionally condensed by fuse distillation "
-        "into one shared pair that inference uses alone",
-        XU,
-    ),
-    "langspec_lora": (
-        "the multilingual Transformer with language-specific LoRA: a low-rank update (alpha / r) B A of the attention "
-        "projections for each language, the encoder's chosen by the source language and the decoder's by the target",
-        HU,
-    ),
-}
-CLM_VARIANT_NAMES = {"sclm": "sCLM (one gate per layer)", "mclm": "mCLM (a gate per layer and {key})",
-                     "ls": "LS ablation (one map per {key}, no gate)", "none": "none"}  # fmt: skip
-
-
-def method_settings(config: Any) -> str:
-    """The method's own settings as a Markdown list (empty for the baseline and XLP)."""
-    if config.model_type == "langspec_laa":
-        return "\n".join([
-            f"- LEE points: {', '.join(config.lee_points) or 'none'} ({config.lee_embedding} embeddings)",
-            f"- LAA in: {', '.join(config.laa_points) or 'none'}"
-            + (" (one matrix per language per layer)" if config.laa_per_layer else " (one matrix per language per stack)")
-            + ("; LAA^R: random matrices" if config.laa_random else ""),
-        ])  # fmt: skip
-    if config.model_type == "langspec_hlt":
-        return "\n".join([
-            f"- High-resource targets (pool adapters): {', '.join(config.high_resource_languages)}; others: the universal adapter",
-            f"- {config.hlt_num_adapters} adapters of inner size {config.hlt_hidden_dim} ({config.hlt_activation}); stage {config.hlt_stage}",
-        ])  # fmt: skip
-    if config.model_type == "langspec_adapter":
-        form = "a d x d matrix" if config.adapter_form == "matrix" else f"bottleneck {config.adapter_dim}"
-        return "\n".join([
-            f"- Preset: {config.adapter_preset or 'none (fields set one by one)'}",
-            f"- Adapters in: {', '.join(config.adapter_stacks)}, "
-            + ("after every layer" if config.adapter_position == "layers" else "once after the stack")
-            + (" (one per key shared by all layers)" if config.adapter_share_layers else ""),
-            f"- One adapter per {'direction' if config.adapter_key == 'pair' else 'language (source in the encoder, target in the decoder)'}",
-            f"- Form: {form}, LayerNorm {config.adapter_norm}, {config.adapter_activation}",
-        ])  # fmt: skip
-    if config.model_type == "langspec_lora":
-        return "\n".join([
-            f"- LoRA in: {', '.join(config.lora_points)}; projections {', '.join(config.lora_projections)}",
-            f"- Rank {config.lora_rank}, alpha {config.lora_alpha:g}, dropout {config.lora_dropout:g}; the encoder's "
-            f"keyed by the {config.lora_encoder_language} language",
-        ])  # fmt: skip
-    if config.model_type == "langspec_lms":
-        synthesis = ("pair-wise (W_v of the source, W_f of the target)" if config.lms_synthesis == "pair"
-                     else "language-wise (the encoder's source, the decoder's target)")  # fmt: skip
-        route = (f"fuse distillation, inference through the {config.lms_inference_route} matrices"
-                 if config.lms_fuse_distillation else "no fuse distillation")  # fmt: skip
-        return "\n".join([
-            f"- LMS in: {', '.join(config.lms_points)}, every {config.lms_every} layer(s); rank {config.lms_rank}",
-            f"- Synthesis: {synthesis}",
-            f"- {route.capitalize()}",
-        ])  # fmt: skip
-    if config.model_type == "langspec_lsl":
-        lines = []
-        for stack in ("encoder", "decoder"):
-            for side in ("source", "target"):
-                layers = getattr(config, f"lsl_{stack}_{side}_layers")
-                if layers:
-                    lines.append(f"- {stack.capitalize()} layers {layers} (from 0): one per {side} language")
-        preset = " (the paper's searched placement)" if config.lsl_preset == "paper" else ""
-        return "\n".join(lines) + f"\n- Other layers shared{preset}; {config.num_languages} languages"
-    if config.model_type == "langspec_cll":
-        named = {"fcll": "every decoder layer (FCLL)", "sd": f"decoder layer {config.decoder_layers // 2} (SD)"}
-        where = (
-            named[config.cll_layers] if isinstance(config.cll_layers, str) else f"decoder layers {config.cll_layers}"
-        )
-        return "\n".join([
-            f"- CLL in: {where}",
-            f"- Central language: {config.central_language or 'none (every language has an LSL)'}",
-            f"- LSL inner size {config.cll_inner_dim}, dropout {config.cll_dropout}, t_l initialised to {config.cll_scale_init}",
-            f"- Encoder residuals removed: {config.encoder_drop_residual or 'none'}",
-        ])  # fmt: skip
-    if config.model_type != "langspec_clm":
-        return ""
-    lines = [
-        f"- Encoder CLM: {CLM_VARIANT_NAMES[config.clm_encoder].format(key=config.clm_encoder_key)}",
-        f"- Decoder CLM: {CLM_VARIANT_NAMES[config.clm_decoder].format(key=config.clm_decoder_key)}",
-        f"- Placement: {'every sublayer' if config.clm_sublayers == 'all' else 'FFN sublayers only (CLM-top)'}",
-        "- Normalisation: "
-        + (
-            "pre-LN form, z = h + mix(LN(h))"
-            if getattr(config, "clm_norm", "post") == "pre"
-            else "eq. 3, z = LN(h + mix(h))"
-        ),
-        f"- Features k = {config.clm_num_features}, smoothing alpha = {config.clm_alpha}"
-        + (f", inference pruned to the top {config.clm_top_w}" if config.clm_top_w else ""),
-        f"- Directions without trained parameters (zero-shot, pair-keyed mCLM): {config.clm_unseen_pair}",
-    ]
-    return "\n".join(lines)
 
 
 def example_direction(languages: list[str], evaluated: list[str]) -> tuple[str, str]:
@@ -241,8 +65,10 @@ def build_model_card(
     if datasets is None:
         datasets = _recorded_training_data(Path(model_dir))
     config = AutoConfig.from_pretrained(model_dir)
-    if config.model_type not in METHODS:
-        raise ValueError(f"{model_dir} holds a {config.model_type!r} model; cards exist for {sorted(METHODS)}.")
+    method = variants_by_model_type().get(config.model_type)
+    if method is None:
+        known = sorted(variants_by_model_type())
+        raise ValueError(f"{model_dir} holds a {config.model_type!r} model; cards exist for {known}.")
     model_name = model_name or Path(model_dir).resolve().parent.name
     repo_id = repo_id or model_name
     eval_results = _eval_results(results)
@@ -265,10 +91,10 @@ def build_model_card(
     return ModelCard.from_template(
         card_data,
         template_path=str(template or _template(config.model_type)),
-        method_settings=method_settings(config),
+        method_settings=config.card_settings(),
         model_name=model_name,
         repo_id=repo_id,
-        method_description=METHODS[config.model_type][0]
+        method_description=method.description
         + (" (with the XLM additive language embedding)" if config.language_embedding == "additive" else "")
         + ".",
         languages=config.languages,
@@ -278,7 +104,7 @@ def build_model_card(
         train_summary=sizes,
         results_table=results_table(results) if results else "Not evaluated yet.",
         evaluation_note=evaluation_note(results),
-        paper=paper or METHODS[config.model_type][1],
+        paper=paper or method.citation,
         example_text="In the beginning God created the heavens and the earth."
         if src == "en"
         else f"(a sentence in {src})",

@@ -117,5 +117,17 @@ class AdapterConfig(LangSpecConfig):
                 "in), or use adapter_key='language' for monolingual adapters."
             )
 
+    def card_settings(self) -> str:
+        """The method's settings as a Markdown list, for its model card."""
+        form = "a d x d matrix" if self.adapter_form == "matrix" else f"bottleneck {self.adapter_dim}"
+        return "\n".join([
+            f"- Preset: {self.adapter_preset or 'none (fields set one by one)'}",
+            f"- Adapters in: {', '.join(self.adapter_stacks)}, "
+            + ("after every layer" if self.adapter_position == "layers" else "once after the stack")
+            + (" (one per key shared by all layers)" if self.adapter_share_layers else ""),
+            f"- One adapter per {'direction' if self.adapter_key == 'pair' else 'language (source in the encoder, target in the decoder)'}",
+            f"- Form: {form}, LayerNorm {self.adapter_norm}, {self.adapter_activation}",
+        ])  # fmt: skip
+
 
 __all__ = ["ADAPTER_PRESETS", "AdapterConfig"]

@@ -71,5 +71,16 @@ class CLLConfig(LangSpecConfig):
         if not 0 <= self.cll_dropout < 1:
             raise ValueError(f"cll_dropout={self.cll_dropout} must be in [0, 1).")
 
+    def card_settings(self) -> str:
+        """The method's settings as a Markdown list, for its model card."""
+        named = {"fcll": "every decoder layer (FCLL)", "sd": f"decoder layer {self.decoder_layers // 2} (SD)"}
+        where = named[self.cll_layers] if isinstance(self.cll_layers, str) else f"decoder layers {self.cll_layers}"
+        return "\n".join([
+            f"- CLL in: {where}",
+            f"- Central language: {self.central_language or 'none (every language has an LSL)'}",
+            f"- LSL inner size {self.cll_inner_dim}, dropout {self.cll_dropout}, t_l initialised to {self.cll_scale_init}",
+            f"- Encoder residuals removed: {self.encoder_drop_residual or 'none'}",
+        ])  # fmt: skip
+
 
 __all__ = ["CLLConfig"]

@@ -8,6 +8,10 @@ from typing import Any
 from .configuration_langspec import LangSpecConfig, check_choice
 from .module_clm import CLM_KEYS, CLM_MAP_INITS, CLM_NORMS, CLM_VARIANTS, UNSEEN_PAIR_RULES
 
+# what a card calls each CLM variant
+CLM_VARIANT_NAMES = {"sclm": "sCLM (one gate per layer)", "mclm": "mCLM (a gate per layer and {key})",
+                     "ls": "LS ablation (one map per {key}, no gate)", "none": "none"}  # fmt: skip
+
 
 class CLMConfig(LangSpecConfig):
     r"""
@@ -120,6 +124,24 @@ class CLMConfig(LangSpecConfig):
                     )
                 if not self.languages:
                     raise ValueError(f"clm_{side}={variant!r} needs `languages`.")
+
+    def card_settings(self) -> str:
+        """The method's settings as a Markdown list, for its model card."""
+        lines = [
+            f"- Encoder CLM: {CLM_VARIANT_NAMES[self.clm_encoder].format(key=self.clm_encoder_key)}",
+            f"- Decoder CLM: {CLM_VARIANT_NAMES[self.clm_decoder].format(key=self.clm_decoder_key)}",
+            f"- Placement: {'every sublayer' if self.clm_sublayers == 'all' else 'FFN sublayers only (CLM-top)'}",
+            "- Normalisation: "
+            + (
+                "pre-LN form, z = h + mix(LN(h))"
+                if getattr(self, "clm_norm", "post") == "pre"
+                else "eq. 3, z = LN(h + mix(h))"
+            ),
+            f"- Features k = {self.clm_num_features}, smoothing alpha = {self.clm_alpha}"
+            + (f", inference pruned to the top {self.clm_top_w}" if self.clm_top_w else ""),
+            f"- Directions without trained parameters (zero-shot, pair-keyed mCLM): {self.clm_unseen_pair}",
+        ]
+        return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------- settings measured to fail

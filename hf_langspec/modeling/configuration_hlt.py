@@ -51,5 +51,12 @@ class HLTConfig(LangSpecConfig):
         if self.lang_tag_token_ids is None:
             raise ValueError("The SLP gate reads the target tag's embedding: the config needs lang_tag_token_ids.")
 
+    def card_settings(self) -> str:
+        """The method's settings as a Markdown list, for its model card."""
+        return "\n".join([
+            f"- High-resource targets (pool adapters): {', '.join(self.high_resource_languages)}; others: the universal adapter",
+            f"- {self.hlt_num_adapters} adapters of inner size {self.hlt_hidden_dim} ({self.hlt_activation}); stage {self.hlt_stage}",
+        ])  # fmt: skip
+
 
 __all__ = ["HLTConfig"]

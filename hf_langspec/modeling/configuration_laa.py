@@ -79,6 +79,15 @@ class LAAConfig(LangSpecConfig):
         if self.laa_random and not self.laa_points:
             raise ValueError("laa_random=True (LAA^R) randomises LAA matrices, so it needs laa_points.")
 
+    def card_settings(self) -> str:
+        """The method's settings as a Markdown list, for its model card."""
+        return "\n".join([
+            f"- LEE points: {', '.join(self.lee_points) or 'none'} ({self.lee_embedding} embeddings)",
+            f"- LAA in: {', '.join(self.laa_points) or 'none'}"
+            + (" (one matrix per language per layer)" if self.laa_per_layer else " (one matrix per language per stack)")
+            + ("; LAA^R: random matrices" if self.laa_random else ""),
+        ])  # fmt: skip
+
 
 def _lee_point(point: int | str) -> str:
     if isinstance(point, int) and point in LEE_POSITIONS:

@@ -192,6 +192,10 @@ class LangSpecConfig(PretrainedConfig):
         self.validate_langspec()
 
     # ------------------------------------------------------------------ language contract
+    def card_settings(self) -> str:
+        """The method's own settings as a Markdown list, for its model card (none for the plain Transformer)."""
+        return ""
+
     @property
     def num_languages(self) -> int:
         return len(self.languages)

@@ -99,5 +99,17 @@ class LMSConfig(LangSpecConfig):
         `(i + 1) % lms_freq == 0`."""
         return [i for i in range(layers) if (i + 1) % self.lms_every == 0]
 
+    def card_settings(self) -> str:
+        """The method's settings as a Markdown list, for its model card."""
+        synthesis = ("pair-wise (W_v of the source, W_f of the target)" if self.lms_synthesis == "pair"
+                     else "language-wise (the encoder's source, the decoder's target)")  # fmt: skip
+        route = (f"fuse distillation, inference through the {self.lms_inference_route} matrices"
+                 if self.lms_fuse_distillation else "no fuse distillation")  # fmt: skip
+        return "\n".join([
+            f"- LMS in: {', '.join(self.lms_points)}, every {self.lms_every} layer(s); rank {self.lms_rank}",
+            f"- Synthesis: {synthesis}",
+            f"- {route.capitalize()}",
+        ])  # fmt: skip
+
 
 __all__ = ["LMS_POINTS", "LMS_ROUTES", "LMS_SYNTHESES", "LMSConfig"]

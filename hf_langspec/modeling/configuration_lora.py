@@ -72,5 +72,13 @@ class LoRAConfig(LangSpecConfig):
         if not self.languages:
             raise ValueError("Language-specific LoRA needs `languages`: one (A, B) pair per language.")
 
+    def card_settings(self) -> str:
+        """The method's settings as a Markdown list, for its model card."""
+        return "\n".join([
+            f"- LoRA in: {', '.join(self.lora_points)}; projections {', '.join(self.lora_projections)}",
+            f"- Rank {self.lora_rank}, alpha {self.lora_alpha:g}, dropout {self.lora_dropout:g}; the encoder's "
+            f"keyed by the {self.lora_encoder_language} language",
+        ])  # fmt: skip
+
 
 __all__ = ["ATTENTION_POINTS", "LORA_POINTS", "LORA_PROJECTIONS", "LoRAConfig"]

@@ -114,6 +114,17 @@ class LSLConfig(LangSpecConfig):
                 return side
         return None
 
+    def card_settings(self) -> str:
+        """The method's settings as a Markdown list, for its model card."""
+        lines = []
+        for stack in ("encoder", "decoder"):
+            for side in ("source", "target"):
+                layers = getattr(self, f"lsl_{stack}_{side}_layers")
+                if layers:
+                    lines.append(f"- {stack.capitalize()} layers {layers} (from 0): one per {side} language")
+        preset = " (the paper's searched placement)" if self.lsl_preset == "paper" else ""
+        return "\n".join(lines) + f"\n- Other layers shared{preset}; {self.num_languages} languages"
+
 
 def _layer_list(name: str, value: Sequence[int] | None) -> list[int]:
     layers = list(value or [])

@@ -29,5 +29,11 @@ class XLPMTConfig(LangSpecConfig):
         if (xlp_encoder or xlp_decoder) and not self.languages:
             raise ValueError("XLP needs `languages`: one projection matrix per language.")
 
+    def card_settings(self) -> str:
+        """The method's settings as a Markdown list, for its model card."""
+        sides = [side for side, on in (("the encoder's (source language)", self.xlp_encoder),
+                                       ("the decoder's (target language)", self.xlp_decoder)) if on]  # fmt: skip
+        return f"- Projected embeddings: {' and '.join(sides) or 'none'}; one d x d matrix per language"
+
 
 __all__ = ["XLPMTConfig"]
