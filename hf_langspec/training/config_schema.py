@@ -1,4 +1,4 @@
-"""`hf-langspec schema`: every section and key of an experiment config with its type and default, as Markdown,
+"""`hf-langspec train --help-config`: every section and key of an experiment config with its type and default, as Markdown,
 read from the same key sets, types and signatures that `config.validate_config` checks against."""
 
 from __future__ import annotations
