@@ -1,4 +1,4 @@
-"""Ops per training step for every system of bible11_gpu, counted on a CPU: the GPU path before and after issue 47.
+"""Ops per training step for every system of bible11_gpu, counted on a CPU: the GPU path before and after the sync-free step.
 
 A GPU step's speed at the suites' sizes is set by the host (BENCHMARKS.md "loop-cuda-after": ~40 us of Python per
 kernel, the GPU busy 14-32% of a step), so what a step costs there is, to first order, how many ops it issues and
@@ -110,7 +110,7 @@ def main() -> None:
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1) + "\n")
     name = "loop-census" + (f"-{args.setting}" if args.setting != "bible11_gpu" else "")
-    publish(name, "Ops per training step, every system of bible11_gpu: before and after issue 47",
+    publish(name, "Ops per training step, every system of bible11_gpu: before and after the sync-free step",
             table(rows, before, args), write=not args.no_write)  # fmt: skip
 
 
