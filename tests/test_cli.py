@@ -59,11 +59,18 @@ def test_evaluate_without_a_zero_shot_set_runs_with_the_default_off_target(train
     assert result.stderr.count("off-target rates not measured: no test set is named zero-shot (supervised)") == 1
     results = json.loads((trained / "eval-default" / "results.json").read_text())
     assert not any("off_target" in scores for scores in results["directions"].values())
-    # with a set named zero-shot, the default measures it there, and only there
-    result = cli("evaluate", model, "--test", f"supervised={test}", f"zero-shot={test}", "--output-dir",
+    # with a set named zero-shot, the default measures it there, and only there (each set its own directions)
+    rows = [json.loads(line) for line in test.read_text().splitlines()]
+    first = f"{rows[0]['src_lang']}-{rows[0]['tgt_lang']}"
+    parts = {name: trained / f"{name}.jsonl" for name in ("supervised", "zero-shot")}
+    for name, path in parts.items():
+        chosen = [r for r in rows if (f"{r['src_lang']}-{r['tgt_lang']}" == first) == (name == "supervised")]
+        path.write_text("".join(json.dumps(r) + "\n" for r in chosen))
+    result = cli("evaluate", model, "--test", *(f"{n}={p}" for n, p in parts.items()), "--output-dir",
                  trained / "eval-zs", "--num-beams", "1", "--max-new-tokens", "4", "--language-identifier", "langid")  # fmt: skip
     assert "off-target rates not measured" not in result.stderr
     results = json.loads((trained / "eval-zs" / "results.json").read_text())
+    assert {s["set"] for s in results["directions"].values()} == {"supervised", "zero-shot"}
     assert all(("off_target" in s) == (s["set"] == "zero-shot") for s in results["directions"].values())
     # a wrong name is still refused, naming the sets
     result = cli("evaluate", model, "--test", f"supervised={test}", "--output-dir", trained / "e3", "--off-target",
