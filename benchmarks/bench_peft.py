@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import statistics
 import time
 
@@ -56,6 +57,10 @@ def ours(shape: dict, kind: str, codes: list[str], **fields) -> torch.nn.Module:
     return model
 
 
+def build(shape: dict, kind: str, codes: list[str], fields: dict) -> torch.nn.Module:
+    return peft_lora(shape, codes) if kind == "peft" else ours(shape, kind, codes, **fields)
+
+
 SYSTEMS = {
     "full fine-tuning (the package's model, every weight)": ("baseline", {}),
     "peft LoRA, r 8, q k v o, one adapter, base frozen": ("peft", {}),
@@ -63,6 +68,7 @@ SYSTEMS = {
     "monolingual adapters, bottleneck 32, base frozen": ("adapter", {"adapter_preset": "monolingual",
                                                                      "adapter_dim": 32}),
 }  # fmt: skip
+SYSTEMS_BY_KIND = {kind: fields for kind, fields in SYSTEMS.values()}
 
 
 def generate(model, inputs: dict, new_tokens: int) -> None:
@@ -104,6 +110,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="timed training steps per model")
     parser.add_argument("--new-tokens", type=int, default=16, help="tokens generated per example")
     parser.add_argument("--generation-repeats", type=int, default=3)
+    parser.add_argument("--one-at-a-time", action="store_true",
+                        help="train each model alone, then free it (no interleaving): for shapes whose four models and "
+                             "optimizer states do not fit in memory together")  # fmt: skip
     parser.add_argument("--glibc-defaults", action="store_true", help="keep glibc's default malloc")
     parser.add_argument("--no-write", action="store_true", help="print the table without updating BENCHMARKS.md")
     args = parser.parse_args()
@@ -113,25 +122,34 @@ def main() -> None:
     codes = [f"l{i:03d}" for i in range(args.languages)]
     batch = make_batch(args.batch_size, args.src_len, args.tgt_len, shape["vocab"])
     mixed, _ = language_ids(args.batch_size, args.languages)
-    jobs, counts, models = {}, {}, {}
+    jobs, counts, times = {}, {}, {}
     for label, (kind, fields) in SYSTEMS.items():
-        model = peft_lora(shape, codes) if kind == "peft" else ours(shape, kind, codes, **fields)
-        models[kind] = model
+        model = build(shape, kind, codes, fields)
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(trainable, lr=1e-4)
         inputs = batch if kind == "peft" else batch | mixed
         jobs[label] = functools.partial(train_step, model, optimizer, inputs, args)
         counts[label] = (sum(p.numel() for p in trainable), sum(p.numel() for p in model.parameters()))
-    times = interleaved(jobs, args.steps)
-    decoding = generation_seconds({k: models[k] for k in ("lora", "peft")}, batch, mixed, codes, args)
+        if args.one_at_a_time:  # a model, its gradients and AdamW's state at a time: NLLB-600M's shape on 24 GB
+            jobs.pop(label)()  # the warm-up step
+            times[label] = [train_step(model, optimizer, inputs, args) for _ in range(args.steps)]
+            del model, optimizer, trainable
+            gc.collect()
+    times = times or interleaved(jobs, args.steps)
+    jobs.clear()
+    gc.collect()
+    generators = {kind: build(shape, kind, codes, fields) for kind, fields in (("lora", SYSTEMS_BY_KIND["lora"]),
+                                                                               ("peft", {}))}  # fmt: skip
+    decoding = generation_seconds(generators, batch, mixed, codes, args)
     tokens = int(batch["labels"].ne(-100).sum())
     peft_label = next(label for label, (kind, _) in SYSTEMS.items() if kind == "peft")
     peft_median = statistics.median(times[peft_label])
     rows = [
         f"{args.shape}: d {shape['d_model']}, {shape['layers']}+{shape['layers']} layers, FFN {shape['ffn']}, "
         f"vocabulary {shape['vocab']:,}, {args.languages} languages; batch {args.batch_size} x "
-        f"{args.src_len}/{args.tgt_len} tokens; median of {args.steps} training steps per model, interleaved step "
-        f"by step after a warm-up step; float32 on the CPU; memory: {allocator}. The state column: gradients and "
+        f"{args.src_len}/{args.tgt_len} tokens; median of {args.steps} training steps per model, "
+        + ("one model at a time" if args.one_at_a_time else "interleaved step by step")
+        + f" after a warm-up step; float32 on the CPU; memory: {allocator}. The state column: gradients and "
         "AdamW's two moments of the trainable parameters, float32 (peak memory is measured on a GPU only).",
         "",
         "| model | trainable | target tokens/s | vs peft's LoRA | gradient + optimizer state |",
