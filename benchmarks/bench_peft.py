@@ -28,7 +28,7 @@ import peft
 import torch
 from _report import interleaved, keep_freed_memory, publish
 from bench_methods import language_ids, train_step
-from bench_pretrained import SHAPES, checkpoint
+from bench_pretrained import SHAPES, checkpoint, training_table
 from bench_training import make_batch
 
 RANK, ALPHA = 8, 16.0
@@ -152,14 +152,8 @@ def main() -> None:
         + f" after a warm-up step; float32 on the CPU; memory: {allocator}. The state column: gradients and "
         "AdamW's two moments of the trainable parameters, float32 (peak memory is measured on a GPU only).",
         "",
-        "| model | trainable | target tokens/s | vs peft's LoRA | gradient + optimizer state |",
-        "|---|---:|---:|---:|---:|",
+        *training_table(times, counts, tokens, peft_median, "peft's LoRA"),
     ]
-    for label, seconds in times.items():
-        trained, total = counts[label]
-        median = statistics.median(seconds)
-        rows.append(f"| {label} | {trained / 1e6:,.2f}M of {total / 1e6:,.2f}M | {tokens / median:,.0f} "
-                    f"| {peft_median / median:.2f}x | {3 * 4 * trained / 2**20:,.1f} MiB |")  # fmt: skip
     sentences = args.batch_size
     present = len(mixed["tgt_lang_ids"].unique())
     rows += [
