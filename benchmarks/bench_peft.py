@@ -28,7 +28,7 @@ import peft
 import torch
 from _report import interleaved, keep_freed_memory, publish
 from bench_methods import language_ids, train_step
-from bench_pretrained import SHAPES, checkpoint, training_table
+from bench_pretrained import SHAPES, checkpoint, shape_arguments, training_table
 from bench_training import make_batch
 
 RANK, ALPHA = 8, 16.0
@@ -102,11 +102,7 @@ def generation_seconds(models: dict, batch: dict, mixed: dict, codes: list[str],
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shape", default="standin", choices=list(SHAPES))
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--src-len", type=int, default=32)
-    parser.add_argument("--tgt-len", type=int, default=32)
-    parser.add_argument("--languages", type=int, default=6, help="languages of the model, mixed in the batch")
+    shape_arguments(parser)
     parser.add_argument("--steps", type=int, default=10, help="timed training steps per model")
     parser.add_argument("--new-tokens", type=int, default=16, help="tokens generated per example")
     parser.add_argument("--generation-repeats", type=int, default=3)

@@ -75,6 +75,15 @@ def build(shape: dict, languages: int) -> dict[str, tuple[torch.nn.Module, bool]
     return models
 
 
+def shape_arguments(parser: argparse.ArgumentParser) -> None:
+    """The checkpoint's shape, the batch and the languages mixed in it (bench_pretrained, bench_peft)."""
+    parser.add_argument("--shape", default="standin", choices=list(SHAPES))
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--src-len", type=int, default=32)
+    parser.add_argument("--tgt-len", type=int, default=32)
+    parser.add_argument("--languages", type=int, default=6, help="languages of the model, mixed in the batch")
+
+
 def training_table(times: dict, counts: dict, tokens: int, reference: float, against: str) -> list[str]:
     """One row per model: trainable / total parameters, target tokens per second at its median step, the speed
     against `reference` (the median seconds of the model named `against`), its gradient and AdamW state."""
@@ -90,11 +99,7 @@ def training_table(times: dict, counts: dict, tokens: int, reference: float, aga
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shape", default="standin", choices=list(SHAPES))
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--src-len", type=int, default=32)
-    parser.add_argument("--tgt-len", type=int, default=32)
-    parser.add_argument("--languages", type=int, default=6, help="languages of the model, mixed in the batch")
+    shape_arguments(parser)
     parser.add_argument("--steps", type=int, default=20, help="timed steps per model")
     parser.add_argument("--accumulation", type=int, default=1, help="batches per update (bench_methods.train_step)")
     parser.add_argument("--device", type=torch.device, default=torch.device("cpu"))
