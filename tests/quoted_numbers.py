@@ -4,7 +4,8 @@ A page names its report with `<!-- report: PATH -->` (PATH from the repository r
 applies) and follows a number with `<!-- cite: WHAT -->`, invisible once rendered. WHAT is one of
 
 - `SYSTEM GROUP METRIC FIELD`: the report's `systems[SYSTEM].groups[GROUP][METRIC]`, FIELD one of `mean`, `delta`
-  (against the suite's baseline), `p`, `lo` / `hi` (the per-seed 95% interval of the difference), `seedN`;
+  (against the suite's baseline), `against` (the baseline's mean over the seeds that difference pairs), `p`,
+  `lo` / `hi` (the per-seed 95% interval of the difference), `seedN`;
 - `claim SYSTEM GROUP METRIC FIELD`: the claim on SYSTEM, GROUP, METRIC, FIELD one of `value`, `baseline` (the
   mean it is judged against), `delta`, `p`, `lo`, `hi`.
 
@@ -50,7 +51,9 @@ def cited_value(report: dict, what: str) -> float:
     else:
         system, group, metric, _ = words
         cell = report["systems"][system]["groups"][group][metric]
-        if field.startswith("seed"):
+        if field == "against":  # the baseline's mean on the seeds the delta pairs (it may have run more)
+            value = cell["paired_means"][1]
+        elif field.startswith("seed"):
             value = cell["values"][cell.get("paired_seeds", report["seeds"]).index(int(field[4:]))]
         else:
             key = {"p": "p_value"}.get(field, field)
