@@ -1,8 +1,8 @@
-"""The data stage: the corpus read once into memory-mapped Arrow (with its validation and test rows), what only the
+"""The data step: the corpus read once into memory-mapped Arrow (with its validation and test rows), what only the
 data can refute in the config, the tokenized and filtered training set, and the validation sets.
 
-In: the config's `[data]` section (and the model section it must fit). Out: `load_data`'s rows and corpus, a
-`TrainingSet` (the tokenized examples, what the filters removed, examples per direction), the validation sets.
+In: the config's `[data]` section (and the model section it must fit), the `RunContext`. Out: `RunData` (the
+corpus and the held-out rows), a `TrainingSet` (the tokenized examples, what the filters removed, examples per direction), the validation sets.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""The evaluation stage: the saved model scored on the test sets (BLEU, chrF, off-target, beside copying the
+"""The evaluation step: the saved model scored on the test sets (BLEU, chrF, off-target, beside copying the
 source), the results saved with the weights they scored, the `expected` ranges checked, the model card written,
 and the config's example translated.
 
-In: the trained model and its folder, the tokenizer, the test rows. Out: what `run_experiment` returns.
+In: the trained model and its folder, the tokenizer, `RunData`'s test sets, the `TrainingSet`'s sizes. Out: the
+results, their files and, where the config asks, the `expected` check and the example translation.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""The model stage: the method's model on the tokenizer's vocabulary and languages, started fresh, from a saved
+"""The model step: the method's model on the tokenizer's vocabulary and languages, started fresh, from a saved
 model (`init_from`), as a pretrained checkpoint (`init_from_pretrained`, its base frozen by default) or with a
 saved encoder (`init_encoder_from`); its parameters counted.
 
-In: the config's `[model]` section, the tokenizer, the examples per direction. Out: a `BuiltModel`.
+In: the config's `[model]` section, the data's `max_length`, the tokenizer, the examples per direction. Out: a
+`BuiltModel`.
 """
 
 from __future__ import annotations

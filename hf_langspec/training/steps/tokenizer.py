@@ -1,8 +1,8 @@
-"""The tokenizer stage: the checkpoint's own vocabulary for a pretrained start, a saved one (`[tokenizer] path`),
+"""The tokenizer step: the checkpoint's own vocabulary for a pretrained start, a saved one (`[tokenizer] path`),
 the run's own (a resumed run), one trained before on the same corpus with the same settings (kept in the cache),
 or one trained now; checked against the data's languages.
 
-In: the config, the data stage's rows and corpus. Out: the run's `LangSpecTokenizer`.
+In: the config's `[tokenizer]`, `[data]` and `[model]` sections, `RunData`. Out: the run's `LangSpecTokenizer`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The training stage: the config's stages (one, or HLT-MT's two) trained in turn, each resumable and each
+"""The training step: the config's stages (one, or HLT-MT's two) trained in turn, each resumable and each
 loaded from its `final` folder once complete, then the model saved with its tokenizer and the run's record.
 
 In: the model, the tokenizer, the training and validation sets. Out: the trained model and its Trainer, what each
