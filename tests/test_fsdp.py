@@ -28,6 +28,7 @@ sys.path.insert(0, sys.argv[1])
 from conftest import tiny_config
 from hf_langspec import LAAConfig, LAAForConditionalGeneration
 from hf_langspec.modeling.backbone import LangSpecDecoderLayer, LangSpecEncoderLayer
+from hf_langspec.training.processes import end_process_group
 
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
@@ -56,7 +57,7 @@ if rank == 0:
     plain.load_state_dict(state)
     plain.save_pretrained(sys.argv[3])
     json.dump({"losses": losses, "sharded": type(model).__name__}, open(sys.argv[3] + "/fsdp.json", "w"))
-dist.destroy_process_group()
+end_process_group()  # every rank waits for rank 0's save before the group ends
 """
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-import torch.distributed as dist
-
 from hf_langspec_cli.types import codes
 
 from ..compare import compare
@@ -15,6 +13,7 @@ from ..compare.report_markdown import markdown
 from ..compare.suite import load_suite
 from ..training.config import apply_overrides, load_config
 from ..training.experiment import run_experiment
+from ..training.processes import end_process_group
 
 
 def cmd_train(args: argparse.Namespace) -> None:
@@ -23,9 +22,7 @@ def cmd_train(args: argparse.Namespace) -> None:
         config["output_dir"] = str(args.output_dir)
     outcome = run_experiment(config, resume=not args.no_resume)
     print(f"model: {outcome['model_dir']}")
-
-    if dist.is_available() and dist.is_initialized():  # a launched process ends its group (accelerate's end_training)
-        dist.destroy_process_group()  # left to interpreter exit, a rank once aborted ("terminate called ...")
+    end_process_group()  # left to interpreter exit, a rank once aborted ("terminate called ...")
 
 
 def cmd_compare(args: argparse.Namespace) -> None:

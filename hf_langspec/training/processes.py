@@ -1,5 +1,5 @@
-"""Checks of the processes a run was launched with (`accelerate launch`): joined into one group, and FSDP applied
-where it was asked for."""
+"""The processes a run was launched with (`accelerate launch`): checks that they joined one group and that FSDP
+applied where it was asked for, and their group's end."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import warnings
 from typing import Any
 
+import torch.distributed as dist
 from accelerate.utils import DistributedType
 
 logger = logging.getLogger(__name__)
@@ -45,3 +46,15 @@ def warn_if_fsdp_not_applied(accelerator: Any) -> None:
 
 
 __all__ = ["check_processes_joined", "warn_if_fsdp_not_applied"]
+
+
+def end_process_group() -> None:
+    """End a launched process's group once every process has reached its end (accelerate's `end_training`).
+
+    The barrier is the point: with gloo, a process that destroys the group while another still works (rank 0
+    saving the model, say) can abort with "terminate called without an active exception". Without a group this
+    does nothing, so a one-process run calls it too.
+    """
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
