@@ -29,7 +29,7 @@ from hf_langspec import LangSpecTokenizer, XLPConfig, XLPForMaskedLM, train_toke
 from hf_langspec.data import BibleCorpusConfig, build_bible_corpus, monolingual_texts, read_sentences
 from hf_langspec.data.local import iter_rows, read_multiway
 from hf_langspec.training import MaskedLMCollator, fixed_masks, last_complete_checkpoint
-from hf_langspec.training.config_files import read_config_file
+from hf_langspec_cli.config_file import read_config_file
 
 
 def parse_args() -> argparse.Namespace:

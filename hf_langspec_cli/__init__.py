@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 from . import data_commands, model_commands, sharing_commands, training_commands
 from .command import Command
+from .config_file import ConfigError
 
 # the order --help lists the commands in: corpora, training, using a model, sharing it
 COMMANDS: list[Command] = [
@@ -74,6 +76,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    command = args.command_spec
+    if command.check is not None:
+        try:
+            command.check(args)
+        except (ConfigError, FileNotFoundError) as err:  # a bad config answers before torch loads
+            print(f"hf-langspec {args.command}: error: {err}", file=sys.stderr)
+            return 2
     from hf_langspec.cli import run  # the package: torch, transformers, the models registered with the Auto classes
 
-    return run(args.command, args.command_spec.load_handler(), args)
+    return run(args.command, command.load_handler(), args)

@@ -10,11 +10,25 @@ from typing import Any
 
 class Command:
     """`name` ("train", or "data bible" for the `bible` source of `data`), `handler` as "module:function" (the
-    package's hf_langspec.cli, which loads torch), `arguments` adding its arguments to its parser, and the
+    package's hf_langspec.cli, which loads torch), `arguments` adding its arguments to its parser, `check` (what
+    can be refused before the package loads: it raises ConfigError or FileNotFoundError with one line), and the
     parser's keyword arguments (`help`, `description`)."""
 
-    def __init__(self, name: str, handler: str, arguments: Callable[[argparse.ArgumentParser], None], **kwargs: Any):
-        self.name, self.handler, self.arguments, self.parser_kwargs = name, handler, arguments, kwargs
+    def __init__(
+        self,
+        name: str,
+        handler: str,
+        arguments: Callable[[argparse.ArgumentParser], None],
+        check: Callable[[argparse.Namespace], None] | None = None,
+        **kwargs: Any,
+    ):
+        self.name, self.handler, self.arguments, self.check, self.parser_kwargs = (
+            name,
+            handler,
+            arguments,
+            check,
+            kwargs,
+        )
 
     def load_handler(self) -> Callable[[argparse.Namespace], None]:
         module, _, function = self.handler.partition(":")

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from .command import Command
+from .config_keys import first_check, package_keys
 from .types import integers, parse_target, positive
 
 
@@ -16,9 +17,7 @@ class _HelpConfig(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from hf_langspec.training.config_schema import schema_table  # the package: only when asked
-
-        print(schema_table())
+        print(package_keys()["help_config"])  # the package's table, written out with the keys (no torch)
         parser.exit()
 
 
@@ -80,6 +79,7 @@ COMMANDS = [
         "train",
         "hf_langspec.cli.training_commands:cmd_train",
         _train_arguments,
+        check=lambda args: first_check(args.config, args.set),
         help="corpus, tokenizer, training, evaluation and card from one config",
     ),
     Command(

@@ -310,8 +310,8 @@ def test_the_config_pipeline_trains_a_clm_model_with_overrides_and_its_card(tmp_
     from test_training import tiny_run_config
 
     from hf_langspec.training.config import apply_overrides
-    from hf_langspec.training.errors import ConfigError
     from hf_langspec_cli import main
+    from hf_langspec_cli.config_file import ConfigError
 
     config = tiny_run_config(
         tmp_path, model={"class": "clm", "clm_num_features": 4}, evaluation={"max_sentences_per_direction": 2}

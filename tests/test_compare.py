@@ -27,7 +27,7 @@ from hf_langspec.compare.report import build_report
 from hf_langspec.compare.report_markdown import markdown
 from hf_langspec.compare.shared import results_paths
 from hf_langspec.compare.statistics import mean_interval, paired_bootstrap, t_quantile
-from hf_langspec.training.errors import ConfigError
+from hf_langspec_cli.config_file import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

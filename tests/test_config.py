@@ -12,7 +12,7 @@ from test_variants import OVERRIDES as VARIANT_OVERRIDES
 from hf_langspec import LangSpecConfig
 from hf_langspec.modeling.registry import model_classes
 from hf_langspec.training.config import validate_config
-from hf_langspec.training.errors import ConfigError
+from hf_langspec_cli.config_file import ConfigError
 
 
 def test_language_contract_round_trips_through_save(tmp_path):
@@ -87,8 +87,8 @@ def test_the_config_schema_prints_every_section_and_key_the_validation_knows():
     import subprocess
     import sys
 
-    from hf_langspec.training import config as schema
     from hf_langspec.training.config_schema import schema_table
+    from hf_langspec_cli import config_keys as schema
 
     printed = subprocess.run([sys.executable, "-m", "hf_langspec.cli", "train", "--help-config"], capture_output=True,
                              text=True, check=True).stdout  # fmt: skip

@@ -84,8 +84,8 @@ def test_a_resumed_run_whose_training_file_now_holds_other_pairs_is_refused(tmp_
     """Same path, same size, same modification time, other text: the run would have continued on other data."""
     from test_training import tiny_run_config
 
-    from hf_langspec.training.errors import ConfigError
     from hf_langspec.training.experiment import run_experiment
+    from hf_langspec_cli.config_file import ConfigError
 
     config = tiny_run_config(tmp_path, training={"max_steps": 1}, evaluation={"splits": []})
     run_experiment(config)
@@ -119,7 +119,7 @@ def test_a_report_over_runs_of_changed_settings_is_refused_before_anything_is_wr
     settings over runs trained with the old ones). The committed results match their suites as they stand."""
     from hf_langspec.compare import runner
     from hf_langspec.compare.suite import load_suite
-    from hf_langspec.training.errors import ConfigError
+    from hf_langspec_cli.config_file import ConfigError
 
     runner.check_results_settings(load_suite(_edited_suite(tmp_path, lambda raw: None)))  # as committed: fine
     for edit, key in [

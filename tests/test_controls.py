@@ -28,8 +28,7 @@ from hf_langspec.compare.report import build_report
 from hf_langspec.compare.shared import results_paths
 from hf_langspec.compare.suite import control_of
 from hf_langspec.modeling.registry import model_classes
-from hf_langspec.training.config import set_keys
-from hf_langspec.training.errors import ConfigError
+from hf_langspec_cli.config_file import ConfigError, set_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPE = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 3, "encoder_attention_heads": 4,

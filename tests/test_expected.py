@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from hf_langspec.evaluation.expected import check_expected_section, compare_with_expected
 from hf_langspec.training.config import validate_config
-from hf_langspec.training.errors import ConfigError
 from hf_langspec.training.run_guard import KEEP_SCORES, void_expectations
+from hf_langspec_cli.config_file import ConfigError
 
 RANGES = {"xx-en": {"bleu": [11.38, 11.64]}, "en-xx": {"bleu": [5.58, 5.76], "chrf": [26.0, 27.0]}}
 

@@ -213,7 +213,7 @@ def test_a_suite_whose_identifier_is_missing_is_refused_before_training_with_bot
     import importlib.util
 
     from hf_langspec.compare.runner import check_identifier_installed
-    from hf_langspec.training.errors import ConfigError
+    from hf_langspec_cli.config_file import ConfigError
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "lingua" else real(name, *a))

@@ -174,8 +174,8 @@ def test_the_config_pipeline_starts_the_encoder_from_a_saved_xlp_encoder(tmp_pat
     from hf_langspec import XLPConfig, XLPForMaskedLM
     from hf_langspec.tokenization import train_tokenizer
     from hf_langspec.training.config import validate_config
-    from hf_langspec.training.errors import ConfigError
     from hf_langspec.training.experiment import run_experiment
+    from hf_langspec_cli.config_file import ConfigError
 
     texts: dict[str, list[str]] = {}
     for row in synthetic_pairs(24):
@@ -312,10 +312,10 @@ def test_a_two_stage_run_split_by_data_size_resumes_from_a_kill_in_either_stage(
 def test_the_high_low_split_and_the_first_stage_directions_come_from_data_sizes():
     from types import SimpleNamespace
 
-    from hf_langspec.training.errors import ConfigError
     from hf_langspec.training.model_check import resolve_high_resource
     from hf_langspec.training.steps.data import cap_directions
     from hf_langspec.training.steps.train import stage_directions as _stage_directions
+    from hf_langspec_cli.config_file import ConfigError
 
     rows = [
         {"src_lang": s, "tgt_lang": t, "i": i}

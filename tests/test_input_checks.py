@@ -21,8 +21,8 @@ from conftest import cli_exit_code, tiny_suite
 
 from hf_langspec.environment import environment_problem
 from hf_langspec.training.config import apply_overrides, load_config
-from hf_langspec.training.errors import ConfigError
 from hf_langspec.training.model_check import run_languages
+from hf_langspec_cli.config_file import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.reliability
@@ -84,7 +84,7 @@ def test_a_key_written_twice_in_json_a_set_value_or_a_suite_is_refused_alike(tmp
 
 
 def test_a_yaml_merge_key_may_still_be_overridden(tmp_path):
-    from hf_langspec.training.config_files import read_config_text
+    from hf_langspec_cli.config_file import read_config_text
 
     text = "shared: &s {max_steps: 5, seed: 1}\ntraining:\n  <<: *s\n  max_steps: 9\n"
     assert read_config_text(text, "x.yaml")["training"] == {"max_steps": 9, "seed": 1}

@@ -120,8 +120,8 @@ def test_cli_add_language_writes_a_model_that_training_continues(tmp_path, capsy
     from test_training import tiny_run_config
 
     from hf_langspec.training.config import validate_config
-    from hf_langspec.training.errors import ConfigError
     from hf_langspec.training.experiment import run_experiment
+    from hf_langspec_cli.config_file import ConfigError
 
     model, tok = build()
     model.save_pretrained(tmp_path / "old")

@@ -798,8 +798,8 @@ def test_train_adapts_a_pretrained_checkpoint_from_its_config(nllb_folder, tmp_p
 def test_a_corpus_longer_than_the_checkpoints_positions_is_refused_before_training(nllb_folder, tmp_path):
     """data.max_length lets in sequences the checkpoint has no positions for (its 64; the default keeps 100): the
     first long batch would stop the run. Refused when the model is built, before a step, naming both numbers."""
-    from hf_langspec.training.errors import ConfigError
     from hf_langspec.training.experiment import run_experiment
+    from hf_langspec_cli.config_file import ConfigError
 
     config = _pretrained_config(nllb_folder, tmp_path, **{"class": "lora", "lora_rank": 4})
     del config["data"]["max_length"]
@@ -827,8 +827,8 @@ def test_a_corpus_longer_than_the_checkpoints_positions_is_refused_before_traini
 def test_a_pretrained_start_that_cannot_work_is_refused_before_any_data_is_read(
     nllb_folder, tmp_path, change, message
 ):
-    from hf_langspec.training.errors import ConfigError
     from hf_langspec.training.experiment import run_experiment
+    from hf_langspec_cli.config_file import ConfigError
 
     config = _pretrained_config(nllb_folder, tmp_path)
     for section, values in change.items():

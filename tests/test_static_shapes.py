@@ -208,7 +208,7 @@ def test_a_malformed_setting_in_a_config_is_refused_before_any_data_is_built(tmp
     from test_training import tiny_run_config
 
     from hf_langspec.training.config import validate_config
-    from hf_langspec.training.errors import ConfigError
+    from hf_langspec_cli.config_file import ConfigError
 
     config = tiny_run_config(tmp_path, training={"max_steps": 2, "static_shapes": bad})
     with pytest.raises(ConfigError, match=r"\[training\]: training\.static_shapes"):

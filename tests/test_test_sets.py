@@ -221,8 +221,8 @@ def test_a_training_config_scores_standard_sets_and_spbleu(tmp_path):
 def test_a_bad_standard_set_in_a_config_is_refused_before_training(tmp_path, evaluation, message):
     from test_training import tiny_run_config
 
-    from hf_langspec.training.errors import ConfigError
     from hf_langspec.training.experiment import run_experiment
+    from hf_langspec_cli.config_file import ConfigError
 
     with pytest.raises(ConfigError, match=message):
         run_experiment(tiny_run_config(tmp_path, evaluation=evaluation))

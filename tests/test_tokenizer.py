@@ -20,7 +20,7 @@ from hf_langspec.files import read_jsonl
 from hf_langspec.tokenization.tags import tag_template_problem
 from hf_langspec.tokenization.training import covered_alphabet, temperature_sample
 from hf_langspec.training.config import validate_config
-from hf_langspec.training.errors import ConfigError
+from hf_langspec_cli.config_file import ConfigError
 
 TEXTS = {
     "en": ["In the beginning God created the heavens and the earth.", "Jesus wept.", "The earth was formless."] * 20,

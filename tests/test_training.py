@@ -29,8 +29,8 @@ from hf_langspec.training import (
 )
 from hf_langspec.training.checkpoints import truly_missing_keys
 from hf_langspec.training.config import validate_config
-from hf_langspec.training.errors import ConfigError
 from hf_langspec.training.experiment import run_experiment
+from hf_langspec_cli.config_file import ConfigError
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"]
 

@@ -101,8 +101,8 @@ def test_the_config_pipeline_trains_an_xlp_model_with_its_card(tmp_path):
     from test_training import tiny_run_config
 
     from hf_langspec.training.config import validate_config
-    from hf_langspec.training.errors import ConfigError
     from hf_langspec.training.experiment import run_experiment
+    from hf_langspec_cli.config_file import ConfigError
 
     outcome = run_experiment(
         tiny_run_config(

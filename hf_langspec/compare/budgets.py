@@ -20,7 +20,8 @@ import json
 import re
 from typing import Any
 
-from ..training.errors import ConfigError
+from hf_langspec_cli.config_file import ConfigError
+
 from .statistics import RATE_METRICS, claim_verdict
 from .suite import Suite, load_suite
 

@@ -44,9 +44,10 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from hf_langspec_cli.config_file import ConfigError, set_keys
+
 from ..modeling.registry import model_classes
-from ..training.config import DATA_DEFAULTS, set_keys
-from ..training.errors import ConfigError
+from ..training.config import DATA_DEFAULTS
 from ..training.model_check import build_model_config, run_directions, run_languages
 
 CONTROL_KINDS = ("parameters", "compute")

@@ -19,9 +19,10 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
+from hf_langspec_cli.config_file import ConfigError
+
 from ..evaluation.language_id import identifier_names, language_identifier, off_target_flags
 from ..files import write_atomic
-from ..training.errors import ConfigError
 from .shared import results_paths
 
 Pair = tuple[str, str]  # (test set, direction)

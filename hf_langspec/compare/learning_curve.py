@@ -20,10 +20,11 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
+from hf_langspec_cli.config_file import ConfigError
+
 from ..evaluation.metrics import direction_groups
 from ..files import read_json, write_atomic
 from ..training.checkpoints import last_complete_checkpoint
-from ..training.errors import ConfigError
 from ..training.experiment import run_experiment
 from .runner import run_config
 from .shared import prepare_shared

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hf_langspec_cli.config_file import ConfigError
+
 from ..files import write_atomic
-from ..training.errors import ConfigError
 
 
 def _markers(name: str, kind: str) -> tuple[str, str]:

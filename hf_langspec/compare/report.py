@@ -22,8 +22,9 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
+from hf_langspec_cli.config_file import ConfigError
+
 from ..files import write_atomic
-from ..training.errors import ConfigError
 from .answers import answer_table
 from .budgets import judge_at_other_budgets, load_other_budgets
 from .controls import measure_kind

@@ -26,10 +26,11 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from hf_langspec_cli.config_file import ConfigError
+
 from ..evaluation.language_id import identifier_names
 from ..files import write_atomic
 from ..training.checkpoints import CHECKPOINT
-from ..training.errors import ConfigError
 from ..training.run_guard import config_changes, describe_changes
 from .budgets import load_other_budgets
 from .report import build_report, run_groups

@@ -18,6 +18,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from hf_langspec_cli.config_file import ConfigError
+
 from ..data.bible import BibleCorpusConfig, build_bible_corpus
 from ..data.columns import direction_sizes
 from ..data.corpus_store import canonical_rows, direction_order, read_corpus, renamed_languages, write_corpus
@@ -27,7 +29,6 @@ from ..files import read_json, write_atomic, write_jsonl
 from ..pretrained import pretrained_tokenizer
 from ..tokenization import LangSpecTokenizer, train_tokenizer
 from ..training.config import named_test_files, sentence_limit
-from ..training.errors import ConfigError
 from ..training.run_guard import section_of
 from .suite import Suite
 

@@ -46,9 +46,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..training.config import check_keys, set_keys, validate_config
-from ..training.config_files import read_config_file
-from ..training.errors import ConfigError
+from hf_langspec_cli.config_file import ConfigError, check_keys, read_config_file, set_keys
+
+from ..training.config import validate_config
 from ..training.model_check import check_model_settings
 from .controls import CONTROL_KINDS, Control, control_label, plan_controls
 from .groups import group_names

@@ -7,7 +7,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from .errors import ConfigError
+from hf_langspec_cli.config_file import ConfigError
+
 from .model_check import reads_target_language, run_directions, run_languages
 from .static_shapes import resolve_buckets
 

@@ -50,6 +50,18 @@ import os
 from pathlib import Path
 from typing import Any
 
+from hf_langspec_cli.config_file import ConfigError, check_keys, parse_overrides, read_config_mapping, set_keys
+from hf_langspec_cli.config_keys import (
+    CARD_KEYS,
+    DATA_KEYS,
+    EVALUATION_KEYS,
+    MODEL_START_KEYS,
+    SECTIONS,
+    STAGE_KEYS,
+    TOKENIZER_KEYS,
+    TRANSLATE_KEYS,
+)  # fmt: skip
+
 from ..config_types import check_section, type_hints
 from ..data.bible import BibleCorpusConfig
 from ..data.checks import check_language_codes
@@ -61,55 +73,12 @@ from ..modeling.registry import model_classes
 from ..tokenization import train_tokenizer
 from ..tokenization.tags import tag_template_problem
 from .combinations import check_combinations
-from .config_files import read_config_file, read_config_text
-from .errors import ConfigError
-from .model_check import MODEL_START_KEYS, check_model_settings, run_languages
+from .model_check import check_model_settings, run_languages
 from .run_guard import void_expectations
 from .training_args import LangSpecTrainingArguments
 
-SECTIONS = {
-    "output_dir", "data", "tokenizer", "model", "training", "stages", "evaluation", "translate", "card", "expected"
-}  # fmt: skip
-STAGE_KEYS = {"name", "directions", "training"}
-DATA_KEYS = {
-    "bible",
-    "train_files",
-    "valid_files",
-    "test_files",
-    "max_length",
-    "max_train_examples_per_direction",
-    "valid_sentences_per_direction",
-    "num_proc",
-    "cache_dir",
-    "language_codes",
-}
-TOKENIZER_KEYS = {
-    "path",
-    "vocab_size",
-    "model_type",
-    "character_coverage",
-    "temperature",
-    "sample_size",
-    "seed",
-    "lang_tag_style",
-    "lang_tag_template",
-}
-EVALUATION_KEYS = {
-    "max_sentences_per_direction",
-    "num_beams",
-    "batch_size",
-    "max_new_tokens",
-    "off_target",
-    "language_identifier",
-    "splits",
-    "test_sets",
-    "test_set_directions",
-    "spm",
-}
-TRANSLATE_KEYS = {"text", "src_lang", "tgt_lang"}
 TRANSLATE_TYPES = {"text": str, "src_lang": str, "tgt_lang": str}
 BIBLE_TEST_FILES = {"supervised": "test", "zero-shot": "test.zeroshot"}  # a Bible corpus's test sets: name -> file
-CARD_KEYS = {"model_name", "license", "datasets", "paper"}
 # what [evaluation] does when a key is not given (the run reads them from here)
 # what [data] does when a key is not given (the run reads them from here), and what an absence means
 DATA_DEFAULTS = {"max_length": 100, "valid_sentences_per_direction": 100}
@@ -140,15 +109,7 @@ def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, A
     """`["model.clm_decoder=none", "training.max_steps=100"]` -> the config with those keys set (values are YAML).
     A config's `expected` ranges are dropped, with a printed line, when the overrides change what they measured."""
 
-    parsed = {}
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"Override {item!r} must look like section.key=value, e.g. model.clm_num_features=94.")
-        try:
-            parsed[key] = read_config_text(value, f"Override {item!r}")
-        except ConfigError as err:
-            raise ConfigError(str(err).replace(": not valid YAML", ": the value is not valid YAML", 1)) from None
+    parsed = parse_overrides(overrides)
     said = void_expectations(config, parsed)  # before set_keys: it compares with the values as written
     set_keys(config, parsed)
     validate_config(config, "the config with overrides")
@@ -157,41 +118,11 @@ def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, A
     return config
 
 
-def set_keys(config: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
-    """Set dotted keys in place: `{"model.class": "cll", "stages": [...]}` (values already parsed)."""
-    for key, value in values.items():
-        path = key.split(".")
-        if not all(path):
-            raise ConfigError(f"Override key {key!r} must look like section.key, e.g. model.clm_num_features.")
-        node = config
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"Override {key!r}: {part!r} is not a section.")
-        node[path[-1]] = value
-    return config
-
-
 def load_config(path: str | os.PathLike) -> dict[str, Any]:
     """Read a YAML or JSON experiment config and check every key (see the module docstring)."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"Config {path} does not exist.")
-    config = read_config_file(path)
-    if not isinstance(config, dict):
-        raise ConfigError(f"{path}: the config must be a mapping of sections, got {type(config).__name__}.")
+    config = read_config_mapping(path)
     validate_config(config, str(path))
     return config
-
-
-def check_keys(section: Any, allowed: set[str], where: str) -> dict[str, Any]:
-    """`section` when it is a mapping whose keys are all `allowed`; otherwise a ConfigError naming them."""
-    if not isinstance(section, dict):
-        raise ConfigError(f"{where} must be a mapping, got {type(section).__name__}.")
-    unknown = sorted(set(section) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown keys {unknown}; known keys are {sorted(allowed)}.")
-    return section
 
 
 def validate_config(config: dict[str, Any], where: str = "config") -> None:
@@ -223,6 +154,17 @@ def validate_config(config: dict[str, Any], where: str = "config") -> None:
         problem = check_expected_section(config["expected"], f"{where} [expected]")
         if problem:
             raise ConfigError(problem)
+
+
+def model_keys(config_class: type) -> set[str]:
+    """The [model] keys of a model class besides MODEL_START_KEYS: its config's and LangSpecConfig's fields."""
+    names = {name for cls in (config_class, LangSpecConfig) for name in inspect.signature(cls.__init__).parameters}
+    return names - {"self", "kwargs"}
+
+
+def training_keys() -> set[str]:
+    """The [training] keys: LangSpecTrainingArguments' fields (the run sets output_dir)."""
+    return {f.name for f in dataclasses.fields(LangSpecTrainingArguments)} - {"output_dir"}
 
 
 def _check_data(data: Any, where: str) -> None:
@@ -271,10 +213,7 @@ def _check_model(config: dict[str, Any], where: str) -> tuple[str, type]:
     if model_class not in variants:
         raise ConfigError(f"{where} [model]: class={model_class!r} is unknown; use one of {sorted(variants)}.")
     config_class = variants[model_class][0]
-    model_keys = {
-        name for cls in (config_class, LangSpecConfig) for name in inspect.signature(cls.__init__).parameters
-    } - {"self", "kwargs"}
-    check_keys(model, model_keys | MODEL_START_KEYS, f"{where} [model]")
+    check_keys(model, model_keys(config_class) | MODEL_START_KEYS, f"{where} [model]")
     encoder_init = model.get("init_encoder_from")
     if encoder_init is not None and not (
         isinstance(encoder_init, str)
@@ -309,8 +248,7 @@ def _check_model(config: dict[str, Any], where: str) -> tuple[str, type]:
 def _check_stages(config: dict[str, Any], where: str) -> None:
     """[training] and every [stages] entry: known training keys, a unique name, directions as a list."""
 
-    training_keys = {f.name for f in dataclasses.fields(LangSpecTrainingArguments)} - {"output_dir"}
-    check_keys(config.get("training", {}), training_keys, f"{where} [training]")
+    check_keys(config.get("training", {}), training_keys(), f"{where} [training]")
     stages = config.get("stages", [])
     if not isinstance(stages, list):
         raise ConfigError(f"{where} [stages] must be a list of stages, got {type(stages).__name__}.")
@@ -318,7 +256,7 @@ def _check_stages(config: dict[str, Any], where: str) -> None:
         check_keys(stage, STAGE_KEYS, f"{where} [stages][{i}]")
         if "name" not in stage:
             raise ConfigError(f"{where} [stages][{i}] needs a name (it names the stage's checkpoint folder).")
-        check_keys(stage.get("training", {}), training_keys, f"{where} [stages][{i}].training")
+        check_keys(stage.get("training", {}), training_keys(), f"{where} [stages][{i}].training")
         directions = stage.get("directions", [])
         if directions != "high_resource" and not isinstance(directions, list):
             raise ConfigError(
@@ -466,4 +404,4 @@ def sentence_limit(evaluation: dict[str, Any], set_name: str) -> int | None:
     return limit.get(set_name, limit.get("default")) if isinstance(limit, dict) else limit
 
 
-__all__ = ["apply_overrides", "check_keys", "load_config", "sentence_limit", "set_keys", "validate_config"]
+__all__ = ["apply_overrides", "load_config", "model_keys", "sentence_limit", "training_keys", "validate_config"]

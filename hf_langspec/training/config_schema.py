@@ -5,27 +5,36 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
+import sys
 import typing
 from typing import Any
 
+from hf_langspec_cli.config_keys import (
+    CARD_KEYS,
+    EVALUATION_KEYS,
+    KEY_TABLE,
+    STAGE_KEYS,
+    TOKENIZER_KEYS,
+    TRANSLATE_KEYS,
+)
+
 from ..config_types import describe, type_hints
 from ..data.bible import BibleCorpusConfig
+from ..files import write_atomic
 from ..modeling import LangSpecConfig
 from ..modeling.registry import model_classes
 from ..tokenization import train_tokenizer
 from .config import (
-    CARD_KEYS,
     DATA_ABSENT,
     DATA_DEFAULTS,
     DATA_TYPES,
     EVALUATION_ABSENT,
     EVALUATION_DEFAULTS,
-    EVALUATION_KEYS,
     EVALUATION_TYPES,
     SECTION_HELP,
-    STAGE_KEYS,
-    TOKENIZER_KEYS,
-    TRANSLATE_KEYS,
+    model_keys,
+    training_keys,
 )
 from .training_args import LangSpecTrainingArguments
 
@@ -109,4 +118,27 @@ def schema_table() -> str:
     return "\n".join(lines)
 
 
-__all__ = ["schema_table"]
+def key_table() -> dict[str, Any]:
+    """What `hf-langspec train` checks before it loads the package (hf_langspec_cli/config_keys.json): each model
+    class's [model] fields, the [training] keys, and the `--help-config` table."""
+    return {
+        "model": {name: sorted(model_keys(config_class)) for name, (config_class, _) in model_classes().items()},
+        "training": sorted(training_keys()),
+        "help_config": schema_table(),
+    }
+
+
+def write_key_table() -> None:
+    """Write `key_table()` to hf_langspec_cli/config_keys.json (after a change to a config class or the training
+    arguments; a test fails until it is rewritten)."""
+    write_atomic(KEY_TABLE, json.dumps(key_table(), indent=1, ensure_ascii=False) + "\n")
+    print(f"wrote {KEY_TABLE}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write-keys"]:
+        raise SystemExit("usage: python -m hf_langspec.training.config_schema --write-keys")
+    write_key_table()
+
+
+__all__ = ["key_table", "schema_table", "write_key_table"]

@@ -14,11 +14,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from hf_langspec_cli.config_file import ConfigError
+
 from ..data.columns import direction_sizes
 from ..model_folder import ModelFolderError, load_model_folder, load_tokenizer, tokenizer_problem
 from ..modeling.configuration_clm import clm_collapse_risk, clm_map_start_risk
 from .config import DATA_DEFAULTS, validate_config
-from .errors import ConfigError
 from .model_check import check_model_settings
 from .processes import check_processes_joined
 from .run_guard import RunLock, check_resumed_config

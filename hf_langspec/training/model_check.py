@@ -10,20 +10,20 @@ from typing import Any
 
 import torch
 
+from hf_langspec_cli.config_file import ConfigError
+from hf_langspec_cli.config_keys import MODEL_START_KEYS
+
 from ..data.bible import BibleCorpusConfig
 from ..modeling.configuration_langspec import LangSpecConfig, split_language_pair
 from ..modeling.registry import model_classes
 from ..modeling.routing import MissingLanguageIds
 from ..pretrained import check_start
-from .errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
 # stand-in languages where the data names them only when read (`train_files`)
 STAND_IN_LANGUAGES = ("en", "de", "fr")
 # [model] keys that say where the model starts, beside its config class's fields
-MODEL_START_KEYS = {"class", "init_from", "init_encoder_from", "init_from_pretrained", "freeze_pretrained",
-                    "train_pretrained", "add_languages"}  # fmt: skip
 # [model] fields resolved from the data at run time (absent from the checks made before it is read)
 DATA_DEPENDENT_FIELDS = {"high_resource_languages", "language_pairs"}
 
@@ -149,7 +149,6 @@ def resolve_high_resource(model_section: dict[str, Any], train_sizes: dict[str, 
 
 __all__ = [
     "DATA_DEPENDENT_FIELDS",
-    "MODEL_START_KEYS",
     "STAND_IN_LANGUAGES",
     "build_model_config",
     "check_model_settings",

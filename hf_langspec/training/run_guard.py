@@ -26,10 +26,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hf_langspec_cli.config_file import ConfigError
+
 from ..data.cache import content_fingerprint
 from ..environment import process_running
 from ..files import read_json, write_atomic
-from .errors import ConfigError
 
 logger = logging.getLogger(__name__)
 CONFIG_FILE = "experiment_config.json"

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 from datasets import Dataset
 
+from hf_langspec_cli.config_file import ConfigError
+
 from ...data.bible import BibleCorpusConfig, build_bible_corpus
 from ...data.checks import (
     check_stray_languages,
@@ -28,7 +30,6 @@ from ...evaluation.evaluate import check_one_set_per_direction
 from ...evaluation.test_sets import read_test_sets
 from ..batches import sampling_columns
 from ..config import DATA_DEFAULTS, named_test_files
-from ..errors import ConfigError
 from ..model_check import build_model_config, resolve_high_resource
 from .context import RunContext, RunData, TrainingSet
 

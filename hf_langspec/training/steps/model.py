@@ -14,11 +14,12 @@ from typing import Any
 
 import torch
 
+from hf_langspec_cli.config_file import ConfigError
+
 from ...model_folder import load_model_folder
 from ...modeling.modeling_langspec import ROWS_ONLY, added_parameters
 from ...modeling.registry import model_classes
 from ...pretrained import adapt_pretrained, freeze_base, new_language_rows
-from ..errors import ConfigError
 from ..model_check import resolve_high_resource
 from ..pretrained_encoder import init_encoder_from
 from .context import RunContext

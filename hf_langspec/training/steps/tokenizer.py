@@ -12,6 +12,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from hf_langspec_cli.config_file import ConfigError
+
 from ... import tokenization
 from ...data.cache import cached_tokenizer_folder, publish_copy
 from ...data.columns import language_counts
@@ -19,7 +21,6 @@ from ...files import read_json, write_atomic
 from ...model_folder import load_tokenizer, tokenizer_problem
 from ...pretrained import pretrained_tokenizer
 from ...tokenization import LangSpecTokenizer
-from ..errors import ConfigError
 from .context import RunContext, RunData
 
 

@@ -19,12 +19,13 @@ import torch
 import transformers
 from transformers import DataCollatorForSeq2Seq, TrainerCallback
 
+from hf_langspec_cli.config_file import ConfigError
+
 from ...evaluation.trainer_metrics import TranslationMetrics
 from ...files import read_json, write_atomic
 from ..batches import sampling_columns
 from ..checkpoints import last_complete_checkpoint
 from ..cpu_allocator import keep_freed_memory
-from ..errors import ConfigError
 from ..run_guard import record_config
 from ..trainer import LangSpecSeq2SeqTrainer
 from .context import RunContext, TrainingSet

@@ -1,4 +1,6 @@
-"""Reading the files a user writes (experiment configs, suites, `--set` values): one reader, one set of refusals.
+"""Reading the files a user writes (experiment configs, suites, `--set` values): one reader, one set of refusals,
+and the error they raise. It imports no torch, so `hf-langspec train` refuses a config's unknown key at once
+(`config_keys.first_check`); the package reads every config through it too.
 
 YAML and JSON both let a key appear twice and keep the last value without a word: a second `training:` section
 silently drops the first, a second `seeds:` silently changes a suite's seeds. Every config reader goes through
@@ -17,7 +19,10 @@ from typing import Any
 import yaml
 from yaml.constructor import ConstructorError
 
-from .errors import ConfigError
+
+class ConfigError(ValueError):
+    """A config that names an unknown key or an impossible value: one line that names the key and the fix (the CLI
+    prints it alone)."""
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
@@ -89,4 +94,59 @@ def read_config_file(path: str | os.PathLike) -> Any:
     return read_config_text(text, str(path), "yaml" if path.suffix in (".yaml", ".yml") else "json")
 
 
-__all__ = ["UniqueKeyLoader", "read_config_file", "read_config_text"]
+def check_keys(section: Any, allowed: set[str], where: str) -> dict[str, Any]:
+    """`section` when it is a mapping whose keys are all `allowed`; otherwise a ConfigError naming them."""
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where} must be a mapping, got {type(section).__name__}.")
+    unknown = sorted(set(section) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {unknown}; known keys are {sorted(allowed)}.")
+    return section
+
+
+def set_keys(config: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """Set dotted keys in place: `{"model.class": "cll", "stages": [...]}` (values already parsed)."""
+    for key, value in values.items():
+        path = key.split(".")
+        if not all(path):
+            raise ConfigError(f"Override key {key!r} must look like section.key, e.g. model.clm_num_features.")
+        node = config
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"Override {key!r}: {part!r} is not a section.")
+        node[path[-1]] = value
+    return config
+
+
+def parse_overrides(overrides: list[str]) -> dict[str, Any]:
+    """`["model.clm_decoder=none", "training.max_steps=100"]` -> `{"model.clm_decoder": "none", ...}`, each value
+    read as YAML."""
+    parsed = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"Override {item!r} must look like section.key=value, e.g. model.clm_num_features=94.")
+        try:
+            parsed[key] = read_config_text(value, f"Override {item!r}")
+        except ConfigError as err:
+            raise ConfigError(str(err).replace(": not valid YAML", ": the value is not valid YAML", 1)) from None
+    return parsed
+
+
+def read_config_mapping(path: str | os.PathLike) -> dict[str, Any]:
+    """An experiment config file's sections, unchecked: a missing file, a file that is not YAML / JSON or not a
+    mapping raise one line."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"Config {path} does not exist.")
+    config = read_config_file(path)
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: the config must be a mapping of sections, got {type(config).__name__}.")
+    return config
+
+
+__all__ = [
+    "ConfigError", "UniqueKeyLoader", "check_keys", "parse_overrides", "read_config_file", "read_config_mapping",
+    "read_config_text", "set_keys",
+]  # fmt: skip
