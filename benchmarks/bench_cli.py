@@ -1,9 +1,11 @@
-"""How long everyday commands take to answer: `hf-langspec --help`, every command's `--help`, a usage error, a
-config that fails validation, and `import hf_langspec` (what any command that works pays first).
+"""How long everyday commands take to answer: `hf-langspec --help`, every command's `--help`, a usage error,
+`train --help-config`, a config with a misspelt key, a config with a wrong value, and `import hf_langspec` (what
+any command that works pays first).
 
 Each is a fresh process, timed wall-clock from start to exit, the median of `--repeats` runs, interleaved so that
 the machine's drift hits each alike. `--help` and a usage error are answered by hf_langspec_cli without loading
-the package (no torch); a config is validated by the package, so it pays the import.
+the package (no torch), and so is a config's unknown section or key (`hf_langspec_cli.config_keys`); a config
+whose keys are known is validated by the package, so it pays the import.
 
 python benchmarks/bench_cli.py [--repeats 5] [--no-write]
 """
@@ -24,13 +26,15 @@ from _report import ROOT, write_section
 COMMANDS = ["train", "compare", "curve", "translate", "evaluate", "export", "serve", "card", "push"]
 
 
-def cases(bad_config: Path) -> dict[str, list[str]]:
+def cases(bad_key: Path, bad_value: Path) -> dict[str, list[str]]:
     cli = [sys.executable, "-m", "hf_langspec_cli"]
     found = {"hf-langspec --help": [*cli, "--help"]}
     found |= {f"hf-langspec {name} --help": [*cli, name, "--help"] for name in COMMANDS}
     found["hf-langspec data bible --help"] = [*cli, "data", "bible", "--help"]
     found["a usage error (`train` without --config)"] = [*cli, "train"]
-    found["a config that fails validation (`train --config bad.yaml`)"] = [*cli, "train", "--config", str(bad_config)]
+    found["hf-langspec train --help-config"] = [*cli, "train", "--help-config"]
+    found["a config with a misspelt key (`d_modle`)"] = [*cli, "train", "--config", str(bad_key)]
+    found["a config with a wrong value (`d_model: -8`)"] = [*cli, "train", "--config", str(bad_value)]
     found["python -c 'import hf_langspec'"] = [sys.executable, "-c", "import hf_langspec"]
     return found
 
@@ -53,9 +57,10 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="print the table without writing BENCHMARKS.md")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        bad = Path(folder) / "bad.yaml"
-        bad.write_text("output_dir: out\nmodel:\n  d_modle: 128\n")  # a misspelt key
-        jobs = cases(bad)
+        bad_key, bad_value = Path(folder) / "bad_key.yaml", Path(folder) / "bad_value.yaml"
+        bad_key.write_text("output_dir: out\nmodel:\n  d_modle: 128\n")
+        bad_value.write_text("output_dir: out\ndata: {bible: {languages: [en, de]}}\nmodel:\n  d_model: -8\n")
+        jobs = cases(bad_key, bad_value)
         times: dict[str, list[float]] = {name: [] for name in jobs}
         torch_loaded = {name: loads_torch(command) for name, command in jobs.items()}
         for round_ in range(args.repeats + 1):  # the first round warms the file cache and is not counted
@@ -71,9 +76,11 @@ def main() -> None:
     body = (
         f"Each command a fresh process, wall-clock from start to exit, median and fastest of {args.repeats} runs "
         "interleaved with the others (after one uncounted round).\n\n" + table + "\n\n"
-        "`--help`, a command's `--help` and a usage error are answered by `hf_langspec_cli`, which builds the parser "
-        "without importing the package; a config is checked by the package (its checks build the model's config "
-        "class), so it pays `import hf_langspec` (torch, transformers, the Auto classes' registration) first."
+        "`--help`, a command's `--help`, a usage error, `--help-config` and a config's unknown section or key are "
+        "answered by `hf_langspec_cli`, without importing the package (the keys of the package's classes are read "
+        "from the generated `hf_langspec_cli/config_keys.json`); a config whose keys are all known is checked by the "
+        "package (its checks build the model's config class), so a wrong value pays `import hf_langspec` (torch, "
+        "transformers, the Auto classes' registration) first."
     )
     print(table)
     if not args.no_write:
