@@ -4,7 +4,7 @@ any command that works pays first).
 
 Each is a fresh process, timed wall-clock from start to exit, the median of `--repeats` runs, interleaved so that
 the machine's drift hits each alike. `--help` and a usage error are answered by hf_langspec_cli without loading
-the package (no torch), and so is a config's unknown section or key (`hf_langspec_cli.config_keys`); a config
+the package (no torch), and so is a config's unknown section or key (`hf_langspec_cli.config_file`); a config
 whose keys are known is validated by the package, so it pays the import.
 
 python benchmarks/bench_cli.py [--repeats 5] [--no-write]

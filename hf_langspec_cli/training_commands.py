@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from .command import Command
-from .config_keys import first_check, package_keys
+from .config_file import first_check, package_keys
 from .types import integers, parse_target, positive
 
 

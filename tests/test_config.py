@@ -88,7 +88,7 @@ def test_the_config_schema_prints_every_section_and_key_the_validation_knows():
     import sys
 
     from hf_langspec.training.config_schema import schema_table
-    from hf_langspec_cli import config_keys as schema
+    from hf_langspec_cli import config_file as schema
 
     printed = subprocess.run([sys.executable, "-m", "hf_langspec.cli", "train", "--help-config"], capture_output=True,
                              text=True, check=True).stdout  # fmt: skip

@@ -1,4 +1,4 @@
-"""`hf-langspec train` refuses a config's unknown section or key before it loads torch (hf_langspec_cli.config_keys),
+"""`hf-langspec train` refuses a config's unknown section or key before it loads torch (hf_langspec_cli.config_file),
 with the line the package's own validation gives for the same config."""
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from test_training import tiny_run_config
 from hf_langspec.modeling.registry import model_classes
 from hf_langspec.training.config import apply_overrides, load_config
 from hf_langspec.training.config_schema import key_table, schema_table
-from hf_langspec_cli.config_file import ConfigError
-from hf_langspec_cli.config_keys import KEY_TABLE, first_check, package_keys
+from hf_langspec_cli.config_file import KEY_TABLE, ConfigError, first_check, package_keys
 
 # where a wrong key goes: a section, or a section's key (a stage's training too), or a model class
 MISTAKES = [
     {"extra": 1},
     {"data": {"max_lenght": 10}},
+    {"data": {"train_files": None, "bible": {"language": ["en", "de"]}}},
     {"tokenizer": {"vocab": 100}},
     {"model": {"d_modle": 32}},
     {"model": {"class": "xlp", "clm_decoder": "none"}},  # a key of another class

@@ -50,17 +50,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hf_langspec_cli.config_file import ConfigError, check_keys, parse_overrides, read_config_mapping, set_keys
-from hf_langspec_cli.config_keys import (
-    CARD_KEYS,
-    DATA_KEYS,
-    EVALUATION_KEYS,
-    MODEL_START_KEYS,
-    SECTIONS,
-    STAGE_KEYS,
-    TOKENIZER_KEYS,
+from hf_langspec_cli.config_file import (
     TRANSLATE_KEYS,
-)  # fmt: skip
+    ConfigError,
+    check_section_keys,
+    parse_overrides,
+    read_config_mapping,
+    set_keys,
+)
 
 from ..config_types import check_section, type_hints
 from ..data.bible import BibleCorpusConfig
@@ -125,31 +122,27 @@ def load_config(path: str | os.PathLike) -> dict[str, Any]:
     return config
 
 
-def validate_config(config: dict[str, Any], where: str = "config") -> None:
-    """Every section of an experiment config checked before any work: unknown keys, types, and settings that mean
-    nothing together, each a ConfigError naming the key and the fix."""
-    check_keys(config, SECTIONS, where)
-    if "output_dir" not in config:
-        raise ConfigError(f"{where}: output_dir is required.")
+def validate_config(config: dict[str, Any], where: str = "config", build: bool = False) -> None:
+    """Every section of an experiment config checked before any work: unknown keys (`check_section_keys`, what the
+    CLI checks before the package loads), types, and settings that mean nothing together, each a ConfigError
+    naming the key and the fix. With `build`, the model is built on the meta device too (`check_model_settings`)."""
+    check_section_keys(config, where, class_keys())
+    _check_types(config, where)
     _check_data(config.get("data", {}), where)
     bible = "bible" in config.get("data", {}) and "path" not in config.get("tokenizer", {})
     _check_tokenizer(config.get("tokenizer", {}), where, run_languages(config) if bible else [])
-    model_class, config_class = _check_model(config, where)
+    model_class = _check_model(config, where)
     _check_stages(config, where)
-    check_keys(config.get("evaluation", {}), EVALUATION_KEYS, f"{where} [evaluation]")
-    _check_types(config, config_class, where)
     _check_schedule(config, where)
     check_combinations(config, model_class, where)
     _check_evaluation(config, where)
-    check_model_settings(config, where)
-    translate = check_keys(config.get("translate", {}), TRANSLATE_KEYS, f"{where} [translate]")
-    check_section(translate, TRANSLATE_TYPES, f"{where} [translate]", ConfigError)
+    check_model_settings(config, where, build=build)
+    translate = config.get("translate", {})
     if translate and (set(translate) != TRANSLATE_KEYS or not translate["text"].strip()):
         raise ConfigError(
             f"{where} [translate]: give text (not empty), src_lang and tgt_lang, e.g. {{text: Hello, src_lang: en, "
             f"tgt_lang: de}}; got {translate}."
         )
-    check_keys(config.get("card", {}), CARD_KEYS, f"{where} [card]")
     if "expected" in config:
         problem = check_expected_section(config["expected"], f"{where} [expected]")
         if problem:
@@ -167,15 +160,21 @@ def training_keys() -> set[str]:
     return {f.name for f in dataclasses.fields(LangSpecTrainingArguments)} - {"output_dir"}
 
 
-def _check_data(data: Any, where: str) -> None:
-    check_keys(data, DATA_KEYS, f"{where} [data]")
+def class_keys() -> dict[str, Any]:
+    """The keys that come from the package's classes, as `hf_langspec_cli.config_file.check_section_keys` takes
+    them: each model class's [model] fields, the [training] keys and the [data.bible] keys (a copy is in
+    hf_langspec_cli/config_keys.json)."""
+    model = {name: sorted(model_keys(config_class)) for name, (config_class, _) in model_classes().items()}
+    bible = sorted(f.name for f in dataclasses.fields(BibleCorpusConfig))
+    return {"model": model, "training": sorted(training_keys()), "bible": bible}
+
+
+def _check_data(data: dict[str, Any], where: str) -> None:
     if ("bible" in data) == ("train_files" in data):
         raise ConfigError(
             f"{where} [data]: give either `bible` (the offline corpus) or `train_files`, not both or neither."
         )
     if "bible" in data:
-        check_keys(data["bible"], {f.name for f in dataclasses.fields(BibleCorpusConfig)}, f"{where} [data.bible]")
-        check_section(data["bible"], type_hints(BibleCorpusConfig, fields=True), f"{where} [data.bible]", ConfigError)
         try:  # its own checks (known languages, a pivot among them, ...) before any work
             BibleCorpusConfig(**data["bible"])
         except ValueError as error:
@@ -190,9 +189,9 @@ def _check_data(data: Any, where: str) -> None:
 
 
 def _check_tokenizer(tokenizer_section: Any, where: str, languages: list[str]) -> None:
-    """The [tokenizer] keys, and its tag template with the run's `languages` where the config names them (a Bible
-    corpus; data files name theirs when read, and the tokenizer's training checks them then, before it trains)."""
-    check_keys(tokenizer_section, TOKENIZER_KEYS, f"{where} [tokenizer]")
+    """The [tokenizer]'s tag template with the run's `languages` where the config names them (a Bible corpus; data
+    files name theirs when read, and the tokenizer's training checks them then, before it trains), and a saved
+    tokenizer's few keys."""
     if "lang_tag_template" in tokenizer_section:
         problem = tag_template_problem(tokenizer_section["lang_tag_template"], languages)
         if problem:
@@ -204,16 +203,10 @@ def _check_tokenizer(tokenizer_section: Any, where: str, languages: list[str]) -
         )
 
 
-def _check_model(config: dict[str, Any], where: str) -> tuple[str, type]:
-    """The [model] section's keys and starts; returns the model class's name and its config class."""
+def _check_model(config: dict[str, Any], where: str) -> str:
+    """The [model] section's starts (its keys and types are checked); returns the model class's name."""
 
-    variants = model_classes()
     model = config.get("model", {})
-    model_class = model.get("class", "baseline") if isinstance(model, dict) else "baseline"
-    if model_class not in variants:
-        raise ConfigError(f"{where} [model]: class={model_class!r} is unknown; use one of {sorted(variants)}.")
-    config_class = variants[model_class][0]
-    check_keys(model, model_keys(config_class) | MODEL_START_KEYS, f"{where} [model]")
     encoder_init = model.get("init_encoder_from")
     if encoder_init is not None and not (
         isinstance(encoder_init, str)
@@ -242,21 +235,16 @@ def _check_model(config: dict[str, Any], where: str) -> tuple[str, type]:
         raise ConfigError(
             f"{where} [model]: {sorted(fixed)} come from the tokenizer; set them in [tokenizer] instead."
         )
-    return model_class, config_class
+    return model.get("class", "baseline")
 
 
 def _check_stages(config: dict[str, Any], where: str) -> None:
-    """[training] and every [stages] entry: known training keys, a unique name, directions as a list."""
+    """Every [stages] entry (its keys are checked): a unique name, directions as a list."""
 
-    check_keys(config.get("training", {}), training_keys(), f"{where} [training]")
     stages = config.get("stages", [])
-    if not isinstance(stages, list):
-        raise ConfigError(f"{where} [stages] must be a list of stages, got {type(stages).__name__}.")
     for i, stage in enumerate(stages):
-        check_keys(stage, STAGE_KEYS, f"{where} [stages][{i}]")
         if "name" not in stage:
             raise ConfigError(f"{where} [stages][{i}] needs a name (it names the stage's checkpoint folder).")
-        check_keys(stage.get("training", {}), training_keys(), f"{where} [stages][{i}].training")
         directions = stage.get("directions", [])
         if directions != "high_resource" and not isinstance(directions, list):
             raise ConfigError(
@@ -320,8 +308,9 @@ def _check_pretrained_start(config: dict[str, Any], where: str) -> None:
         )
 
 
-def _check_types(config: dict[str, Any], config_class: type, where: str) -> None:
+def _check_types(config: dict[str, Any], where: str) -> None:
     """Every value of every section against the type and range of the field it sets (`config_types`)."""
+    config_class = model_classes()[config.get("model", {}).get("class", "baseline")][0]
 
     training_hints = type_hints(LangSpecTrainingArguments, fields=True)
     check_section(config.get("training", {}), training_hints, f"{where} [training]", ConfigError)
@@ -336,6 +325,10 @@ def _check_types(config: dict[str, Any], config_class: type, where: str) -> None
     check_section(config.get("tokenizer", {}), type_hints(train_tokenizer), f"{where} [tokenizer]", ConfigError)
     check_section(config.get("data", {}), DATA_TYPES, f"{where} [data]", ConfigError)
     check_section(config.get("evaluation", {}), EVALUATION_TYPES, f"{where} [evaluation]", ConfigError)
+    if "bible" in config.get("data", {}):
+        check_section(config["data"]["bible"], type_hints(BibleCorpusConfig, fields=True), f"{where} [data.bible]",
+                      ConfigError)  # fmt: skip
+    check_section(config.get("translate", {}), TRANSLATE_TYPES, f"{where} [translate]", ConfigError)
 
 
 def named_test_files(data: dict[str, Any], corpus_files: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -404,4 +397,6 @@ def sentence_limit(evaluation: dict[str, Any], set_name: str) -> int | None:
     return limit.get(set_name, limit.get("default")) if isinstance(limit, dict) else limit
 
 
-__all__ = ["apply_overrides", "load_config", "model_keys", "sentence_limit", "training_keys", "validate_config"]
+__all__ = [
+    "apply_overrides", "class_keys", "load_config", "model_keys", "sentence_limit", "training_keys", "validate_config",
+]  # fmt: skip

@@ -10,7 +10,7 @@ import sys
 import typing
 from typing import Any
 
-from hf_langspec_cli.config_keys import (
+from hf_langspec_cli.config_file import (
     CARD_KEYS,
     EVALUATION_KEYS,
     KEY_TABLE,
@@ -33,8 +33,7 @@ from .config import (
     EVALUATION_DEFAULTS,
     EVALUATION_TYPES,
     SECTION_HELP,
-    model_keys,
-    training_keys,
+    class_keys,
 )
 from .training_args import LangSpecTrainingArguments
 
@@ -121,11 +120,7 @@ def schema_table() -> str:
 def key_table() -> dict[str, Any]:
     """What `hf-langspec train` checks before it loads the package (hf_langspec_cli/config_keys.json): each model
     class's [model] fields, the [training] keys, and the `--help-config` table."""
-    return {
-        "model": {name: sorted(model_keys(config_class)) for name, (config_class, _) in model_classes().items()},
-        "training": sorted(training_keys()),
-        "help_config": schema_table(),
-    }
+    return {**class_keys(), "help_config": schema_table()}
 
 
 def write_key_table() -> None:

@@ -20,7 +20,6 @@ from ..data.columns import direction_sizes
 from ..model_folder import ModelFolderError, load_model_folder, load_tokenizer, tokenizer_problem
 from ..modeling.configuration_clm import clm_collapse_risk, clm_map_start_risk
 from .config import DATA_DEFAULTS, validate_config
-from .model_check import check_model_settings
 from .processes import check_processes_joined
 from .run_guard import RunLock, check_resumed_config
 from .static_shapes import compiled_shapes_risk
@@ -60,9 +59,8 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     process at a time trains into an output_dir.
     """
 
-    validate_config(config)
+    validate_config(config, build=True)  # the model on the meta device too, and a pretrained start's shape
     _check_saved_models(config.get("model", {}), config.get("tokenizer", {}))
-    check_model_settings(config, "config", build=True)  # the model on the meta device, a pretrained start's shape
     output_dir = Path(config["output_dir"])
     check_writable(output_dir)
     # the base arguments give the seed and the main-process-first guard; each stage builds its own

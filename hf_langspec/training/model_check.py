@@ -10,8 +10,7 @@ from typing import Any
 
 import torch
 
-from hf_langspec_cli.config_file import ConfigError
-from hf_langspec_cli.config_keys import MODEL_START_KEYS
+from hf_langspec_cli.config_file import MODEL_START_KEYS, ConfigError
 
 from ..data.bible import BibleCorpusConfig
 from ..modeling.configuration_langspec import LangSpecConfig, split_language_pair
