@@ -5,7 +5,8 @@ applies) and follows a number with `<!-- cite: WHAT -->`, invisible once rendere
 
 - `SYSTEM GROUP METRIC FIELD`: the report's `systems[SYSTEM].groups[GROUP][METRIC]`, FIELD one of `mean`, `delta`
   (against the suite's baseline), `against` (the baseline's mean over the seeds that difference pairs), `p`,
-  `lo` / `hi` (the per-seed 95% interval of the difference), `seedN`;
+  `lo` / `hi` (the per-seed 95% interval of the difference), `seedN` (the system's value on seed N), `dseedN`
+  (its difference from the baseline's on seed N);
 - `claim SYSTEM GROUP METRIC FIELD`: the claim on SYSTEM, GROUP, METRIC, FIELD one of `value`, `baseline` (the
   mean it is judged against), `delta`, `p`, `lo`, `hi`.
 
@@ -53,8 +54,12 @@ def cited_value(report: dict, what: str) -> float:
         cell = report["systems"][system]["groups"][group][metric]
         if field == "against":  # the baseline's mean on the seeds the delta pairs (it may have run more)
             value = cell["paired_means"][1]
-        elif field.startswith("seed"):
-            value = cell["values"][cell.get("paired_seeds", report["seeds"]).index(int(field[4:]))]
+        elif field.startswith(("seed", "dseed")):
+            seed = int(field.removeprefix("d")[4:])
+            value = cell["values"][report["systems"][system]["seeds"].index(seed)]
+            if field.startswith("d"):
+                baseline = report["systems"][report["baseline"]]
+                value -= baseline["groups"][group][metric]["values"][baseline["seeds"].index(seed)]
         else:
             key = {"p": "p_value"}.get(field, field)
             value = cell["delta_ci95"][0 if field == "lo" else 1] if field in ("lo", "hi") else cell[key]
