@@ -1,14 +1,17 @@
 """Numbers quoted in the pages, checked against the report they cite.
 
-A page names its report with `<!-- report: PATH -->` (PATH from the repository root; the latest one above a number
-applies) and follows a number with `<!-- cite: WHAT -->`, invisible once rendered. WHAT is one of
+A page names its report with `<!-- report: PATH -->` (PATH from the repository root; the latest one before a number
+applies, on its line too) and follows a number with `<!-- cite: WHAT -->`, invisible once rendered. WHAT is one of
 
 - `SYSTEM GROUP METRIC FIELD`: the report's `systems[SYSTEM].groups[GROUP][METRIC]`, FIELD one of `mean`, `delta`
   (against the suite's baseline), `against` (the baseline's mean over the seeds that difference pairs), `p`,
   `lo` / `hi` (the per-seed 95% interval of the difference), `seedN` (the system's value on seed N), `dseedN`
   (its difference from the baseline's on seed N);
-- `claim SYSTEM GROUP METRIC FIELD`: the claim on SYSTEM, GROUP, METRIC, FIELD one of `value`, `baseline` (the
-  mean it is judged against), `delta`, `p`, `lo`, `hi`.
+- `claim SYSTEM GROUP METRIC FIELD [against=ROW]`: the claim on SYSTEM, GROUP, METRIC (the one judged against
+  ROW; without it, the suite's first claim on them), FIELD one of `value`, `baseline` (the mean it is judged against), `delta`,
+  `p`, `lo`, `hi`.
+
+A GROUP with a space (`en-xx High`) is written with `_` (`en-xx_High`).
 
 A FIELD written `-delta` is negated (a page saying "below it by 0.30"). Off-target rates are quoted in percent.
 The number must equal the report's value rounded to the number's decimals.
@@ -25,11 +28,14 @@ CITE = re.compile(r"(?P<number>[-+]?\d[\d,]*(?:\.\d+)?)%?<!-- cite: (?P<what>[^>
 PERCENT_METRICS = {"off_target"}
 
 
-def _claim(report: dict, system: str, group: str, metric: str) -> dict:
+def _claim(report: dict, system: str, group: str, metric: str, against: str | None) -> dict:
     for claim in report["claims"]:
-        if (claim["system"], claim["group"], claim["metric"]) == (system, group, metric):
+        if (claim["system"], claim["group"], claim["metric"]) == (system, group, metric) and against in (
+            None,
+            claim.get("against"),
+        ):
             return claim
-    raise KeyError(f"no claim on {system} {group} {metric}")
+    raise KeyError(f"no claim on {system} {group} {metric}" + (f" against {against}" if against else ""))
 
 
 def _test_field(test: str, field: str) -> float:
@@ -43,11 +49,13 @@ def _test_field(test: str, field: str) -> float:
 def cited_value(report: dict, what: str) -> float:
     """The report's value that `what` names, in the unit a page quotes it in."""
     words = what.split()
+    against = words.pop().removeprefix("against=") if words[-1].startswith("against=") else None
+    words[-3] = words[-3].replace("_", " ")  # the group
     negate = words[-1].startswith("-")
     field = words[-1].lstrip("-")
     if words[0] == "claim":
         _, system, group, metric, _ = words
-        claim = _claim(report, system, group, metric)
+        claim = _claim(report, system, group, metric, against)
         value = _test_field(claim["test"], field) if field in ("p", "lo", "hi") else claim[field]
     else:
         system, group, metric, _ = words
@@ -74,9 +82,12 @@ def citation_problems(page: Path, root: Path) -> list[str]:
     problems, reports = [], {}
     text = page.read_text(encoding="utf-8")
     for number_line, line in enumerate(text.splitlines(), 1):
-        for found in REPORT.finditer(line):
-            reports["current"] = found.group(1)
-        for found in CITE.finditer(line):
+        # in the order they are written: a report named mid-line applies to the numbers after it
+        cited_until = -1  # where the last citation ended: a dash right after it joins a range ("9.5-12.7%")
+        for found in sorted([*REPORT.finditer(line), *CITE.finditer(line)], key=lambda match: match.start()):
+            if found.re is REPORT:
+                reports["current"] = found.group(1)
+                continue
             where = f"{page}:{number_line}"
             if "current" not in reports:
                 problems.append(f"{where}: a citation with no `<!-- report: PATH -->` above it")
@@ -84,6 +95,9 @@ def citation_problems(page: Path, root: Path) -> list[str]:
             path = reports["current"]
             report = reports.setdefault(path, json.loads((root / path).read_text(encoding="utf-8")))
             quoted = found.group("number").replace(",", "")
+            if found.start() == cited_until and quoted.startswith("-"):
+                quoted = quoted[1:]
+            cited_until = found.end()
             decimals = len(quoted.partition(".")[2])
             try:
                 value = cited_value(report, found.group("what"))

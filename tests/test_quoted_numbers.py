@@ -51,3 +51,35 @@ def test_percent_and_negated_fields(tmp_path):
     assert "no `<!-- report: PATH -->`" in citation_problems(page, ROOT)[0]
     page.write_text(f"<!-- report: {CLM_REPORT.relative_to(ROOT)} -->\n1.0<!-- cite: nobody xx-en bleu mean -->\n")
     assert "names nothing" in citation_problems(page, ROOT)[0]
+
+
+def test_a_report_named_mid_line_applies_to_the_numbers_after_it_and_dseed_is_against_the_baseline(tmp_path):
+    bible6 = ROOT / "benchmarks/results/bible6/report.json"
+    six, clm = (json.loads(path.read_text(encoding="utf-8")) for path in (bible6, CLM_REPORT))
+    cell, base = (six["systems"][name]["groups"]["xx-en"]["bleu"] for name in ("xlp", "baseline"))
+    expected = (
+        cell["values"][six["systems"]["xlp"]["seeds"].index(2)]
+        - base["values"][six["systems"]["baseline"]["seeds"].index(2)]
+    )
+    assert cited_value(six, "xlp xx-en bleu dseed2") == pytest.approx(expected)
+    clm_mean = cited_value(clm, "baseline_post xx-en bleu mean")
+    six_mean = cited_value(six, "baseline xx-en bleu mean")
+    assert round(clm_mean, 2) != round(six_mean, 2)  # the two reports disagree, so the switch is seen
+    page = tmp_path / "page.md"
+    line = (
+        f"<!-- report: {CLM_REPORT.relative_to(ROOT)} -->{clm_mean:.2f}<!-- cite: baseline_post xx-en bleu mean "
+        f"--> and <!-- report: {bible6.relative_to(ROOT)} -->{six_mean:.2f}<!-- cite: baseline xx-en bleu mean -->"
+    )
+    page.write_text(line + "\n", encoding="utf-8")
+    assert citation_problems(page, ROOT) == []
+
+
+def test_a_dash_right_after_a_citation_joins_a_range_and_is_not_a_minus(tmp_path):
+    bible6 = ROOT / "benchmarks/results/bible6/report.json"
+    report = json.loads(bible6.read_text(encoding="utf-8"))
+    low, high = (cited_value(report, f"laa zero-shot off_target seed{seed}") for seed in (1, 2))
+    page = tmp_path / "page.md"
+    for second, problems in ((high, 0), (high + 0.1, 1)):
+        page.write_text(f"<!-- report: {bible6.relative_to(ROOT)} -->\n{low:.1f}<!-- cite: laa zero-shot off_target "
+                        f"seed1 -->-{second:.1f}%<!-- cite: laa zero-shot off_target seed2 -->\n")  # fmt: skip
+        assert len(citation_problems(page, ROOT)) == problems
