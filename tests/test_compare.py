@@ -562,7 +562,10 @@ def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_run(finished, tmp_pat
     """SIGKILL the runner and its worker after the first checkpoint; the same command finishes the run and its
     outputs equal those of the run that was never interrupted."""
     path = tiny_suite(tmp_path, seeds=[1])
-    command = [sys.executable, "-m", "hf_langspec.cli", "compare", "--suite", str(path), "--systems", "baseline"]
+    # --workers 2 as `finished` ran: the runner gives each worker its share of the cores, and another thread count
+    # sums the floats in another order
+    command = [sys.executable, "-m", "hf_langspec.cli", "compare", "--suite", str(path), "--systems", "baseline",
+               "--workers", "2"]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     checkpoint = tmp_path / "out/runs/baseline/seed1/checkpoints/checkpoint-100"
     deadline = time.monotonic() + 600  # a busy machine (other trainings beside the tests) is slow to get there
