@@ -180,7 +180,8 @@ KEY_TABLE = Path(__file__).with_name("config_keys.json")
 
 @cache
 def package_keys() -> dict[str, Any]:
-    """`config_keys.json`: {"model": {class: [its config's fields]}, "training": [...], "help_config": "..."}."""
+    """`config_keys.json`: {"model": {class: [its config's fields]}, "training": [...], "bible": [...],
+    "help_config": the `--help-config` table}."""
     return json.loads(KEY_TABLE.read_text(encoding="utf-8"))
 
 
