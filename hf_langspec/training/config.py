@@ -130,13 +130,14 @@ def validate_config(config: dict[str, Any], where: str = "config", build: bool =
     check_section_keys(config, where, class_keys())
     _check_types(config, where)
     _check_data(config.get("data", {}), where)
-    bible = "bible" in config.get("data", {}) and "path" not in config.get("tokenizer", {})
-    _check_tokenizer(config.get("tokenizer", {}), where, run_languages(config) if bible else [])
     model_class = _check_model(config, where)
     _check_stages(config, where)
     _check_schedule(config, where)
-    check_combinations(config, model_class, where)
     _check_evaluation(config, where)
+    # then what needs the run's languages and the model's class (model_check.py), one after the other
+    bible = "bible" in config.get("data", {}) and "path" not in config.get("tokenizer", {})
+    _check_tokenizer(config.get("tokenizer", {}), where, run_languages(config) if bible else [])
+    check_combinations(config, model_class, where)
     check_model_settings(config, where, build=build)
     translate = config.get("translate", {})
     if translate and (set(translate) != TRANSLATE_KEYS or not translate["text"].strip()):

@@ -109,9 +109,9 @@ def _run(config: dict[str, Any], resume: bool, output_dir: Path, base_args: Any)
     tokenizer = build_tokenizer(config, data, run)
     add_standard_test_sets(config.get("evaluation", {}), data, tokenizer.languages)
     training_set = prepare_training(data_section, data, tokenizer, run)
+    eval_sets = validation_sets(data_section, data, tokenizer, run)  # the data's last step (no random draws)
     max_length = data_section.get("max_length", DATA_DEFAULTS["max_length"])
-    built = build_model(model_section, max_length, tokenizer, training_set.sizes, run)
-    eval_sets = validation_sets(data_section, data, tokenizer, run)
+    built = build_model(model_section, max_length, tokenizer, training_set.sizes, run)  # seeds its own start
     trained = train_stages(config, built.model, tokenizer, training_set, eval_sets, run)
     model_dir = save_model(trained, tokenizer, config, training_set.report, built.parameters, run)
     if model_dir is None:  # not the main process
