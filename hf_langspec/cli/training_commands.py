@@ -22,7 +22,7 @@ def cmd_train(args: argparse.Namespace) -> None:
         config["output_dir"] = str(args.output_dir)
     outcome = run_experiment(config, resume=not args.no_resume)
     print(f"model: {outcome['model_dir']}")
-    end_process_group()  # left to interpreter exit, a rank once aborted ("terminate called ...")
+    end_process_group()  # every rank together (accelerate's end_training); left to exit, a rank once aborted
 
 
 def cmd_compare(args: argparse.Namespace) -> None:
