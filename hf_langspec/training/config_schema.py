@@ -119,7 +119,7 @@ def schema_table() -> str:
 
 def key_table() -> dict[str, Any]:
     """What `hf-langspec train` checks before it loads the package (hf_langspec_cli/config_keys.json): each model
-    class's [model] fields, the [training] keys, and the `--help-config` table."""
+    class's [model] fields, the [training] and [data.bible] keys, and the `--help-config` table."""
     return {**class_keys(), "help_config": schema_table()}
 
 
