@@ -134,11 +134,12 @@ def validate_config(config: dict[str, Any], where: str = "config", build: bool =
     _check_stages(config, where)
     _check_schedule(config, where)
     _check_evaluation(config, where)
-    # then what needs the run's languages and the model's class (model_check.py), one after the other
+    # then what needs the run's languages and the model's class: model_check.py's first, then this module's
     bible = "bible" in config.get("data", {}) and "path" not in config.get("tokenizer", {})
-    _check_tokenizer(config.get("tokenizer", {}), where, run_languages(config) if bible else [])
-    check_combinations(config, model_class, where)
+    languages = run_languages(config) if bible else []
     check_model_settings(config, where, build=build)
+    _check_tokenizer(config.get("tokenizer", {}), where, languages)
+    check_combinations(config, model_class, where)
     translate = config.get("translate", {})
     if translate and (set(translate) != TRANSLATE_KEYS or not translate["text"].strip()):
         raise ConfigError(
@@ -386,10 +387,11 @@ def _stage_directions(config: dict[str, Any], model_class: str, where: str) -> N
     """Stage directions that train nothing or something else than they say: an empty list, `high_resource` on a
     model without high-resource languages, and (a Bible corpus, whose directions the config decides) a direction
     the corpus does not train. Data files name theirs when read; the stage refuses an absent one then."""
-    trained = None
-    with contextlib.suppress(TypeError, ValueError):  # a bad corpus setting: the data check says what is wrong
-        trained = run_directions(config)
-    for i, stage in enumerate(config.get("stages") or []):
+    stages, trained = config.get("stages") or [], None
+    if stages:
+        with contextlib.suppress(TypeError, ValueError):  # a bad corpus setting: the data check says what is wrong
+            trained = run_directions(config)
+    for i, stage in enumerate(stages):
         directions, here = stage.get("directions"), f"{where} [stages][{i}] ({stage.get('name')})"
         if directions == []:
             raise ConfigError(f"{here}: directions is an empty list, so the stage trains nothing; list its directions "

@@ -21,7 +21,7 @@ from ..model_folder import ModelFolderError, load_model_folder, load_tokenizer, 
 from ..modeling.configuration_clm import clm_collapse_risk, clm_map_start_risk
 from .config import DATA_DEFAULTS, validate_config
 from .processes import check_processes_joined
-from .run_guard import RunLock, check_resumed_config
+from .run_guard import RunLock, check_resumed_config, record_config
 from .static_shapes import compiled_shapes_risk
 from .steps.context import RunContext
 from .steps.data import (
@@ -70,6 +70,8 @@ def run_experiment(config: dict[str, Any], resume: bool = True) -> dict[str, Any
     with RunLock(output_dir) if main else contextlib.nullcontext():
         if main:
             check_resumed_config(output_dir, config, resume)
+            # what is trained from here on, a resumption must match (compared only once checkpoints or a model exist)
+            record_config(output_dir, config)
         return _run(config, resume, output_dir, base_args)
 
 

@@ -26,7 +26,6 @@ from ...files import read_json, write_atomic
 from ..batches import sampling_columns
 from ..checkpoints import last_complete_checkpoint
 from ..cpu_allocator import keep_freed_memory
-from ..run_guard import record_config
 from ..trainer import LangSpecSeq2SeqTrainer
 from .context import RunContext, TrainingSet
 
@@ -57,8 +56,6 @@ def train_stages(config: dict[str, Any], model: Any, tokenizer: Any, training_se
         else stage
         for stage in stages
     ]
-    if run.main:
-        record_config(output_dir, config)  # what is trained from here on: a resumption must match it
     if base_args.device.type == "cpu":  # no page fault per freed logits tensor, every step; the same bits
         say(f"training on the CPU: {keep_freed_memory()}")
     trained = []  # what each stage ran: steps, and the steps, seconds and source tokens of this process
