@@ -60,7 +60,11 @@ def loss_and_grads(model, batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]
 
 
 @pytest.mark.parametrize("name", STAGES)
-def test_the_training_step_is_one_graph_and_equals_eager(name):
+def test_the_training_step_is_one_graph_equal_to_eager_and_one_recompilation_serves_every_batch_length(name):
+    """One graph (`fullgraph`), reused by the next step, with eager's loss and gradients. Length-grouped batches
+    change length every step: the second length recompiles once with symbolic lengths (dynamo's automatic dynamic
+    shapes), still one graph, and every later length reuses it. A graph break there (SDPA's `is_causal` given a
+    symbolic bool) made the Trainer's compiled step 30x slower than eager on an H100."""
     torch_dynamo.reset()
     model = build(name).train()
     batch = training_batch()
@@ -76,17 +80,6 @@ def test_the_training_step_is_one_graph_and_equals_eager(name):
     assert grads.keys() == eager_grads.keys()
     for key, grad in eager_grads.items():
         torch.testing.assert_close(grads[key], grad, atol=1e-5, rtol=1e-4, msg=key)
-
-
-@pytest.mark.parametrize("name", STAGES)
-def test_one_recompilation_serves_every_batch_length(name):
-    """Length-grouped batches change length every step: the second length recompiles once with symbolic lengths
-    (dynamo's automatic dynamic shapes), still one graph, and every later length reuses it. A graph break there
-    (SDPA's `is_causal` given a symbolic bool) made the Trainer's compiled step 30x slower than eager on an H100."""
-    torch_dynamo.reset()
-    model = build(name).train()
-    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
-    loss_and_grads(compiled, training_batch(9, 6))
     loss_and_grads(compiled, training_batch(12, 8))  # recompiles with symbolic lengths; fullgraph: no break
     batch = training_batch(16, 11)
     with torch_dynamo.config.patch(error_on_recompile=True):
