@@ -33,6 +33,7 @@ from ..files import write_atomic
 from ..training.checkpoints import CHECKPOINT
 from ..training.run_guard import config_changes, describe_changes
 from .budgets import load_other_budgets
+from .forked import ForkServer
 from .report import build_report, run_groups
 from .shared import RUNNER_PID, prepare_shared, read_run_file, results_paths, run_identity
 from .suite import Suite, load_suite
@@ -178,54 +179,70 @@ def worker_threads(workers: int, gpus: int, environ: Mapping[str, str]) -> int:
     return max(1, _cpu_count() // workers)
 
 
+def worker_environment(threads: int, slot: int, gpus: int) -> dict[str, str]:
+    """A worker's environment: its threads, no tokenizer threads of its own, the runner to die with, its GPU."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    env["TOKENIZERS_PARALLELISM"] = "false"
+    env[RUNNER_PID] = str(os.getpid())  # the worker dies with this process (compare/worker.py)
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = str(slot % gpus)
+    return env
+
+
 def execute(runs: list[Run], workers: int, gpus: int) -> dict[str, str]:
-    """Run the workers, at most `workers` at a time; returns the failed runs with their error lines."""
+    """Run the workers, at most `workers` at a time; returns the failed runs with their error lines. On CPUs they
+    fork from one server that imported the package once (compare/fork_server.py); beside GPUs each is a process
+    of its own (`python -m hf_langspec.compare.worker`)."""
     pending = list(runs)
-    active: dict[int, tuple[Run, subprocess.Popen, float, Any]] = {}
+    active: dict[int, tuple[Run, Any, float]] = {}
     failed: dict[str, str] = {}
     bar = tqdm(total=len(runs), desc="runs", unit="run", position=0, file=sys.stderr, dynamic_ncols=True)
     slots = list(range(workers))
-    while pending or active:
-        while pending and slots:
-            slot = slots.pop(0)
-            run = pending.pop(0)
-            run.run_dir.mkdir(parents=True, exist_ok=True)
-            spec_path = run.run_dir / "compare_spec.json"
-            write_atomic(spec_path, json.dumps(run.spec, ensure_ascii=False).encode())
-            env = {
-                **os.environ,
-                "OMP_NUM_THREADS": str(run.spec["threads"]),
-                "MKL_NUM_THREADS": str(run.spec["threads"]),
-            }
-            env["TOKENIZERS_PARALLELISM"] = "false"
-            env[RUNNER_PID] = str(os.getpid())  # the worker dies with this process (compare/worker.py)
-            if gpus:
-                env["CUDA_VISIBLE_DEVICES"] = str(slot % gpus)
-            log = open(run.run_dir / "compare.log", "a")  # noqa: SIM115 (closed when the worker ends)
-            command = [sys.executable, "-m", "hf_langspec.compare.worker", str(spec_path)]
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-            active[slot] = (run, process, time.monotonic(), log)
-            tqdm.write(f"started  {run.name} (log: {run.run_dir / 'compare.log'})", file=sys.stderr)
-        time.sleep(0.5)
-        for slot, (run, process, start, log) in list(active.items()):
-            if process.poll() is None:
-                continue
-            log.close()
-            minutes = (time.monotonic() - start) / 60
-            if process.returncode == 0 and is_finished(run):
-                tqdm.write(f"finished {run.name} in {minutes:.1f} min: {_summary(run)}", file=sys.stderr)
-            else:
-                lines = (run.run_dir / "compare.log").read_text(errors="replace").strip().splitlines()
-                error = next((line for line in reversed(lines) if line.startswith("RUN FAILED")), None)
-                failed[run.name] = (error or (lines[-1] if lines else f"exit code {process.returncode}")).removeprefix(
-                    "RUN FAILED: "
-                )
-                tqdm.write(f"FAILED   {run.name} after {minutes:.1f} min: {failed[run.name]}", file=sys.stderr)
-            del active[slot]
-            slots.append(slot)
-            bar.update(1)
-    bar.close()
+    server = ForkServer(worker_environment(runs[0].spec["threads"], 0, 0)) if runs and not gpus else None
+    try:
+        while pending or active:
+            while pending and slots:
+                slot, run = slots.pop(0), pending.pop(0)
+                active[slot] = (run, start_worker(run, slot, gpus, server), time.monotonic())
+                tqdm.write(f"started  {run.name} (log: {run.run_dir / 'compare.log'})", file=sys.stderr)
+            time.sleep(0.5)
+            for slot, (run, process, start) in list(active.items()):
+                if process.poll() is None:
+                    continue
+                _said_ended(run, process.returncode, (time.monotonic() - start) / 60, failed)
+                del active[slot]
+                slots.append(slot)
+                bar.update(1)
+    finally:
+        if server is not None:
+            server.close()
+        bar.close()
     return failed
+
+
+def start_worker(run: Run, slot: int, gpus: int, server: ForkServer | None) -> Any:
+    """Start one run's worker, its output appended to the run's compare.log; returns what `poll()`s its exit."""
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    spec_path, log_path = run.run_dir / "compare_spec.json", run.run_dir / "compare.log"
+    write_atomic(spec_path, json.dumps(run.spec, ensure_ascii=False).encode())
+    env = worker_environment(run.spec["threads"], slot, gpus)
+    if server is not None:
+        return server.start(run.name, spec_path, log_path, env)
+    with open(log_path, "a") as log:  # the worker holds its own copy
+        command = [sys.executable, "-m", "hf_langspec.compare.worker", str(spec_path)]
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def _said_ended(run: Run, code: int, minutes: float, failed: dict[str, str]) -> None:
+    """Say how a run ended; a failed one goes into `failed` with its error line (the log's `RUN FAILED` line)."""
+    if code == 0 and is_finished(run):
+        tqdm.write(f"finished {run.name} in {minutes:.1f} min: {_summary(run)}", file=sys.stderr)
+        return
+    log = run.run_dir / "compare.log"
+    lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+    error = next((line for line in reversed(lines) if line.startswith("RUN FAILED")), None)
+    failed[run.name] = (error or (lines[-1] if lines else f"exit code {code}")).removeprefix("RUN FAILED: ")
+    tqdm.write(f"FAILED   {run.name} after {minutes:.1f} min: {failed[run.name]}", file=sys.stderr)
 
 
 def check_identifier_installed(name: str | None) -> None:
@@ -311,5 +328,7 @@ __all__ = [
     "execute",
     "plan_runs",
     "run_config",
+    "start_worker",
     "started_first",
+    "worker_environment",
 ]

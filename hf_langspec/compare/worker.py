@@ -1,4 +1,5 @@
-"""One (system, seed) of a suite, in its own process: `python -m hf_langspec.compare.worker SPEC.json`.
+"""One (system, seed) of a suite, in its own process: `python -m hf_langspec.compare.worker SPEC.json`, or (on
+CPUs) a child forked by the runner's fork server, which calls `main` with the spec (compare/fork_server.py).
 
 Training is the ordinary experiment (`run_experiment`: resumable from its checkpoints); evaluation
 loads the saved model and scores it on the suite's shared evaluation sets. The results file is

@@ -1,0 +1,60 @@
+"""The runner's side of the CPU workers' fork server (compare/fork_server.py, which says why): start it, ask it
+for a run, learn each run's exit code. This module does not import the worker: the server does, once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+
+class ForkServer:
+    """The runner's side: start the server, ask it for a run, learn each run's exit code (`ForkedWorker.poll`)."""
+
+    def __init__(self, env: dict[str, str]):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "hf_langspec.compare.fork_server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            env=env, text=True, bufsize=1,
+        )  # fmt: skip
+        self.exits: dict[str, int] = {}
+        self._reader = threading.Thread(target=self._read_exits, daemon=True)
+        self._reader.start()
+
+    def _read_exits(self) -> None:
+        for line in self.process.stdout:
+            ended = json.loads(line)
+            self.exits[ended["id"]] = ended["exit"]
+
+    def start(self, name: str, spec: Path, log: Path, env: dict[str, str]) -> ForkedWorker:
+        request = {"id": name, "spec": str(spec), "log": str(log), "env": env, "cwd": os.getcwd()}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return ForkedWorker(self, name)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            self.process.wait()
+        self._reader.join(timeout=5)
+
+
+class ForkedWorker:
+    """One run's child of the fork server, polled as a `subprocess.Popen` is."""
+
+    def __init__(self, server: ForkServer, name: str):
+        self.server, self.name, self.returncode = server, name, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            if self.name in self.server.exits:
+                self.returncode = self.server.exits[self.name]
+            elif self.server.process.poll() is not None:  # the server ended first: its children with it
+                self.server._reader.join(timeout=5)
+                self.returncode = self.server.exits.get(self.name, 1)
+        return self.returncode
+
+
+__all__ = ["ForkServer", "ForkedWorker"]
