@@ -70,3 +70,17 @@ def test_closing_the_server_ends_a_run_still_training_and_releases_it(tmp_path):
     server.close()
     assert _wait(worker, 60) == 128 + 15  # the worker's SIGTERM: SystemExit(143)
     assert not lock.exists()
+
+
+def test_a_run_asked_of_a_server_that_has_ended_fails_with_its_exit_code(tmp_path):
+    """A server that ended (killed, or failing at its import) fails the runs asked of it, each reported with the
+    server's exit code, instead of ending the runner with a broken pipe."""
+    _suite, run = _baseline_run(tmp_path / "ended")
+    server = ForkServer(worker_environment(1, 0, 0))
+    server.process.kill()
+    server.process.wait()
+    try:
+        worker = start_worker(run, 0, 0, server)
+        assert _wait(worker, 30) == -9
+    finally:
+        server.close()

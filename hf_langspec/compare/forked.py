@@ -3,6 +3,7 @@ for a run, learn each run's exit code. This module does not import the worker: t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -30,13 +31,17 @@ class ForkServer:
 
     def start(self, name: str, spec: Path, log: Path, env: dict[str, str]) -> ForkedWorker:
         request = {"id": name, "spec": str(spec), "log": str(log), "env": env, "cwd": os.getcwd()}
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        except OSError:  # the server has ended (its error is on the runner's stderr): this run fails, said as such
+            self.exits[name] = self.process.wait() or 1
         return ForkedWorker(self, name)
 
     def close(self) -> None:
         if self.process.poll() is None:
-            self.process.stdin.close()
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
             self.process.wait()
         self._reader.join(timeout=5)
 
