@@ -8,10 +8,11 @@ working folder and log, and runs the worker's `main`, as the separate process di
 operation, so no thread pool, CUDA context or tokenizer state exists to be copied into a child (on GPUs the
 runner keeps separate processes: a fork must not follow a CUDA initialisation).
 
-The runner (its side is `forked.ForkServer`) writes one JSON line per run to the server's input (`id`, `spec`, `log`, `env`, `cwd`) and reads one
-per ended run (`id`, `exit`). The server ends with the runner however it ends (its parent-death signal), and every
-child with the server (the worker's), so a killed runner leaves no run training on; when its input closes, the
-server ends the children still running and exits.
+The runner (its side is `forked.ForkServer`) writes one JSON line per run to the server's input (`id`, `spec`,
+`log`, `env`, `cwd`) and reads one per ended run (`id`, `exit`). The server ends with the runner however it ends
+(its parent-death signal), and every child with the server (the worker's), so a killed runner leaves no run
+training on; when its input closes, the server ends the children still running and exits. In `ps` a child shows
+the server's command line.
 """
 
 from __future__ import annotations
