@@ -38,6 +38,13 @@ class ForkServer:
             self.exits[name] = self.process.wait() or 1
         return ForkedWorker(self, name)
 
+    def exit_code(self, name: str) -> int | None:
+        """The run's exit code once it has ended; 1 for a run the server ended without reporting (it died first)."""
+        if name not in self.exits and self.process.poll() is not None:  # its children ended with it
+            self._reader.join(timeout=5)  # the lines it wrote before it ended
+            return self.exits.get(name, 1)
+        return self.exits.get(name)
+
     def close(self) -> None:
         if self.process.poll() is None:
             with contextlib.suppress(OSError):
@@ -54,11 +61,7 @@ class ForkedWorker:
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            if self.name in self.server.exits:
-                self.returncode = self.server.exits[self.name]
-            elif self.server.process.poll() is not None:  # the server ended first: its children with it
-                self.server._reader.join(timeout=5)
-                self.returncode = self.server.exits.get(self.name, 1)
+            self.returncode = self.server.exit_code(self.name)
         return self.returncode
 
 
