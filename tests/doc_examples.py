@@ -6,8 +6,9 @@ repository (its own copies of examples/, BENCHMARKS.md and the comparing guide (
 and answer tables) and an empty benchmarks/results/, so nothing committed
 is read or written), where shell commands run as written with these changes, each stated here: `train` gets
 `--set` overrides that make it tiny (`tiny_settings`), a suite is rewritten tiny in the sandbox's copy
-(`shrink_suite`), `pip install .` runs at the repository's root with `--dry-run`, and port 8080 becomes a free
-port. Placeholders the documentation uses for what a user has (`PLACEHOLDERS`) get local stand-ins.
+(`shrink_suite`), `pip install .` runs at the repository's root with `--dry-run`, port 8080 becomes a free port,
+and `hf-langspec` is forked from a process that imported the package once (tests/command_server.py: the command's
+own process, streams, folder and exit code, without the interpreter's start). Placeholders the documentation uses for what a user has (`PLACEHOLDERS`) get local stand-ins.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import command_server
 import yaml
+from command_server import SOCKET_VARIABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("guide/*.md")),
@@ -160,14 +163,26 @@ class Sandbox:
         shutil.copy(ROOT / "docs" / "guide" / "comparing.md", folder / "docs" / "guide")  # and their answer tables
         (folder / "scripts").symlink_to(ROOT / "scripts")
         (folder / "requirements").symlink_to(ROOT / "requirements")
-        (folder / ".venv").symlink_to(Path(sys.prefix))  # the environment the tests run in
-        bin_folder = folder / ".venv" / "bin"
+        bin_folder = self.environment_folder(folder / ".venv")
         for suite in (folder / "examples" / "suites").glob("*.yaml"):
             suite.write_text(yaml.safe_dump(shrink_suite(yaml.safe_load(suite.read_text()))))
         self.servers: list[subprocess.Popen] = []
         self.env = {"PATH": f"{bin_folder}:{Path(sys.executable).parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "1",
                     "HOME": str(Path.home()), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
-                    "HF_HUB_DISABLE_TELEMETRY": "1", "NO_COLOR": "1"}  # fmt: skip
+                    "HF_HUB_DISABLE_TELEMETRY": "1", "NO_COLOR": "1",
+                    SOCKET_VARIABLE: command_server.shared().socket_path}  # fmt: skip
+
+    @staticmethod
+    def environment_folder(venv: Path) -> Path:
+        """`venv`: the tests' environment (links to its files), its `hf-langspec` the command server's; its bin/."""
+        (venv / "bin").mkdir(parents=True)
+        for entry in Path(sys.prefix).iterdir():
+            if entry.name != "bin":
+                (venv / entry.name).symlink_to(entry)  # pyvenv.cfg, lib/: `.venv/bin/python` is this environment
+        for entry in (Path(sys.prefix) / "bin").iterdir():
+            shim = entry.name == "hf-langspec"
+            (venv / "bin" / entry.name).symlink_to(command_server.shared().executable if shim else entry)
+        return venv / "bin"
 
     def text(self, code: str) -> str:
         """`code` with the placeholders' stand-ins and this sandbox's port."""

@@ -1,4 +1,5 @@
-"""The command line and multi-process training, run as a user runs them (subprocesses)."""
+"""The command line and multi-process training, run as a user runs them (each command its own process, forked
+from one that imported the package: tests/command_server.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import command_server
 import pytest
 import yaml
 from conftest import cli_exit_code, two_process_launcher
@@ -16,10 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def cli(*args, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "hf_langspec.cli", *map(str, args)], input=stdin, capture_output=True, text=True,
-        timeout=600, check=check,
-    )  # fmt: skip
+    return command_server.run(*args, input=stdin, capture_output=True, text=True, timeout=600, check=check)
 
 
 @pytest.fixture(scope="module")
@@ -279,8 +278,8 @@ def test_translate_input_problems_are_one_clear_line_and_nothing_is_overwritten(
                         check=False), "run folder", str(model))  # fmt: skip
     _one_line_error(cli("translate", tmp_path / "nope", "--src-lang", "en", "--tgt-lang", "de", stdin="a\n",
                         check=False), "does not exist")  # fmt: skip
-    latin1 = subprocess.run([sys.executable, "-m", "hf_langspec.cli", "translate", str(model), "--src-lang", "en",
-                             "--tgt-lang", "de"], input="café\n".encode("latin-1"), capture_output=True)  # fmt: skip
+    latin1 = command_server.run("translate", model, "--src-lang", "en", "--tgt-lang", "de",
+                                input="café\n".encode("latin-1"), capture_output=True)  # fmt: skip
     assert latin1.returncode == 2 and b"stdin is not UTF-8 text" in latin1.stderr and b"Traceback" not in latin1.stderr
 
 

@@ -17,6 +17,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import command_server
 import numpy as np
 import pytest
 import yaml
@@ -551,8 +552,7 @@ def test_an_unknown_system_name_is_refused(tmp_path):
 def test_the_cli_reports_a_bad_suite_in_one_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nseeds: [1\n")
-    result = subprocess.run([sys.executable, "-m", "hf_langspec.cli", "compare", "--suite", str(bad)],
-                            capture_output=True, text=True)  # fmt: skip
+    result = command_server.run("compare", "--suite", bad, capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "not valid YAML at line" in result.stderr
 
@@ -930,8 +930,7 @@ def test_a_damaged_results_file_stops_the_report_with_one_line_naming_it(finishe
     raw = yaml.safe_load(finished["path"].read_text())
     path = tmp_path / "copy.yaml"
     path.write_text(yaml.safe_dump({**raw, "results_dir": str(results)}))
-    result = subprocess.run([sys.executable, "-m", "hf_langspec.cli", "compare", "--suite", str(path), "--report-only"],
-                            capture_output=True, text=True)  # fmt: skip
+    result = command_server.run("compare", "--suite", path, "--report-only", capture_output=True, text=True)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     line = [line for line in result.stderr.splitlines() if line.startswith("hf-langspec")][-1]
     assert f"baseline/{damaged} is damaged: {reason}" in line and "rerun `hf-langspec compare`" in line, line

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import command_server
 import pytest
 import torch
 from conftest import LANGUAGES, random_batch, tiny_config, with_diverse_outputs
@@ -84,14 +85,11 @@ def test_unknown_language_code_names_the_known_ones():
 
 def test_the_config_schema_prints_every_section_and_key_the_validation_knows():
     """`hf-langspec train --help-config`: every section and every key the checks accept, with types and defaults."""
-    import subprocess
-    import sys
 
     from hf_langspec.training.config_schema import schema_table
     from hf_langspec_cli import config_file as schema
 
-    printed = subprocess.run([sys.executable, "-m", "hf_langspec.cli", "train", "--help-config"], capture_output=True,
-                             text=True, check=True).stdout  # fmt: skip
+    printed = command_server.run("train", "--help-config", capture_output=True, text=True, check=True).stdout
     assert printed == schema_table() + "\n"
     rows = [line.split("|")[1:-1] for line in printed.splitlines() if line.startswith("|")]
     assert all(len(row) == 4 for row in rows)  # no type or default breaks the Markdown table

@@ -15,6 +15,7 @@ import tempfile
 from collections import namedtuple
 from pathlib import Path
 
+import command_server
 import numpy as np
 import pytest
 import torch
@@ -321,13 +322,11 @@ def test_a_corpus_the_cache_disk_cannot_hold_is_refused_with_the_space_it_needs(
 
 
 def test_data_local_writes_parquet_that_train_reads_as_the_jsonl(tmp_path):
-    import subprocess
-    import sys
 
     rows = [{"src_lang": "de", "tgt_lang": "en", "src": f"das wort {i}", "tgt": f"the word {i}"} for i in range(40)]
     source = write_jsonl(tmp_path / "in.jsonl", rows)
-    command = [sys.executable, "-m", "hf_langspec.cli", "data", "local", str(source), "--output"]
-    out = subprocess.run([*command, str(tmp_path / "out.parquet")], capture_output=True, text=True, check=True)
+    command = ["data", "local", str(source), "--output"]
+    out = command_server.run(*command, str(tmp_path / "out.parquet"), capture_output=True, text=True, check=True)
     assert "wrote 40 examples" in out.stdout
     parquet = read_corpus([tmp_path / "out.parquet"], cache_dir=tmp_path, show_progress=False)
     assert parquet[:] == read_corpus([source], cache_dir=tmp_path, show_progress=False)[:]
@@ -336,8 +335,8 @@ def test_data_local_writes_parquet_that_train_reads_as_the_jsonl(tmp_path):
         shutil.copy(tmp_path / "out.parquet", tmp_path / "shards" / f"part-{i}.parquet")
     assert len(read_corpus([tmp_path / "shards"], cache_dir=tmp_path, show_progress=False)) == 80
     (tmp_path / "empty.jsonl").write_text("")
-    empty = subprocess.run([*command[:-2], str(tmp_path / "empty.jsonl"), "--output", str(tmp_path / "e.parquet")],
-                           capture_output=True, text=True)  # fmt: skip
+    empty = command_server.run(*command[:-2], tmp_path / "empty.jsonl", "--output", tmp_path / "e.parquet",
+                               capture_output=True, text=True)  # fmt: skip
     assert empty.returncode != 0 and "No examples to write" in empty.stderr and not (tmp_path / "e.parquet").exists()
 
 

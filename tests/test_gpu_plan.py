@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import command_server
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,8 +20,8 @@ PLAN = ROOT / "scripts" / "gpu_plan.py"
 
 
 def plan(step: str, out: Path, *extra: str) -> dict:
-    command = [sys.executable, str(PLAN), step, "--device", "cpu", "--out", str(out), *extra]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    done = command_server.shared().run_script(PLAN, step, "--device", "cpu", "--out", out, *extra, cwd=ROOT,
+                                              capture_output=True, text=True, timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads((out / f"{step}.json").read_text())
 
