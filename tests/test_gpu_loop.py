@@ -10,10 +10,9 @@ path must compute what the CPU's path computes (it masks where the CPU's selects
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+import command_server
 import pytest
 import torch
 from conftest import LANGUAGES, tiny_config, with_diverse_outputs
@@ -333,9 +332,9 @@ def test_the_step_census_counts_no_waits_on_the_gpu_path_for_the_suites_systems(
     HLT-MT's split by data size included, on the CPU path (which reads ids back) and on the GPU path (none)."""
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "census.json"
-    command = [sys.executable, "benchmarks/bench_step_census.py", "--setting", "tiny", "--batch-size", "16",
+    command = ["benchmarks/bench_step_census.py", "--setting", "tiny", "--batch-size", "16",
                "--examples", "200", "--systems", "baseline,fcll,hlt", "--no-write", "--json", str(out)]  # fmt: skip
-    done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=900)
+    done = command_server.shared().run_script(*command, cwd=root, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = {row["system"]: row for row in json.loads(out.read_text())}
     assert set(rows) == {"baseline", "fcll", "hlt"}

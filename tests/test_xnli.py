@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
+import command_server
 import pytest
 from datasets import Dataset
 from hypothesis import given, settings
@@ -112,7 +111,7 @@ def test_truncation_fits_and_keeps_both_sides_and_their_starts(tok, first, secon
 
 
 def run_example(*args: str) -> str:
-    result = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    result = command_server.shared().run_script(*args, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
