@@ -170,7 +170,8 @@ class Sandbox:
         self.env = {"PATH": f"{bin_folder}:{Path(sys.executable).parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "1",
                     "HOME": str(Path.home()), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
                     "HF_HUB_DISABLE_TELEMETRY": "1", "NO_COLOR": "1",
-                    SOCKET_VARIABLE: command_server.shared().socket_path}  # fmt: skip
+                    SOCKET_VARIABLE: str(command_server.bin_folder())}  # fmt: skip
+        command_server.start(self.env)  # the commands' interpreter, imported under their environment
 
     @staticmethod
     def environment_folder(venv: Path) -> Path:
@@ -181,7 +182,7 @@ class Sandbox:
                 (venv / entry.name).symlink_to(entry)  # pyvenv.cfg, lib/: `.venv/bin/python` is this environment
         for entry in (Path(sys.prefix) / "bin").iterdir():
             shim = entry.name == "hf-langspec"
-            (venv / "bin" / entry.name).symlink_to(command_server.shared().executable if shim else entry)
+            (venv / "bin" / entry.name).symlink_to(command_server.executable() if shim else entry)
         return venv / "bin"
 
     def text(self, code: str) -> str:

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_quickstart_runs_and_round_trips(tmp_path):
-    result = command_server.shared().run_script(ROOT / "examples" / "quickstart.py", "--output-dir",
+    result = command_server.run_script(ROOT / "examples" / "quickstart.py", "--output-dir",
                                                 tmp_path / "quickstart", capture_output=True, text=True, timeout=300,
                                                 check=True)  # fmt: skip
     assert "reloaded: same beams" in result.stdout

@@ -334,7 +334,7 @@ def test_the_step_census_counts_no_waits_on_the_gpu_path_for_the_suites_systems(
     out = tmp_path / "census.json"
     command = ["benchmarks/bench_step_census.py", "--setting", "tiny", "--batch-size", "16",
                "--examples", "200", "--systems", "baseline,fcll,hlt", "--no-write", "--json", str(out)]  # fmt: skip
-    done = command_server.shared().run_script(*command, cwd=root, capture_output=True, text=True, timeout=900)
+    done = command_server.run_script(*command, cwd=root, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = {row["system"]: row for row in json.loads(out.read_text())}
     assert set(rows) == {"baseline", "fcll", "hlt"}

@@ -20,7 +20,7 @@ PLAN = ROOT / "scripts" / "gpu_plan.py"
 
 
 def plan(step: str, out: Path, *extra: str) -> dict:
-    done = command_server.shared().run_script(PLAN, step, "--device", "cpu", "--out", out, *extra, cwd=ROOT,
+    done = command_server.run_script(PLAN, step, "--device", "cpu", "--out", out, *extra, cwd=ROOT,
                                               capture_output=True, text=True, timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads((out / f"{step}.json").read_text())

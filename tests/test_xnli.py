@@ -111,7 +111,7 @@ def test_truncation_fits_and_keeps_both_sides_and_their_starts(tok, first, secon
 
 
 def run_example(*args: str) -> str:
-    result = command_server.shared().run_script(*args, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    result = command_server.run_script(*args, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
