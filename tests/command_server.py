@@ -34,6 +34,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -65,10 +66,11 @@ def shim() -> int:
     server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         server.connect(path)
-    except OSError:  # the server has ended
-        os.unlink(path)
+    except OSError:  # the server has ended: its socket goes, and the command runs in a new interpreter
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
         return shim()
-    request = {"argv": sys.argv[1:], "script": script, "cwd": os.getcwd(), "env": dict(os.environ)}
+    request = {"argv": sys.argv, "script": script, "cwd": os.getcwd(), "env": dict(os.environ)}
     socket.send_fds(server, [json.dumps(request).encode()], [0, 1, 2])
     for number in FORWARDED:
         signal.signal(number, lambda signum, frame: server.send(bytes([signum])))
@@ -103,15 +105,15 @@ def _run_child(request: dict, added: dict[str, str], streams: list[int], inherit
             import torch
 
             torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+        sys.argv = request["argv"][1:] if request["script"] else request["argv"]  # as the interpreter sets it
         if request["script"]:  # as `python SCRIPT ARGS` runs it
-            sys.argv = list(request["argv"])
             sys.path.insert(0, str(Path(sys.argv[0]).resolve().parent))
             runpy.run_path(sys.argv[0], run_name="__main__")
             code = 0
         else:
             from hf_langspec_cli import main
 
-            code = main(request["argv"])
+            code = main(sys.argv[1:])
     except SystemExit as stop:  # argparse's exits, a handler's sys.exit
         if isinstance(stop.code, str):
             print(stop.code, file=sys.stderr)
@@ -133,6 +135,9 @@ def preload() -> None:
 
     for command in COMMANDS:
         command.load_handler()
+    # no Python thread to copy half-done into a child (torch's and arrow's native threads are fork-safe: a
+    # DataLoader forks its workers after them)
+    assert threading.active_count() == 1, f"importing the commands started threads: {threading.enumerate()}"
 
 
 def serve(folder: str) -> int:
