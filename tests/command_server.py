@@ -234,18 +234,20 @@ def executable() -> str:
     return str(bin_folder() / "hf-langspec")
 
 
-def run(*args: str | Path, **kwargs) -> subprocess.CompletedProcess:
-    """`hf-langspec ARGS` as `subprocess.run` runs it (`kwargs` are its own; `env` gets the servers' folder)."""
+def _through_shim(shim_name: str, args: tuple, kwargs: dict) -> subprocess.CompletedProcess:
     start(STARTING_ENVIRONMENT)
     kwargs["env"] = environment(kwargs.get("env"))
-    return subprocess.run([executable(), *map(str, args)], **kwargs)
+    return subprocess.run([str(bin_folder() / shim_name), *map(str, args)], **kwargs)
+
+
+def run(*args: str | Path, **kwargs) -> subprocess.CompletedProcess:
+    """`hf-langspec ARGS` as `subprocess.run` runs it (`kwargs` are its own; `env` gets the servers' folder)."""
+    return _through_shim("hf-langspec", args, kwargs)
 
 
 def run_script(script: str | Path, *args: str | Path, **kwargs) -> subprocess.CompletedProcess:
     """`python SCRIPT ARGS` as `subprocess.run` runs it, forked as `run` forks a command."""
-    start(STARTING_ENVIRONMENT)
-    kwargs["env"] = environment(kwargs.get("env"))
-    return subprocess.run([str(bin_folder() / SCRIPT_RUNNER), str(script), *map(str, args)], **kwargs)
+    return _through_shim(SCRIPT_RUNNER, (script, *args), kwargs)
 
 
 def stop() -> None:

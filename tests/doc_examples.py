@@ -8,7 +8,8 @@ is read or written), where shell commands run as written with these changes, eac
 `--set` overrides that make it tiny (`tiny_settings`), a suite is rewritten tiny in the sandbox's copy
 (`shrink_suite`), `pip install .` runs at the repository's root with `--dry-run`, port 8080 becomes a free port,
 and `hf-langspec` is forked from a process that imported the package once (tests/command_server.py: the command's
-own process, streams, folder and exit code, without the interpreter's start). Placeholders the documentation uses for what a user has (`PLACEHOLDERS`) get local stand-ins.
+own process, streams, folder and exit code, without the interpreter's start). Placeholders the documentation uses
+for what a user has (`PLACEHOLDERS`) get local stand-ins.
 """
 
 from __future__ import annotations
