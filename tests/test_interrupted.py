@@ -106,3 +106,52 @@ def test_a_temporary_folder_of_a_killed_process_is_removed_by_the_next_build(tmp
     assert not abandoned.exists() and live.is_dir() and work.is_dir() and (tmp_path / "published-entry").is_dir()
     assert f"-pid{os.getpid()}-" in work.name
     assert remove_abandoned(tmp_path) == []
+
+
+_FINALIZER_STOPPED = r"""
+import contextlib, os, signal, sys, time
+from pathlib import Path
+
+from hf_langspec.training.run_guard import RunLock
+
+if sys.argv[2] == "worker":
+    from hf_langspec.compare.worker import die_with_runner
+
+    die_with_runner(os.getppid())
+    stopping = contextlib.nullcontext()
+else:
+    from hf_langspec.cli import stop_cleanly_on_sigterm
+
+    stopping = stop_cleanly_on_sigterm("train")
+
+
+class Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10_000):  # the handler runs within these lines: inside a finalizer, which drops exceptions
+            pass
+
+
+with stopping, RunLock(Path(sys.argv[1])):
+    Finalized()
+    time.sleep(3)
+print("went on after SIGTERM")
+"""
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("handler", ["worker", "command"])
+def test_sigterm_inside_a_finalizer_ends_the_process_and_releases_its_run_lock(tmp_path, handler):
+    """Before: the compare worker's SIGTERM raised SystemExit to unwind, and one that landed in a finalizer was
+    dropped ("Exception ignored in ..."): the worker trained its run to the end and exited 0 after its runner had
+    asked it to stop. A `compare` worker and an `hf-langspec` command both end at SIGTERM wherever it lands: exit
+    143, their run lock released, nothing after the signal run."""
+    from hf_langspec.training.run_guard import LOCK_FILE
+
+    done = subprocess.run([sys.executable, "-c", _FINALIZER_STOPPED, str(tmp_path), handler], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr[-2000:]
+    assert "went on" not in done.stdout and "Exception ignored" not in done.stderr, done.stderr[-2000:]
+    assert "terminated (SIGTERM)" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # the lock and its private file are gone
+    assert not (tmp_path / LOCK_FILE).exists()

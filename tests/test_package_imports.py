@@ -10,10 +10,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "hf_langspec"
 # README: cli -> compare -> training, evaluation, export (and pipelines) -> data, tokenization (and interop,
-# pretrained, model_folder) -> modeling (and environment, files, config_types)
+# pretrained, model_folder) -> modeling (and environment, files, config_types, stopping)
 LAYERS = {"cli": 5, "compare": 4, "training": 3, "evaluation": 3, "export": 3, "pipelines": 3, "data": 2,
           "tokenization": 2, "interop": 2, "pretrained": 2, "model_folder": 2, "modeling": 1, "environment": 1,
-          "files": 1, "config_types": 1}  # fmt: skip
+          "files": 1, "config_types": 1, "stopping": 1}  # fmt: skip
 
 
 def module_name(path: Path) -> str:

@@ -715,7 +715,7 @@ from hf_langspec.training import run_guard
 directory, stale = Path(sys.argv[1]), json.loads(sys.argv[2])
 
 
-def landing(n):  # a SystemExit (what the worker's SIGTERM handler raises) at the n-th line the lock runs
+def landing(n):  # a SystemExit (what a signal's handler may raise: Ctrl-C's, sys.exit) at the n-th line the lock runs
     seen = 0
 
     def local(frame, event, arg):
@@ -766,8 +766,8 @@ print(json.dumps(landed))
 @pytest.mark.reliability
 @pytest.mark.parametrize("stale", [False, True], ids=["free", "stale lock"])
 def test_an_exit_signal_anywhere_in_taking_or_releasing_the_lock_leaves_nothing_behind(tmp_path, stale):
-    """The compare worker turns its runner's death into SIGTERM and SystemExit, which may land in any line of
-    the lock's own code (seen in CI: a lock left behind by a worker that had ended). Land one at every line
+    """An exception raised by a signal's handler (Ctrl-C's KeyboardInterrupt, a SystemExit) may land in any line
+    of the lock's own code (seen in CI: a lock left behind by a worker that had ended). Land one at every line
     that taking and releasing it runs, free or taking over a stale lock: after the process exits, no lock
     and no file names it."""
     import socket

@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import shutil
 import signal
 import sys
 import threading
-import time
 import traceback
 from collections.abc import Callable
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
-from ..data.cache import OPEN_WORK_FOLDERS
+from ..data import cache  # noqa: F401  (registers the removal of its work folders at SIGTERM)
 from ..environment import environment_problem
+from ..stopping import stop_on_sigterm
 
 # the errors the package raises for bad input or an unreachable Hub, each with the fix in its message, and the
 # system's for a path of the wrong kind or one this user may not write (its errno message names it)
@@ -26,67 +23,16 @@ KNOWN_ERRORS = (ValueError, FileNotFoundError, FileExistsError, IsADirectoryErro
                 RuntimeError, ConnectionError)  # fmt: skip
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below `pid` (children, their children, ...), read from Linux /proc; [] elsewhere."""
-    parents: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            parents.setdefault(int(stat.read_text().rsplit(")", 1)[1].split()[1]), []).append(int(stat.parent.name))
-    found, todo = [], list(parents.get(pid, []))
-    while todo:
-        found.append(child := todo.pop())
-        todo += parents.get(child, [])
-    return found
-
-
-def _stop_on_sigterm(pid: int, command: str) -> Any:
-    def handler(signum: int, frame: Any) -> None:
-        if os.getpid() != pid:  # a forked worker (a `map` pool's) inherits the handler: it dies as it always did
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-            return
-        _stop_now(command)
-
-    return handler
-
-
-def _stop_now(command: str) -> None:
-    """SIGTERM in the main process: end every process below this one (tokenizing workers, the pool's manager,
-    `compare`'s workers), remove the cache's open work folders, say so, and exit with 143.
-
-    Done here rather than by raising an exception to unwind: Python drops an exception raised where it cannot
-    propagate (a fork hook of a pool starting its workers, a finalizer), and a worker forked at that moment was left
-    running, holding a lock, forever (tried: 1 run in 8). What unwinding would have done is small: checkpoints are
-    verified before a resume and set aside when incomplete, the run lock of a process that is gone is taken over,
-    and files are written through renames."""
-    # SIGTERM first (a `compare` worker saves nothing half and releases its run's lock), then SIGKILL for what is
-    # left after a few seconds (a worker forked while the signal came may be stuck on a lock it will never get)
-    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 0.0)):
-        for child in _descendants(os.getpid()):
-            with contextlib.suppress(OSError):
-                os.kill(child, sig)
-        deadline = time.monotonic() + wait
-        while _descendants(os.getpid()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-    for folder in list(OPEN_WORK_FOLDERS):
-        shutil.rmtree(folder, ignore_errors=True)
-    print(
-        f"\nhf-langspec {command}: terminated (SIGTERM); its worker processes ended and temporary files removed",
-        file=sys.stderr,
-        flush=True,
-    )  # fmt: skip (a new line: a progress bar may be on this one)
-    os._exit(128 + signal.SIGTERM)
-
-
 @contextlib.contextmanager
 def stop_cleanly_on_sigterm(command: str = "") -> Any:
     """Within the block, SIGTERM in this process ends its worker processes and removes its temporary folders before
-    it exits (`_stop_now`; the previous handler is put back after); processes forked meanwhile die of it as before.
-    Called from another thread (where no handler can be set) it changes nothing."""
+    it exits (`stopping.stop_now`; the previous handler is put back after); processes forked meanwhile die of it as
+    before. Called from another thread (where no handler can be set) it changes nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm(os.getpid(), command))
+    message = f"hf-langspec {command}: terminated (SIGTERM); its worker processes ended and temporary files removed"
+    previous = signal.signal(signal.SIGTERM, stop_on_sigterm(message))
     try:
         yield
     finally:

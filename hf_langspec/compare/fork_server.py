@@ -45,7 +45,7 @@ def _run_child(request: dict[str, Any], server: int) -> None:
         os.dup2(null, 0)  # the server's input is the runner's pipe: not the run's
         os.close(null)
         code = worker_main([request["spec"]])
-    except SystemExit as stop:  # the worker's exits (a SIGTERM from the dying server among them)
+    except SystemExit as stop:  # the worker's own exits (its runner gone before it started among them)
         code = stop.code if isinstance(stop.code, int) else 1
     except BaseException:  # anything else is the run's failure, said in its log
         traceback.print_exc()
@@ -60,7 +60,7 @@ def serve() -> int:
     then end the children still running (they save and release their runs) and report them too."""
     server = os.getpid()
     if os.environ.get(RUNNER_PID):
-        die_with_runner(int(os.environ[RUNNER_PID]))
+        die_with_runner(int(os.environ[RUNNER_PID]), "compare: the fork server ended with its runner, and its runs")
     children: dict[int, str] = {}
     selector = selectors.DefaultSelector()
     selector.register(0, selectors.EVENT_READ)

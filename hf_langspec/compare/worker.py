@@ -30,12 +30,15 @@ from ..evaluation.expected import library_versions
 from ..evaluation.language_id import language_identifier
 from ..files import read_json, write_atomic
 from ..modeling.modeling_langspec import added_parameters
+from ..stopping import stop_on_sigterm
 from ..tokenization import LangSpecTokenizer
 from ..training.cpu_allocator import allocator_setting
 from ..training.experiment import run_experiment
 from .shared import RUNNER_PID, read_run_file, results_paths, run_identity
 
 RESULTS_FORMAT = 1
+# the worker's last line at SIGTERM (its log is the run's compare.log)
+STOPPED = "compare worker: terminated (SIGTERM); the run resumes from its last complete checkpoint"
 
 
 def package_commit() -> str | None:
@@ -259,14 +262,14 @@ def fill_pending_off_target(results_dir: Path, evaluation: dict[str, Any]) -> No
         print(f"off-target rates measured for {result['system']} seed {result['seed']} ({identify.name})")
 
 
-def die_with_runner(runner_pid: int) -> None:
+def die_with_runner(runner_pid: int, stopped: str = STOPPED) -> None:
     """End this worker when its runner ends, however it ends (a SIGKILL of the runner alone included).
 
-    Linux's parent-death signal sends SIGTERM on the runner's death, and SIGTERM raises SystemExit, so the
-    run's lock and files are released on the way out and a resumed compare finds a clean state (the run
-    resumes from its last complete checkpoint). Elsewhere the runner's own cleanup is all there is.
+    Linux's parent-death signal sends SIGTERM on the runner's death, and SIGTERM ends the worker at once
+    (`stopping.stop_now`: its own processes, its run's lock released, exit 143), so a resumed compare finds a clean
+    state (the run resumes from its last complete checkpoint). Elsewhere the runner's own cleanup is all there is.
     """
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    signal.signal(signal.SIGTERM, stop_on_sigterm(stopped))
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):  # not Linux

@@ -21,6 +21,7 @@ from datasets import Dataset
 
 from ..environment import process_running
 from ..files import write_atomic
+from ..stopping import AT_STOP
 from .bible import default_cache_dir
 
 logger = logging.getLogger(__name__)
@@ -182,13 +183,22 @@ def cached_tokenizer_folder(
     return cache_root(cache_dir) / "tokenizers" / digest(["tokenizer", TOKENIZER_VERSION, corpus_files, settings])
 
 
-OPEN_WORK_FOLDERS: set[Path] = set()  # this process's work folders: what SIGTERM removes (`cli._stop_now`)
+OPEN_WORK_FOLDERS: set[Path] = set()  # this process's work folders: what SIGTERM removes (`stopping.stop_now`)
+
+
+def remove_open_work_folders() -> None:
+    """Remove this process's work folders (at SIGTERM, once the processes writing into them have ended)."""
+    for folder in list(OPEN_WORK_FOLDERS):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+AT_STOP.add(remove_open_work_folders)
 
 
 def work_folder(parent: Path, name: str) -> Path:
     """A new temporary folder under `parent` to build the entry `name` in, named with this process's id. An
-    interrupted build removes its own (its `finally` on an error or Ctrl-C; on SIGTERM the CLI removes every one in
-    `OPEN_WORK_FOLDERS`); one left by a process killed outright (SIGKILL, a power cut) is removed by the next build
+    interrupted build removes its own (its `finally` on an error or Ctrl-C; on SIGTERM `stopping.stop_now` removes
+    every one in `OPEN_WORK_FOLDERS`); one left by a process killed outright (SIGKILL, a power cut) is removed by the next build
     in `parent`."""
     parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned(parent)

@@ -31,6 +31,7 @@ from hf_langspec_cli.config_file import ConfigError
 from ..data.cache import content_fingerprint
 from ..environment import process_running
 from ..files import read_json, write_atomic
+from ..stopping import AT_STOP
 
 logger = logging.getLogger(__name__)
 CONFIG_FILE = "experiment_config.json"
@@ -233,11 +234,12 @@ def check_inputs_unchanged(output_dir: Path, config: dict[str, Any]) -> None:
 class RunLock:
     """`with RunLock(output_dir):` one training process per output directory (see the module docstring).
 
-    A signal can end the process anywhere, inside `__enter__` and `__exit__` too (the compare worker turns its
-    runner's death into SIGTERM and SystemExit). So the lock is never half made: its content is written to a
-    private file that is then hard-linked into place (atomic, and refused when the lock exists), and an exit
-    hook, registered before the link, removes the lock at interpreter exit when it still holds this holder's token.
-    A SystemExit that lands between the link and the `with` body therefore leaves nothing stale behind.
+    A signal can end the process anywhere, inside `__enter__` and `__exit__` too (SIGTERM, or an exception raised
+    by a handler). So the lock is never half made: its content is written to a private file that is then
+    hard-linked into place (atomic, and refused when the lock exists), and its release, registered before the link
+    both as an exit hook and in `stopping.AT_STOP` (SIGTERM's exit, which skips the hooks), removes the lock when it
+    still holds this holder's token. A stop that lands between the link and the `with` body therefore leaves
+    nothing stale behind.
     """
 
     def __init__(self, output_dir: Path) -> None:
@@ -272,6 +274,7 @@ class RunLock:
     def __enter__(self) -> RunLock:
         me = {**self.me, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
         atexit.register(self.release)
+        AT_STOP.add(self.release)
         try:
             self.private.write_text(json.dumps(me))
             for _ in range(2):
@@ -293,14 +296,18 @@ class RunLock:
             raise ConfigError(f"Could not take the lock {self.path}; another process keeps creating it.")
         except BaseException:  # a signal may land just after the link: the lock may be ours already
             self.release()
-            atexit.unregister(self.release)
+            self._forget()
             raise
         finally:
             self.private.unlink(missing_ok=True)
 
+    def _forget(self) -> None:
+        atexit.unregister(self.release)
+        AT_STOP.discard(self.release)
+
     def __exit__(self, *exc: Any) -> None:
         self.release()
-        atexit.unregister(self.release)
+        self._forget()
 
 
 __all__ = ["RunLock", "check_resumed_config", "flatten", "record_config", "resolved_paths", "section_of"]
