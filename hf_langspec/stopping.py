@@ -26,11 +26,14 @@ AT_STOP: set[Callable[[], None]] = set()
 
 
 def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (children, their children, ...), read from Linux /proc; [] elsewhere."""
+    """Every live process below `pid` (children, their children, ...), read from Linux /proc; [] elsewhere. A zombie
+    (ended, not yet reaped: a handler does not reap) is left out, so waiting for the list to empty ends when they end."""
     parents: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, ValueError, IndexError):
-            parents.setdefault(int(stat.read_text().rsplit(")", 1)[1].split()[1]), []).append(int(stat.parent.name))
+            state, parent = stat.read_text().rsplit(")", 1)[1].split()[:2]
+            if state != "Z":
+                parents.setdefault(int(parent), []).append(int(stat.parent.name))
     found, todo = [], list(parents.get(pid, []))
     while todo:
         found.append(child := todo.pop())

@@ -133,6 +133,9 @@ class Finalized:
 
 
 with stopping, RunLock(Path(sys.argv[1])):
+    import subprocess
+
+    print(subprocess.Popen(["sleep", "60"]).pid, flush=True)  # a process of its own: the stop ends it too
     Finalized()
     time.sleep(3)
 print("went on after SIGTERM")
@@ -140,12 +143,13 @@ print("went on after SIGTERM")
 
 
 @pytest.mark.reliability
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from Linux /proc")
 @pytest.mark.parametrize("handler", ["worker", "command"])
 def test_sigterm_inside_a_finalizer_ends_the_process_and_releases_its_run_lock(tmp_path, handler):
     """Before: the compare worker's SIGTERM raised SystemExit to unwind, and one that landed in a finalizer was
     dropped ("Exception ignored in ..."): the worker trained its run to the end and exited 0 after its runner had
     asked it to stop. A `compare` worker and an `hf-langspec` command both end at SIGTERM wherever it lands: exit
-    143, their run lock released, nothing after the signal run."""
+    143, their run lock released, the processes they started ended, nothing after the signal run."""
     from hf_langspec.training.run_guard import LOCK_FILE
 
     done = subprocess.run([sys.executable, "-c", _FINALIZER_STOPPED, str(tmp_path), handler], capture_output=True,
@@ -155,3 +159,7 @@ def test_sigterm_inside_a_finalizer_ends_the_process_and_releases_its_run_lock(t
     assert "terminated (SIGTERM)" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # the lock and its private file are gone
     assert not (tmp_path / LOCK_FILE).exists()
+    child, deadline = int(done.stdout.split()[0]), time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:  # init reaps it once it has ended
+        time.sleep(0.1)
+    assert not Path(f"/proc/{child}").exists()
