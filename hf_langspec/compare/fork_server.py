@@ -57,7 +57,7 @@ def _run_child(request: dict[str, Any], server: int) -> None:
 
 def serve() -> int:
     """The server's loop: fork a child per request line and report each child's exit code, until the input closes;
-    then end the children still running (they save and release their runs) and report them too."""
+    then end the children still running (each releases its run and exits 143) and report them too."""
     server = os.getpid()
     if os.environ.get(RUNNER_PID):
         die_with_runner(int(os.environ[RUNNER_PID]), "compare: the fork server ended with its runner, and its runs")
