@@ -4,7 +4,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 # one worker per core, one thread per worker: two 2-thread PyTorch processes on 2 cores ran 25x slower than one
-# (OpenMP oversubscription). On 2 cores 1,684 tests took 20 to 38 min this way (2026-12-07).
+# (OpenMP oversubscription). On 2 cores 1,692 tests took 20 to 38 min this way (2026-12-07).
 # Arguments after these replace them (`bash scripts/test.sh -n 0` runs in one process).
 # At most 4 workers (PYTEST_WORKERS overrides): each holds its own PyTorch and test models in memory.
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
