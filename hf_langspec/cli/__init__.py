@@ -13,7 +13,6 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
-from ..data import cache  # noqa: F401  (registers the removal of its work folders at SIGTERM)
 from ..environment import environment_problem
 from ..stopping import stop_on_sigterm
 

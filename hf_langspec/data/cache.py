@@ -198,8 +198,8 @@ AT_STOP.add(remove_open_work_folders)
 def work_folder(parent: Path, name: str) -> Path:
     """A new temporary folder under `parent` to build the entry `name` in, named with this process's id. An
     interrupted build removes its own (its `finally` on an error or Ctrl-C; on SIGTERM `stopping.stop_now` removes
-    every one in `OPEN_WORK_FOLDERS`); one left by a process killed outright (SIGKILL, a power cut) is removed by the next build
-    in `parent`."""
+    every one in `OPEN_WORK_FOLDERS`); one left by a process killed outright (SIGKILL, a power cut) is removed by the
+    next build in `parent`."""
     parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned(parent)
     work = Path(tempfile.mkdtemp(prefix=f".{name}-pid{os.getpid()}-", dir=parent))
