@@ -84,6 +84,57 @@ def test_a_language_no_identifier_covers_is_not_measured_with_a_warning_naming_i
     assert language_identifier("lingua").for_language("am") is None  # so an explicit choice is kept as chosen
 
 
+# run in a fresh interpreter: a thread pool this test process's other detections started would be inherited
+LOADED_THEN_FORKED = """
+import json, os, sys
+from hf_langspec.evaluation.language_id import language_identifier, load_models
+threads = lambda: len(os.listdir("/proc/self/task"))
+megabytes = lambda: int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 2**20
+before = threads()
+load_models(sys.argv[1])
+started = threads() - before
+child = os.fork()
+if child == 0:
+    resident = megabytes()
+    found = language_identifier("lingua")(json.loads(sys.argv[2]))
+    print(json.dumps({"found": found, "grew": megabytes() - resident, "threads_started": started}), flush=True)
+    os._exit(0)
+os.waitpid(child, 0)
+"""
+
+
+@pytest.mark.slow
+def test_lingua_models_loaded_before_a_fork_serve_the_child_without_a_thread_started():
+    """What the compare fork server does before forking runs: `load_models` starts no thread (a forked child
+    inherits a thread pool without its threads), and a child detects with the parent's models: what it detects is
+    right and it loads none (lingua's models, about 1 GB, load at a process's first detection otherwise)."""
+    import subprocess
+    import sys
+
+    texts = [*GERMAN, *ENGLISH, "В начале сотворил Бог небо и землю.", "tttt tttt aaaa"]
+    done = subprocess.run([sys.executable, "-c", LOADED_THEN_FORKED, "lingua+py3langid", json.dumps(texts)],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    child = json.loads(done.stdout)
+    assert child["threads_started"] == 0
+    assert child["found"][:6] == ["de"] * 4 + ["en", "ru"]
+    assert child["grew"] < 100, child  # megabytes; a process that loads them grows by about 1,100
+
+
+def test_models_are_loaded_for_lingua_only_and_where_it_is_chosen(monkeypatch):
+    from hf_langspec.evaluation import language_id
+
+    built = []
+    monkeypatch.setattr(language_id.LinguaIdentifier, "load_models", lambda self: built.append(self))
+    chosen = {"py3langid": 0, "langid+py3langid": 0, "lingua": 1, "py3langid+lingua": 1, None: 1}  # None: the default
+    for prefer, loads in chosen.items():
+        built.clear()
+        language_id.load_models(prefer)
+        assert len(built) == loads, prefer
+    with pytest.raises(ValueError, match="unknown"):
+        language_id.load_models("fasttext")
+
+
 def test_the_coverage_table_in_data_md_holds():
     """Every corpus language the committed table says is measured is covered by that identifier today."""
     import re

@@ -12,7 +12,7 @@ from conftest import tiny_suite
 
 from hf_langspec.compare import load_suite
 from hf_langspec.compare.forked import ForkedWorker, ForkServer
-from hf_langspec.compare.runner import plan_runs, start_worker, worker_environment
+from hf_langspec.compare.runner import Run, detects_with, plan_runs, start_worker, worker_environment
 from hf_langspec.compare.shared import prepare_shared, results_paths
 
 
@@ -38,7 +38,7 @@ def _wait(worker, seconds: float = 600) -> int | None:
 def test_a_forked_run_computes_what_a_process_of_its_own_computes(tmp_path):
     forked_suite, forked = _baseline_run(tmp_path / "forked")
     alone_suite, alone = _baseline_run(tmp_path / "alone")
-    server = ForkServer(worker_environment(1, 0, 0))
+    server = ForkServer(worker_environment(1, 0, 0), detects_with([forked]))  # as the runner starts it
     try:
         worker = start_worker(forked, 0, 0, server)
         assert isinstance(worker, ForkedWorker)
@@ -54,6 +54,16 @@ def test_a_forked_run_computes_what_a_process_of_its_own_computes(tmp_path):
     scores = [json.loads(path.read_text()) for path in (forked_scores, alone_scores)]
     assert scores[0]["sets"] == scores[1]["sets"] and scores[0]["sets"]
     assert scores[0]["training"]["final_loss"] == scores[1]["training"]["final_loss"]
+
+
+def test_the_server_loads_the_identifier_the_runs_will_detect_with_and_none_where_they_detect_nothing(tmp_path):
+    def runs(evaluation: dict, later: bool = False) -> list[Run]:
+        return [Run("baseline", 1, tmp_path, {"evaluation": evaluation, "off_target_later": later})]
+
+    assert detects_with(runs({"language_identifier": "lingua"})) == "lingua"  # off_target: zero-shot by default
+    assert detects_with(runs({"off_target": True})) == "lingua+py3langid+langid"  # the default order
+    assert detects_with(runs({"off_target": False, "language_identifier": "lingua"})) is None
+    assert detects_with(runs({"language_identifier": "lingua"}, later=True)) is None  # measured elsewhere
 
 
 def test_closing_the_server_ends_a_run_still_training_and_releases_it(tmp_path):

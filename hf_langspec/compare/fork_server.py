@@ -5,8 +5,10 @@ datasets on two cores before its run starts: most of a short run (a suite's tiny
 every run pays it again. On CPUs `compare` starts one fork server instead (`python -m hf_langspec.compare.
 fork_server`), which imports the worker once and forks a child per run: the child takes the run's environment,
 working folder and log, and runs the worker's `main`, as the separate process did. The server never runs an
-operation, so no thread pool, CUDA context or tokenizer state exists to be copied into a child (on GPUs the
-runner keeps separate processes: a fork must not follow a CUDA initialisation).
+operation but one, so no thread pool, CUDA context or tokenizer state exists to be copied into a child (on GPUs
+the runner keeps separate processes: a fork must not follow a CUDA initialisation). The one: where the runs will
+measure off-target rates, it loads the language identifier's models first (lingua's take about 14 CPU seconds
+in each process that detects; loaded one after another, they start no thread), and every child has them.
 
 The runner (its side is `forked.ForkServer`) writes one JSON line per run to the server's input (`id`, `spec`,
 `log`, `env`, `cwd`) and reads one per ended run (`id`, `exit`). The server ends with the runner however it ends
@@ -25,6 +27,7 @@ import sys
 import traceback
 from typing import Any
 
+from ..evaluation.language_id import load_models
 from .shared import RUNNER_PID
 from .worker import die_with_runner
 from .worker import main as worker_main
@@ -55,12 +58,16 @@ def _run_child(request: dict[str, Any], server: int) -> None:
         os._exit(code)
 
 
-def serve() -> int:
+def serve(identifier: str | None = None) -> int:
     """The server's loop: fork a child per request line and report each child's exit code, until the input closes;
-    then end the children still running (each releases its run and exits 143) and report them too."""
+    then end the children still running (each releases its run and exits 143) and report them too. With
+    `identifier` (the runs' language identifier, as `language_identifier` takes it), its models are loaded first,
+    once for every child (`language_id.load_models`: no thread is started)."""
     server = os.getpid()
     if os.environ.get(RUNNER_PID):
         die_with_runner(int(os.environ[RUNNER_PID]), "compare: the fork server ended with its runner, and its runs")
+    if identifier is not None:
+        load_models(identifier)
     children: dict[int, str] = {}
     selector = selectors.DefaultSelector()
     selector.register(0, selectors.EVENT_READ)
@@ -94,4 +101,4 @@ def _reap(children: dict[int, str], block: bool) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(serve())
+    sys.exit(serve(*sys.argv[1:2]))

@@ -15,11 +15,13 @@ from pathlib import Path
 class ForkServer:
     """The runner's side: start the server, ask it for a run, learn each run's exit code (`ForkedWorker.poll`)."""
 
-    def __init__(self, env: dict[str, str]):
+    def __init__(self, env: dict[str, str], identifier: str | None = None):
+        """`identifier`: the language identifier the runs will detect with (its names joined by "+"), whose models
+        the server loads once for all of them; None when they detect nothing."""
+        command = [sys.executable, "-m", "hf_langspec.compare.fork_server", *([identifier] if identifier else [])]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "hf_langspec.compare.fork_server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            env=env, text=True, bufsize=1,
-        )  # fmt: skip
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True, bufsize=1
+        )
         self.exits: dict[str, int] = {}
         self._reader = threading.Thread(target=self._read_exits, daemon=True)
         self._reader.start()

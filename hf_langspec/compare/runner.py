@@ -198,7 +198,9 @@ def execute(runs: list[Run], workers: int, gpus: int) -> dict[str, str]:
     failed: dict[str, str] = {}
     bar = tqdm(total=len(runs), desc="runs", unit="run", position=0, file=sys.stderr, dynamic_ncols=True)
     slots = list(range(workers))
-    server = ForkServer(worker_environment(runs[0].spec["threads"], 0, 0)) if runs and not gpus else None
+    server = None
+    if runs and not gpus:  # one identifier model load for every run (compare/fork_server.py)
+        server = ForkServer(worker_environment(runs[0].spec["threads"], 0, 0), detects_with(runs))
     try:
         while pending or active:
             while pending and slots:
@@ -218,6 +220,15 @@ def execute(runs: list[Run], workers: int, gpus: int) -> dict[str, str]:
             server.close()
         bar.close()
     return failed
+
+
+def detects_with(runs: list[Run]) -> str | None:
+    """The language identifier the runs will measure off-target rates with here (its names joined by "+"), or
+    None where they measure none (the suite asks for none, or `--off-target-later`)."""
+    evaluation = runs[0].spec["evaluation"]
+    if not evaluation.get("off_target", "zero-shot") or runs[0].spec.get("off_target_later"):
+        return None
+    return "+".join(identifier_names(evaluation.get("language_identifier")))
 
 
 def start_worker(run: Run, slot: int, gpus: int, server: ForkServer | None) -> Any:

@@ -92,6 +92,11 @@ class _Single:
         return self if any(c in self.languages for c in detected_as(code)) else None
 
 
+# one text per script whose languages lingua tells apart with n-gram models (up to 5-grams: 5 letters each); the
+# languages of a script of their own (Greek, Hangul, Thai...) are decided by rule and need none
+SCRIPT_SAMPLES = ("abcde", "абвгд", "ابتثج", "कखगघच")
+
+
 class LinguaIdentifier(_Single):
     name = "lingua"
 
@@ -102,6 +107,13 @@ class LinguaIdentifier(_Single):
         # built one, most of a small evaluation, and detects the same (2,000 bible6 outputs compared)
         self._detector = LanguageDetectorBuilder.from_all_languages().build()
         self.languages = frozenset(lang.iso_code_639_1.name.lower() for lang in Language.all())
+
+    def load_models(self) -> None:
+        """Load every model detection can need, one after another (`with_preloaded_language_models` would start
+        lingua's thread pool, which a forked child inherits broken): a process that forks after this gives its
+        children the models, which a child otherwise loads at its first detection (about 14 CPU seconds each)."""
+        for text in SCRIPT_SAMPLES:
+            self._detector.detect_language_of(text)
 
     def __call__(self, texts: Sequence[str]) -> list[str | None]:
         found = self._detector.detect_languages_in_parallel_of(list(texts))
@@ -177,6 +189,19 @@ def language_identifier(prefer: str | None = None) -> LanguageIdentifier:
             "lingua-language-detector and langid, e.g. pip install 'hf_langspec[eval]'. Missing: " + "; ".join(errors)
         )
     return found[0] if len(found) == 1 else CombinedIdentifier(found)
+
+
+def load_models(prefer: str | None = None) -> None:
+    """Load lingua's models before any detection when `prefer` names it (None: the default order does), without
+    starting a thread, so a process that then forks (the compare fork server) gives its children the models:
+    lingua keeps them for the whole process, whichever detector loaded them. Without lingua installed nothing
+    happens: the process that detects says so."""
+    if "lingua" not in identifier_names(prefer):
+        return
+    try:
+        LinguaIdentifier().load_models()
+    except ImportError:
+        return
 
 
 def off_target_flags(
